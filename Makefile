@@ -1,0 +1,36 @@
+# FloKit: `make up` runs the service, `make test` passes the tests. Both set everything up.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help up test lint bench venv clean
+
+help: ## List the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP) ## Create the virtual environment and install FloKit with its dev tools
+
+up: $(STAMP) ## Migrate, bootstrap a demo workspace when empty, run API :8000 + Dagster UI :3000 + daemon
+	$(BIN)/flokit up
+
+lint: $(STAMP) ## ruff and the import-linter contracts between the rooms
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+test: $(STAMP) ## Lint, then the whole suite against SQLite and a private PostgreSQL cluster
+	$(MAKE) lint
+	FLOKIT_TEST_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(BIN)/pytest
+
+bench: $(STAMP) ## Benchmarks (figures printed; see docs/benchmarks.md)
+	scripts/with-postgres.sh $(BIN)/python -m tests.bench
+
+clean: ## Remove the environment and local data
+	rm -rf $(VENV) data

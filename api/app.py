@@ -1,0 +1,59 @@
+"""The Flask app factory: `gunicorn "api.app:create_app()"`.
+
+Surfaces (`FLOKIT_SURFACES`) decide which blueprints exist, so that production can deploy
+the v1 API, the gateway and the ingest gateway as separate services from one codebase.
+No database connection is opened here: gunicorn may fork after this runs.
+"""
+
+from __future__ import annotations
+
+from flask import Flask, Request, jsonify
+from flask.wrappers import Response
+
+from api.context import EXTENSION, AppState
+from api.errors import ApiError, register_error_handlers
+from api.logs import configure_logging, register_request_logging
+from warehouse.db import database_for
+from warehouse.settings import Settings
+
+
+class JsonRequest(Request):
+    def on_json_loading_failed(self, e: ValueError | None) -> object:
+        raise ApiError(400, "Request body is not valid JSON")
+
+
+def register_blueprints(app: Flask, settings: Settings) -> None:
+    if "v1" in settings.surfaces:
+        from api.v1 import blueprint as v1
+
+        app.register_blueprint(v1)
+    if "gateway" in settings.surfaces:
+        from api.gateway import blueprint as gateway
+        from api.passthrough import blueprint as passthrough
+
+        app.register_blueprint(gateway)
+        app.register_blueprint(passthrough)
+    if "ingest" in settings.surfaces:
+        from api.ingest import blueprint as ingest
+
+        app.register_blueprint(ingest)
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    settings = settings or Settings.from_env()
+    configure_logging()
+    app = Flask("flokit")
+    app.request_class = JsonRequest
+    app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the spec's field order
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.extensions[EXTENSION] = AppState(settings=settings, db=database_for(settings.database_url))
+
+    register_request_logging(app)
+    register_error_handlers(app)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return jsonify({"status": "ok"})
+
+    register_blueprints(app, settings)
+    return app

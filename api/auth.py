@@ -1,0 +1,48 @@
+"""Small stackable decorators for authentication and permission."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar, cast
+
+from flask import g, request
+
+from api.context import state
+from api.errors import ApiError
+from warehouse.workspaces import Principal, authenticate
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _bearer_token() -> str | None:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def require_key(*, write: bool = False) -> Callable[[F], F]:
+    """v1 authentication: a valid Bearer key (401), with read-write scope when `write` (403)."""
+
+    def decorate(view: F) -> F:
+        @wraps(view)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            token = _bearer_token()
+            if token is None:
+                raise ApiError(401, "Missing API key: send Authorization: Bearer <API_KEY>")
+            with state().db.read() as conn:
+                principal = authenticate(conn, token)
+            if principal is None:
+                raise ApiError(401, "Invalid API key (unknown, rotated or revoked)")
+            if write and not principal.can_write:
+                raise ApiError(403, "This API key is read-only; this request needs a read-write key")
+            g.principal = principal
+            return view(*args, **kwargs)
+
+        return cast(F, wrapper)
+
+    return decorate
+
+
+def principal() -> Principal:
+    return g.principal

@@ -1,0 +1,88 @@
+"""One place that renders every error, in the shape of the surface that was called.
+
+v1 answers `{"error": <code>, "message": <text>}`; the gateway, passthrough and ingest
+surfaces keep the production shape `{"error": <message>}` (spec "Errors"). No error is ever
+an HTML page: Werkzeug's HTTP exceptions and unhandled exceptions are all rendered here.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, Response, g, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+log = logging.getLogger("flokit.api")
+
+V1_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "invalid_request",
+    422: "invalid_request",
+    429: "rate_limited",
+    500: "internal_error",
+}
+
+
+class ApiError(Exception):
+    """Raise anywhere in a request to answer with this status, code and message."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code or V1_CODES.get(status, "error")
+
+
+def is_v1_request() -> bool:
+    return request.blueprint == "v1" or request.path == "/v1" or request.path.startswith("/v1/")
+
+
+def error_response(status: int, message: str, code: str | None = None) -> Response:
+    body = (
+        {"error": code or V1_CODES.get(status, "error"), "message": message} if is_v1_request() else {"error": message}
+    )
+    response = jsonify(body)
+    response.status_code = status
+    return response
+
+
+def _http_message(exc: HTTPException) -> str:
+    if is_v1_request():
+        if exc.code == 404:
+            return f"No such resource: {request.method} {request.path}"
+        if exc.code == 405:
+            return f"Method {request.method} is not allowed on {request.path}"
+        if exc.code == 413:
+            return "Request body is too large"
+        return exc.description or exc.name
+    return exc.name
+
+
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def _api_error(exc: ApiError) -> Response:
+        return error_response(exc.status, exc.message, exc.code)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        response = error_response(exc.code or 500, _http_message(exc))
+        allow = getattr(exc, "valid_methods", None)
+        if allow:
+            response.headers["Allow"] = ", ".join(sorted(allow))
+        return response
+
+    @app.errorhandler(Exception)
+    def _unhandled(exc: Exception) -> Response:
+        log.exception(
+            "unhandled exception",
+            extra={"request_id": g.get("request_id"), "method": request.method, "path": request.path},
+        )
+        if is_v1_request():
+            return error_response(500, "Internal server error; quote the X-Request-Id when reporting it")
+        return error_response(500, "Internal Server Error")

@@ -1,0 +1,72 @@
+"""Structured logs: one JSON object per line, with the request id on every request's lines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+
+from flask import Flask, Response, g, request
+
+from transforms.ids import new_id
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# A client-supplied request id is echoed only if it is short and harmless in logs and headers.
+_SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+JsonFormatter.converter = time.gmtime
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    logger = logging.getLogger("flokit")
+    if any(getattr(h, "_flokit", False) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    handler._flokit = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def register_request_logging(app: Flask) -> None:
+    access = logging.getLogger("flokit.api.access")
+
+    @app.before_request
+    def _start() -> None:
+        incoming = request.headers.get("X-Request-Id", "")
+        g.request_id = incoming if _SAFE_REQUEST_ID.match(incoming) else new_id("req")
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def _finish(response: Response) -> Response:
+        request_id = g.get("request_id") or new_id("req")
+        response.headers["X-Request-Id"] = request_id
+        access.info(
+            "request",
+            extra={
+                "request_id": request_id,
+                "method": request.method,
+                "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round((time.perf_counter() - g.get("started", time.perf_counter())) * 1000, 2),
+            },
+        )
+        return response

@@ -1,0 +1,1 @@
+"""The `flokit` command: the operator's edge. It may import every room; nothing imports it."""

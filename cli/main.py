@@ -1,0 +1,23 @@
+"""`flokit`: migrate, administer workspaces and keys, run the whole service."""
+
+from __future__ import annotations
+
+import click
+
+from cli.admin import admin
+from cli.db import db
+from cli.up import up
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """FloKit: growth analytics and subscription backend."""
+
+
+main.add_command(db)
+main.add_command(admin)
+main.add_command(up)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Dagster glue: definitions, assets, sensors, schedules, jobs, resources, checks."""

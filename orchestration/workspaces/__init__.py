@@ -1,0 +1,1 @@
+"""Workspace dimension: the tenants, exported for analysts' joins."""

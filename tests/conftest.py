@@ -1,0 +1,131 @@
+"""Fixtures: every database test runs on SQLite and on PostgreSQL.
+
+PostgreSQL comes from `scripts/with-postgres.sh` (which `make test` uses) through
+FLOKIT_TEST_POSTGRES_URL. Each test gets a fresh database cloned from a migrated template
+(`CREATE DATABASE ... TEMPLATE`, or a copied SQLite file), so tests are isolated and migrations
+run once per session, not once per test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from api.app import create_app
+from warehouse import migrate
+from warehouse.bootstrap import bootstrap
+from warehouse.db import Database, close_database, database_for
+from warehouse.settings import Settings
+
+PG_URL_ENV = "FLOKIT_TEST_POSTGRES_URL"
+
+
+def _libpq(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def _with_dbname(url: str, name: str) -> str:
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> str:
+    url = os.environ.get(PG_URL_ENV)
+    if not url:
+        if os.environ.get("FLOKIT_TEST_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"{PG_URL_ENV} is not set; run the suite through scripts/with-postgres.sh")
+        pytest.skip(f"PostgreSQL tests need {PG_URL_ENV} (make test starts a cluster)")
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_admin_url: str) -> Iterator[str]:
+    name = f"flokit_tpl_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(_libpq(postgres_admin_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = _with_dbname(postgres_admin_url, name)
+    db = Database(url)
+    migrate.upgrade(db)
+    db.dispose()  # a template database must have no open connections
+    yield name
+    with psycopg.connect(_libpq(postgres_admin_url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite-template") / "flokit.db"
+    db = Database(f"sqlite:///{path}")
+    migrate.upgrade(db)
+    with db.engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.dispose()
+    return path
+
+
+def fresh_database_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        target = tmp_path / "data" / "flokit.db"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(template, target)
+        url = f"sqlite:///{target}"
+        yield url
+        close_database(url)
+        return
+    admin: str = request.getfixturevalue("postgres_admin_url")
+    template_name: str = request.getfixturevalue("postgres_template")
+    name = f"flokit_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_name}"')
+    url = _with_dbname(admin, name)
+    yield url
+    close_database(url)
+    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A freshly migrated, empty operational database on each backend."""
+    yield from fresh_database_url(request, request.param, tmp_path)
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", database_url=database_url)
+
+
+@pytest.fixture
+def db(settings: Settings) -> Database:
+    return database_for(settings.database_url)
+
+
+@pytest.fixture
+def app(settings: Settings) -> Flask:
+    return create_app(settings)
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def workspace(db: Database) -> dict[str, Any]:
+    """A bootstrapped workspace: ids and the keys, as `flokit admin bootstrap --json` prints them."""
+    with db.write() as conn:
+        return bootstrap(conn, name="Acme Fitness")
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}

@@ -1,0 +1,54 @@
+from pathlib import Path
+
+import pytest
+
+from warehouse.settings import Settings, SettingsError
+
+
+def test_defaults_are_the_embedded_ones(tmp_path: Path) -> None:
+    s = Settings.from_env({"FLOKIT_DATA_DIR": str(tmp_path)})
+    assert s.database_url == f"sqlite:///{tmp_path / 'flokit.db'}"
+    assert s.surfaces == ("v1", "gateway", "ingest")
+    assert (s.api_port, s.dagster_port) == (8000, 3000)
+    assert s.dagster_home == tmp_path / "dagster"
+    assert s.catalog_path == tmp_path / "warehouse.duckdb"
+
+
+def test_every_setting_is_read(tmp_path: Path) -> None:
+    s = Settings.from_env(
+        {
+            "FLOKIT_DATA_DIR": str(tmp_path),
+            "FLOKIT_DATABASE_URL": "postgresql+psycopg://u@h/db",
+            "FLOKIT_SURFACES": "ingest, v1",
+            "FLOKIT_API_PORT": "9001",
+            "FLOKIT_DAGSTER_PORT": "9002",
+            "DAGSTER_HOME": str(tmp_path / "dh"),
+        }
+    )
+    assert s.database_url == "postgresql+psycopg://u@h/db"
+    assert s.surfaces == ("ingest", "v1")
+    assert (s.api_port, s.dagster_port, s.dagster_home) == (9001, 9002, tmp_path / "dh")
+    assert Settings.from_env(s.child_env()) == s
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"FLOKIT_API_PORT": "eighty"}, "FLOKIT_API_PORT must be a TCP port"),
+        ({"FLOKIT_DAGSTER_PORT": "70000"}, "FLOKIT_DAGSTER_PORT must be a TCP port"),
+        ({"FLOKIT_SURFACES": "v1,admin"}, "FLOKIT_SURFACES must be a comma-separated subset"),
+        ({"FLOKIT_SURFACES": ","}, "FLOKIT_SURFACES must be a comma-separated subset"),
+        ({"FLOKIT_DATABASE_URL": "mysql://x"}, "FLOKIT_DATABASE_URL must be sqlite"),
+        ({"FLOKIT_DATABASE_URL": "postgresql://u@h/db"}, "must name the psycopg 3 driver"),
+    ],
+)
+def test_bad_settings_fail_with_a_message_naming_the_variable(env: dict, message: str, tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env({"FLOKIT_DATA_DIR": str(tmp_path), **env})
+
+
+def test_data_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(SettingsError, match="FLOKIT_DATA_DIR must be a directory"):
+        Settings.from_env({"FLOKIT_DATA_DIR": str(f)})

@@ -1,0 +1,1 @@
+"""All persisted state: the operational database, the Parquet lake, the DuckDB catalog, settings."""

@@ -1,0 +1,126 @@
+"""Engines for the operational database: SQLite (embedded default) or PostgreSQL (production).
+
+SQLite is configured for a multi-process server: WAL so that readers never block the writer,
+a busy timeout so that concurrent writers queue instead of failing, and `BEGIN IMMEDIATE` for
+write transactions so that two writers never both read and then deadlock on the upgrade to a
+write lock (SQLite's classic "database is locked" under concurrency).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+# How long a SQLite writer waits for the lock before giving up. Generous: a request that waits
+# is better than a request that fails, and real contention resolves in milliseconds.
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+_WRITE = "flokit_write"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(sa.types.TypeDecorator):
+    """Timestamps stored as naive UTC on both databases and returned timezone-aware.
+
+    SQLite has no time zone support; storing naive UTC everywhere keeps comparisons and
+    ordering identical on both backends.
+    """
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are ambiguous; pass an aware UTC datetime")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's begin event below decide how transactions start.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        # NORMAL is durable across application crashes in WAL mode; only an OS crash or power
+        # loss may roll back the last transactions, the documented trade-off for WAL.
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get(_WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def create_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.removeprefix("sqlite:///")
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        _configure_sqlite(engine)
+        return engine
+    # pool_pre_ping: a server restart must not surface as one failed request per pooled connection.
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+
+
+class Database:
+    """One engine per process, with explicit read and write transactions."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = create_engine(url)
+        self.is_sqlite = url.startswith("sqlite")
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction: committed on success, rolled back on any exception."""
+        with self.engine.connect().execution_options(**{_WRITE: True}) as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+_databases: dict[str, Database] = {}
+_lock = threading.Lock()
+
+
+def database_for(url: str) -> Database:
+    """The process-wide `Database` for a URL (engines are pools; make one per process)."""
+    with _lock:
+        db = _databases.get(url)
+        if db is None:
+            db = _databases[url] = Database(url)
+        return db
+
+
+def close_database(url: str) -> None:
+    """Dispose of a URL's engine and forget it (tests create many short-lived databases)."""
+    with _lock:
+        db = _databases.pop(url, None)
+    if db is not None:
+        db.dispose()

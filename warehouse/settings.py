@@ -1,0 +1,113 @@
+"""Settings from the environment, read once and validated at start.
+
+Every process (gunicorn workers, the Dagster daemon and webserver, the CLI) builds the same
+`Settings` from the same variables, so one misconfigured variable fails loudly in all of them
+with the same message instead of surfacing later as a confusing runtime error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SURFACES = ("v1", "gateway", "ingest")
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names the variable and what is expected."""
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise SettingsError(f"{name} must be a TCP port between 1 and 65535, got {raw!r}")
+    return int(raw)
+
+
+def _surfaces(env: Mapping[str, str]) -> tuple[str, ...]:
+    raw = env.get("FLOKIT_SURFACES", "").strip()
+    if not raw:
+        return SURFACES
+    chosen = tuple(dict.fromkeys(s.strip() for s in raw.split(",") if s.strip()))
+    unknown = [s for s in chosen if s not in SURFACES]
+    if unknown or not chosen:
+        raise SettingsError(f"FLOKIT_SURFACES must be a comma-separated subset of {','.join(SURFACES)}, got {raw!r}")
+    return chosen
+
+
+def _database_url(env: Mapping[str, str], data_dir: Path) -> str:
+    raw = env.get("FLOKIT_DATABASE_URL", "").strip()
+    if not raw:
+        return f"sqlite:///{data_dir / 'flokit.db'}"
+    if raw.startswith("sqlite:///") or raw.startswith("postgresql+psycopg://"):
+        return raw
+    if raw.startswith(("postgresql://", "postgres://")):
+        raise SettingsError(
+            "FLOKIT_DATABASE_URL must name the psycopg 3 driver: write postgresql+psycopg://… "
+            f"instead of {raw.split('://', 1)[0]}://…"
+        )
+    raise SettingsError(
+        f"FLOKIT_DATABASE_URL must be sqlite:///<path> or postgresql+psycopg://user@host/db, got {raw!r}"
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The service's configuration. Tests construct it directly; processes use `from_env`."""
+
+    data_dir: Path
+    database_url: str
+    surfaces: tuple[str, ...] = SURFACES
+    api_port: int = 8000
+    dagster_port: int = 3000
+    dagster_home: Path = field(default=Path())
+    # Request bodies above this are answered 413 before any handler reads them. The largest
+    # legitimate body is a batch of 50 paywall events, far below 1 MiB.
+    max_body_bytes: int = 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.dagster_home == Path():
+            object.__setattr__(self, "dagster_home", self.data_dir / "dagster")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        data_dir = Path(env.get("FLOKIT_DATA_DIR", "").strip() or "data").expanduser().resolve()
+        if data_dir.exists() and not data_dir.is_dir():
+            raise SettingsError(f"FLOKIT_DATA_DIR must be a directory, {data_dir} is a file")
+        dagster_home = env.get("DAGSTER_HOME", "").strip()
+        return cls(
+            data_dir=data_dir,
+            database_url=_database_url(env, data_dir),
+            surfaces=_surfaces(env),
+            api_port=_port(env, "FLOKIT_API_PORT", 8000),
+            dagster_port=_port(env, "FLOKIT_DAGSTER_PORT", 3000),
+            dagster_home=Path(dagster_home).expanduser().resolve() if dagster_home else data_dir / "dagster",
+        )
+
+    @property
+    def lake_dir(self) -> Path:
+        return self.data_dir / "lake"
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.data_dir / "warehouse.duckdb"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    def child_env(self) -> dict[str, str]:
+        """The variables that make a child process build exactly these settings."""
+        return {
+            "FLOKIT_DATA_DIR": str(self.data_dir),
+            "FLOKIT_DATABASE_URL": self.database_url,
+            "FLOKIT_SURFACES": ",".join(self.surfaces),
+            "FLOKIT_API_PORT": str(self.api_port),
+            "FLOKIT_DAGSTER_PORT": str(self.dagster_port),
+            "DAGSTER_HOME": str(self.dagster_home),
+        }

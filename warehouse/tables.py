@@ -1,0 +1,74 @@
+"""SQLAlchemy Core tables of the operational database.
+
+Named constraints and indexes (so Alembic migrations can refer to them), portable types only
+(SQLite and PostgreSQL), every row of tenant data carrying `workspace_id`. Later features add
+their tables in their own modules that share this `metadata`.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from warehouse.db import UTCDateTime
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+workspaces = sa.Table(
+    "workspaces",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("reporting_currency", sa.String(3), nullable=False, server_default="USD"),
+    sa.Column("timezone", sa.String(64), nullable=False, server_default="UTC"),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+)
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("scope", sa.String(16), nullable=False),
+    # SHA-256 of the whole key, hex. The key itself is shown once and never stored.
+    sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
+    # The first characters of the key, so operators can tell keys apart in listings.
+    sa.Column("key_prefix", sa.String(16), nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("rotated_at", UTCDateTime(), nullable=True),
+    sa.Column("revoked_at", UTCDateTime(), nullable=True),
+    sa.CheckConstraint("scope IN ('read_only', 'read_write')", name="scope"),
+)
+
+apps = sa.Table(
+    "apps",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    # Publishable, not a secret (spec: "x-app-key ... not a secret"), so stored as is.
+    sa.Column("publishable_key", sa.String(80), nullable=False, unique=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("revoked_at", UTCDateTime(), nullable=True),
+)
+
+audit_log = sa.Table(
+    "audit_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("subject_id", sa.String(64), nullable=True),
+    sa.Column("detail", sa.JSON, nullable=False, default=dict),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Index("ix_audit_log_workspace_created", "workspace_id", "created_at"),
+    sa.Index("ix_audit_log_subject", "subject_id"),
+)

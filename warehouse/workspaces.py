@@ -1,0 +1,166 @@
+"""Workspaces (tenants), their API keys and apps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from transforms.ids import hash_api_key, key_prefix, new_api_key, new_id, new_publishable_key
+from warehouse import audit
+from warehouse.db import utcnow
+from warehouse.tables import api_keys, apps, workspaces
+
+Scope = Literal["read_only", "read_write"]
+SCOPES: tuple[Scope, ...] = ("read_only", "read_write")
+
+
+class NotFound(LookupError):
+    """The object does not exist (or belongs to no workspace the caller can see)."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: str
+    name: str
+    reporting_currency: str
+    timezone: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling the v1 API: the workspace the key belongs to and what it may do."""
+
+    key_id: str
+    workspace_id: str
+    scope: Scope
+
+    @property
+    def can_write(self) -> bool:
+        return self.scope == "read_write"
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    key_id: str
+    api_key: str
+
+
+@dataclass(frozen=True)
+class App:
+    id: str
+    workspace_id: str
+    name: str
+    publishable_key: str
+
+
+def create_workspace(
+    conn: Connection, *, name: str, reporting_currency: str = "USD", timezone: str = "UTC", actor: str = "cli"
+) -> Workspace:
+    ws = Workspace(
+        id=new_id("ws"),
+        name=name,
+        reporting_currency=reporting_currency,
+        timezone=timezone,
+        created_at=utcnow(),
+    )
+    conn.execute(workspaces.insert().values(**ws.__dict__))
+    audit.record(conn, workspace_id=ws.id, actor=actor, action="workspace.created", subject_id=ws.id)
+    return ws
+
+
+def get_workspace(conn: Connection, workspace_id: str) -> Workspace:
+    row = conn.execute(workspaces.select().where(workspaces.c.id == workspace_id)).first()
+    if row is None:
+        raise NotFound(workspace_id)
+    return Workspace(**row._mapping)
+
+
+def count_workspaces(conn: Connection) -> int:
+    return conn.execute(sa.select(sa.func.count()).select_from(workspaces)).scalar_one()
+
+
+def create_key(conn: Connection, *, workspace_id: str, scope: Scope, actor: str = "cli") -> IssuedKey:
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}")
+    get_workspace(conn, workspace_id)
+    key, key_id = new_api_key(), new_id("key")
+    conn.execute(
+        api_keys.insert().values(
+            id=key_id,
+            workspace_id=workspace_id,
+            scope=scope,
+            key_hash=hash_api_key(key),
+            key_prefix=key_prefix(key),
+            created_at=utcnow(),
+        )
+    )
+    audit.record(
+        conn,
+        workspace_id=workspace_id,
+        actor=actor,
+        action="api_key.created",
+        subject_id=key_id,
+        detail={"scope": scope},
+    )
+    return IssuedKey(key_id=key_id, api_key=key)
+
+
+def rotate_key(conn: Connection, *, key_id: str, actor: str = "cli") -> IssuedKey:
+    """Replace the key's secret in one statement: the old secret stops working at commit."""
+    key = new_api_key()
+    now = utcnow()
+    row = conn.execute(
+        api_keys.update()
+        .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+        .values(key_hash=hash_api_key(key), key_prefix=key_prefix(key), rotated_at=now)
+        .returning(api_keys.c.workspace_id)
+    ).first()
+    if row is None:
+        raise NotFound(key_id)
+    audit.record(conn, workspace_id=row.workspace_id, actor=actor, action="api_key.rotated", subject_id=key_id)
+    return IssuedKey(key_id=key_id, api_key=key)
+
+
+def revoke_key(conn: Connection, *, key_id: str, actor: str = "cli") -> None:
+    row = conn.execute(
+        api_keys.update()
+        .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+        .values(revoked_at=utcnow())
+        .returning(api_keys.c.workspace_id)
+    ).first()
+    if row is None:
+        raise NotFound(key_id)
+    audit.record(conn, workspace_id=row.workspace_id, actor=actor, action="api_key.revoked", subject_id=key_id)
+
+
+def authenticate(conn: Connection, api_key: str) -> Principal | None:
+    """The principal for a presented key, or None if unknown, rotated away or revoked."""
+    row = conn.execute(
+        sa.select(api_keys.c.id, api_keys.c.workspace_id, api_keys.c.scope).where(
+            api_keys.c.key_hash == hash_api_key(api_key), api_keys.c.revoked_at.is_(None)
+        )
+    ).first()
+    if row is None:
+        return None
+    return Principal(key_id=row.id, workspace_id=row.workspace_id, scope=row.scope)
+
+
+def create_app(conn: Connection, *, workspace_id: str, name: str, actor: str = "cli") -> App:
+    app = App(id=new_id("app"), workspace_id=workspace_id, name=name, publishable_key=new_publishable_key())
+    conn.execute(apps.insert().values(**app.__dict__, created_at=utcnow()))
+    audit.record(conn, workspace_id=workspace_id, actor=actor, action="app.created", subject_id=app.id)
+    return app
+
+
+def app_for_key(conn: Connection, publishable_key: str) -> App | None:
+    row = conn.execute(
+        sa.select(apps.c.id, apps.c.workspace_id, apps.c.name, apps.c.publishable_key).where(
+            apps.c.publishable_key == publishable_key, apps.c.revoked_at.is_(None)
+        )
+    ).first()
+    return None if row is None else App(**row._mapping)
