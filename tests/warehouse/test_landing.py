@@ -1,0 +1,123 @@
+"""Landing: claims and rows in one transaction, exactly-once under concurrency, on both databases."""
+
+import threading
+from datetime import UTC, date, datetime, timedelta
+
+import polars as pl
+import pytest
+import sqlalchemy as sa
+
+from transforms.events import CANONICAL_EVENT_SCHEMA, CanonicalEvent, derived_event_id
+from warehouse.db import Database
+from warehouse.events import landing
+from warehouse.events.tables import event_claims, landed_events
+
+T0 = datetime(2026, 11, 20, 23, 59, 30, tzinfo=UTC)
+
+
+def event(event_id: str, *, occurred_at: datetime = T0, workspace_id: str = "ws_a") -> CanonicalEvent:
+    return CanonicalEvent(
+        event_id=event_id,
+        workspace_id=workspace_id,
+        event_type="install",
+        occurred_at=occurred_at,
+        source="test",
+        received_at=T0,
+        platform="ios",
+        country="DE",
+        user_id="u1",
+        properties={"revenue": 1.5, "currency": "EUR"},
+    )
+
+
+def count(db: Database, table: sa.Table) -> int:
+    with db.read() as conn:
+        return conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+
+
+def test_new_events_land_and_redeliveries_are_duplicates(db: Database) -> None:
+    with db.write() as conn:
+        first = landing.land(conn, [event("e1"), event("e2"), event("e1")])
+    assert first.written == ("e1", "e2") and first.duplicate == ("e1",)
+    with db.write() as conn:
+        again = landing.land(conn, [event("e2"), event("e3")])
+    assert again.written == ("e3",) and again.duplicate == ("e2",)
+    assert count(db, landed_events) == 3
+
+
+def test_same_event_id_in_two_workspaces_is_two_events(db: Database) -> None:
+    with db.write() as conn:
+        result = landing.land(conn, [event("e1", workspace_id="ws_a"), event("e1", workspace_id="ws_b")])
+    assert len(result.written) == 2
+
+
+def test_a_failed_transaction_releases_the_claim(db: Database) -> None:
+    def land_then_fail() -> None:
+        with db.write() as conn:
+            assert landing.land(conn, [event("e1")]).written == ("e1",)
+            raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        land_then_fail()
+    assert count(db, event_claims) == 0 and count(db, landed_events) == 0
+    with db.write() as conn:
+        assert landing.land(conn, [event("e1")]).written == ("e1",)
+
+
+def test_eight_concurrent_identical_deliveries_land_once(db: Database) -> None:
+    barrier = threading.Barrier(8)
+    results: list[landing.LandingResult] = []
+
+    def deliver() -> None:
+        barrier.wait()
+        with db.write() as conn:
+            results.append(landing.land(conn, [event("same")]))
+
+    threads = [threading.Thread(target=deliver) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(len(r.written) for r in results) == [0] * 7 + [1]
+    assert count(db, landed_events) == 1
+
+
+def test_pending_days_day_frame_and_mark_in_lake(db: Database) -> None:
+    with db.write() as conn:
+        landing.land(conn, [event("e1"), event("e2", occurred_at=T0 + timedelta(minutes=1))])
+    with db.read() as conn:
+        pending = landing.pending_days(conn)
+        frame, seqs = landing.day_frame(conn, date(2026, 11, 20))
+    assert set(pending) == {date(2026, 11, 20), date(2026, 11, 21)}
+    assert frame.schema == pl.Schema(CANONICAL_EVENT_SCHEMA)
+    assert frame["event_id"].to_list() == ["e1"]
+    assert frame["properties"].to_list() == ['{"currency":"EUR","revenue":1.5}']
+    assert frame["occurred_at"].to_list() == [T0]
+    with db.write() as conn:
+        assert landing.mark_in_lake(conn, seqs) == 1
+    with db.read() as conn:
+        assert set(landing.pending_days(conn)) == {date(2026, 11, 21)}
+        assert landing.day_frame(conn, date(2026, 11, 20))[1] == []
+
+
+def test_prune_claims_drops_only_old_ones(db: Database) -> None:
+    with db.write() as conn:
+        landing.land(conn, [event("e1")])
+    with db.write() as conn:
+        assert landing.prune_claims(conn, datetime.now(UTC) - timedelta(days=30)) == 0
+        assert landing.prune_claims(conn, datetime.now(UTC) + timedelta(seconds=1)) == 1
+
+
+def test_derived_ids_are_stable_and_field_sensitive() -> None:
+    base = {"source": "v", "app": "a", "user": "u", "event_type": "install", "occurred_at": T0, "raw_event_id": None}
+    assert derived_event_id(**base) == derived_event_id(**base)
+    assert derived_event_id(**base).startswith("evt_")
+    for field, other in [
+        ("source", "w"),
+        ("app", "b"),
+        ("user", None),
+        ("event_type", "trial_start"),
+        ("occurred_at", T0 + timedelta(seconds=1)),
+        ("raw_event_id", "r1"),
+    ]:
+        assert derived_event_id(**{**base, field: other}) != derived_event_id(**base), field

@@ -1,0 +1,78 @@
+"""The canonical event: what every source (ingest, v1 events, paywall events, demo data) becomes.
+
+One shape, one derived-id rule, one lake schema, so that dedup and the warehouse never need to
+know where an event came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+import polars as pl
+
+# Lake and catalog column contract of `canonical_events` (properties are JSON text in Parquet,
+# so any key survives the round trip and DuckDB reads them with json_extract).
+CANONICAL_EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "event_id": pl.String(),
+    "workspace_id": pl.String(),
+    "event_type": pl.String(),
+    "occurred_at": pl.Datetime("us", "UTC"),
+    "platform": pl.String(),
+    "country": pl.String(),
+    "user_id": pl.String(),
+    "adid": pl.String(),
+    "idfa": pl.String(),
+    "gps_adid": pl.String(),
+    "properties": pl.String(),
+    "source": pl.String(),
+    "received_at": pl.Datetime("us", "UTC"),
+}
+
+
+@dataclass(frozen=True)
+class CanonicalEvent:
+    event_id: str
+    workspace_id: str
+    event_type: str
+    occurred_at: datetime
+    source: str
+    received_at: datetime
+    platform: str | None = None
+    country: str | None = None
+    user_id: str | None = None
+    adid: str | None = None
+    idfa: str | None = None
+    gps_adid: str | None = None
+    properties: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("occurred_at", "received_at"):
+            if getattr(self, name).tzinfo is None:
+                raise ValueError(f"{name} must be timezone-aware")
+
+    @property
+    def day(self) -> date:
+        """The lake partition: UTC day of occurrence."""
+        return self.occurred_at.astimezone(UTC).date()
+
+
+def derived_event_id(
+    *,
+    source: str,
+    app: str,
+    user: str | None,
+    event_type: str,
+    occurred_at: datetime,
+    raw_event_id: str | None,
+) -> str:
+    """A stable id for callbacks without one: the same delivery always hashes the same.
+
+    Spec: "hashed from vendor, app, user, event type, timestamp and raw event id". Fields are
+    joined with a separator that cannot occur in them (\\x1f) so ("a", "bc") != ("ab", "c").
+    """
+    parts = [source, app, user or "", event_type, occurred_at.astimezone(UTC).isoformat(), raw_event_id or ""]
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+    return f"evt_{digest[:40]}"

@@ -1,0 +1,1 @@
+"""Landed canonical events: the durable hand-off from the API edge to the warehouse assets."""

@@ -1,0 +1,51 @@
+"""Tables of the landing path: dedup claims and landed events.
+
+`event_claims` is the 30-day dedup window (pruned daily). `landed_events` holds every accepted
+event until the lake has it; `in_lake` marks the rows a `canonical_events` partition run has
+written, so a sensor finds pending days with one indexed query. Claims and landed rows are
+written in one transaction, so a failed write leaves neither (spec: "the dedup claim is released").
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from warehouse.db import UTCDateTime
+from warehouse.tables import metadata
+
+# SQLite only aliases ROWID (cheap monotonic keys) for a column declared exactly INTEGER.
+BigIntKey = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+event_claims = sa.Table(
+    "event_claims",
+    metadata,
+    sa.Column("workspace_id", sa.String(40), primary_key=True),
+    sa.Column("event_id", sa.String(80), primary_key=True),
+    sa.Column("claimed_at", UTCDateTime(), nullable=False, index=True),
+)
+
+landed_events = sa.Table(
+    "landed_events",
+    metadata,
+    sa.Column("seq", BigIntKey, primary_key=True, autoincrement=True),
+    sa.Column("event_id", sa.String(80), nullable=False),
+    sa.Column("workspace_id", sa.String(40), nullable=False),
+    sa.Column("event_type", sa.String(64), nullable=False),
+    sa.Column("occurred_at", UTCDateTime(), nullable=False),
+    # UTC day of occurred_at as YYYY-MM-DD: the lake partition key, indexed for partition reads.
+    sa.Column("day", sa.String(10), nullable=False),
+    sa.Column("platform", sa.String(16)),
+    sa.Column("country", sa.String(2)),
+    sa.Column("user_id", sa.String(200)),
+    sa.Column("adid", sa.String(200)),
+    sa.Column("idfa", sa.String(200)),
+    sa.Column("gps_adid", sa.String(200)),
+    sa.Column("properties", sa.JSON, nullable=False),
+    sa.Column("source", sa.String(64), nullable=False),
+    sa.Column("received_at", UTCDateTime(), nullable=False),
+    sa.Column("in_lake", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Index("ix_landed_events_day", "day"),
+    sa.Index(
+        "ix_landed_events_pending", "day", sqlite_where=sa.text("NOT in_lake"), postgresql_where=sa.text("NOT in_lake")
+    ),
+)
