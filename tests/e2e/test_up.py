@@ -15,7 +15,7 @@ from tests.support import ROOT, free_port, http_ok, wait_for
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGTERM])
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
 def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signal.Signals) -> None:
     api_port, ui_port = free_port(), free_port()
     env = {
