@@ -110,6 +110,9 @@ def operation(
     def decorate(view: F) -> F:
         @wraps(view)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for name, value in (request.view_args or {}).items():
+                if isinstance(value, str) and "\x00" in value:
+                    raise ApiError(400, f"Invalid path parameter '{name}': must not contain NUL characters")
             if op.query is not None:
                 kwargs["query"] = _validate(op.query, request.args.to_dict(), "query parameter")
             if op.body is not None:
@@ -129,10 +132,34 @@ def operation(
 def _validate(model: type[BaseModel], data: Any, where: str) -> BaseModel:
     if data is None:
         raise ApiError(400, "Request body is required: send a JSON object")
+    bad = _nul_at(data)
+    if bad is not None:
+        # PostgreSQL text cannot hold NUL; refuse it at the edge rather than fail in the database.
+        raise ApiError(400, f"Invalid {where} '{bad}': must not contain NUL characters")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise ApiError(400, validation_message(exc, where)) from None
+
+
+def _nul_at(data: Any, path: str = "") -> str | None:
+    """The dotted path of the first string (value or key) containing NUL, if any."""
+    if isinstance(data, str):
+        return path if "\x00" in data else None
+    if isinstance(data, dict):
+        for key, value in data.items():
+            here = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                return here
+            found = _nul_at(value, here)
+            if found is not None:
+                return found
+    if isinstance(data, list):
+        for i, value in enumerate(data):
+            found = _nul_at(value, f"{path}.{i}" if path else str(i))
+            if found is not None:
+                return found
+    return None
 
 
 def validation_message(exc: ValidationError, where: str) -> str:

@@ -236,3 +236,20 @@ def test_two_simultaneous_approvals_over_http_one_200_one_409(app: Flask, worksp
             assert sorted(r.status_code for r in responses) == [200, 409]
             history = client.get(f"/v1/actions/{action_id}", headers=rw).json["action"]["history"]
             assert [h["trigger"] for h in history] == ["create", "approve"]
+
+
+def test_nul_characters_are_400_not_a_database_error(client: FlaskClient, workspace: dict, rw: dict) -> None:
+    """PostgreSQL text cannot hold NUL: refused at the edge on both databases alike."""
+    action_id = create(client, workspace)
+    r = client.get("/v1/actions/act_%00x", headers=rw)
+    assert r.status_code == 400 and "'action_id'" in r.json["message"]
+    r = client.post(f"/v1/actions/{action_id}/approve", json={"approved_by": "a\x00b"}, headers=rw)
+    assert r.status_code == 400 and "'approved_by'" in r.json["message"]
+    r = client.get("/v1/actions?status=re%00ady", headers=rw)
+    assert r.status_code == 400
+    r = client.post(
+        "/v1/events",
+        json={"event": "e", "user_id": "u", "timestamp": "2026-11-21T00:00:00Z", "properties": {"a": ["\x00"]}},
+        headers=rw,
+    )
+    assert r.status_code == 400 and "'properties.a.0'" in r.json["message"]
