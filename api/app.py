@@ -58,7 +58,8 @@ def create_app(settings: Settings | None = None) -> Flask:
         return jsonify({"status": "ok"})
 
     register_blueprints(app, settings)
-    register_openapi(app, title=f"FloKit API ({', '.join(settings.surfaces)})", description=_describe(settings))
+    # The document covers exactly the surfaces this process serves (one per production deploy).
+    register_openapi(app, surfaces=settings.surfaces, descriptions=_SURFACE_TEXT)
     return app
 
 
@@ -67,8 +68,3 @@ _SURFACE_TEXT = {
     "gateway": "Paywall and entitlement gateway and provider webhook passthrough: errors as {error}.",
     "ingest": "Measurement ingest gateway for attribution vendors: errors as {error}.",
 }
-
-
-def _describe(settings: Settings) -> str:
-    """The document covers exactly the surfaces this process serves (one per production deploy)."""
-    return " ".join(_SURFACE_TEXT[s] for s in settings.surfaces)

@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import wraps
 from http import HTTPStatus
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from flask import Flask, Response, jsonify, request
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from pydantic.json_schema import models_json_schema
 from werkzeug.routing import Rule
 
@@ -210,10 +210,22 @@ def documented_rules(app: Flask) -> Iterable[tuple[Rule, str]]:
             yield rule, method
 
 
-def build_document(app: Flask, *, title: str, description: str) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of every documented route this app serves."""
+# Which surface each blueprint belongs to (passthrough is served on the gateway host).
+SURFACE_OF_BLUEPRINT = {"v1": "v1", "gateway": "gateway", "passthrough": "gateway", "ingest": "ingest"}
+
+
+def surface_of(rule: Rule) -> str | None:
+    """The surface a route belongs to; None for routes every surface serves (/healthz, /docs)."""
+    blueprint, dot, _ = rule.endpoint.partition(".")
+    return SURFACE_OF_BLUEPRINT.get(blueprint) if dot else None
+
+
+def build_document(app: Flask, *, title: str, description: str, surface: str | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of every documented route this app serves (of one surface if given)."""
     found: list[tuple[Rule, str, Operation, str | None]] = []
     for rule, method in documented_rules(app):
+        if surface is not None and surface_of(rule) not in (None, surface):
+            continue
         view = app.view_functions[rule.endpoint]
         op = find(view, OPERATION_ATTR)
         if op is not None:
@@ -337,29 +349,56 @@ class Health(BaseModel):
     status: str
 
 
-def register_openapi(app: Flask, *, title: str, description: str) -> None:
-    """`GET /openapi.json` (the document) and `GET /docs` (a self-contained page for people)."""
+class DocQuery(BaseModel):
+    surface: Literal["v1", "gateway", "ingest"] | None = Field(
+        None, description="Only this surface's routes (default: every surface this process serves)."
+    )
 
-    def document() -> dict[str, Any]:
-        cached = app.extensions.get("flokit_openapi")
-        if cached is None:
-            cached = app.extensions["flokit_openapi"] = build_document(app, title=title, description=description)
-        return cached
+
+def register_openapi(app: Flask, *, surfaces: tuple[str, ...], descriptions: dict[str, str]) -> None:
+    """`GET /openapi.json` (the document) and `GET /docs` (a self-contained page for people)."""
+    cache: dict[str | None, dict[str, Any]] = {}
+
+    def document(surface: str | None) -> dict[str, Any]:
+        if surface is not None and surface not in surfaces:
+            raise ApiError(404, f"This process does not serve the {surface} surface")
+        if surface not in cache:
+            chosen = (surface,) if surface else surfaces
+            cache[surface] = build_document(
+                app,
+                title=f"FloKit API ({', '.join(chosen)})",
+                description=" ".join(descriptions[s] for s in chosen),
+                surface=surface,
+            )
+        return cache[surface]
 
     @app.get("/openapi.json")
-    @operation(summary="This service's OpenAPI 3.1 document", responses={200: "application/json"}, tags=["meta"])
-    def openapi_json() -> Response:
-        return jsonify(document())
+    @operation(
+        summary="This service's OpenAPI 3.1 document",
+        query=DocQuery,
+        responses={200: "application/json"},
+        errors=(404,),
+        tags=["meta"],
+    )
+    def openapi_json(query: DocQuery) -> Response:
+        return jsonify(document(query.surface))
 
     @app.get("/docs")
-    @operation(summary="The API reference as a web page", responses={200: "text/html"}, tags=["meta"])
-    def docs() -> Response:
-        return Response(render_docs(document()), mimetype="text/html")
+    @operation(
+        summary="The API reference as a web page",
+        query=DocQuery,
+        responses={200: "text/html"},
+        errors=(404,),
+        tags=["meta"],
+    )
+    def docs(query: DocQuery) -> Response:
+        return Response(render_docs(document(query.surface), query.surface), mimetype="text/html")
 
 
-def render_docs(doc: dict[str, Any]) -> str:
+def render_docs(doc: dict[str, Any], surface: str | None = None) -> str:
     """A self-contained HTML reference (no CDN, no script): operations, parameters, schemas."""
     e = html.escape
+    link = "/openapi.json" + (f"?surface={surface}" if surface else "")
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>{e(doc['info']['title'])}</title>",
@@ -369,7 +408,7 @@ def render_docs(doc: dict[str, Any]) -> str:
         "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:left}</style>",
         "</head><body>",
         f"<h1>{e(doc['info']['title'])}</h1><p>{e(doc['info']['description'])}</p>",
-        "<p>Machine-readable: <a href='/openapi.json'>/openapi.json</a> (OpenAPI 3.1).</p>",
+        f"<p>Machine-readable: <a href='{e(link)}'>{e(link)}</a> (OpenAPI 3.1).</p>",
     ]
     for path, methods in doc["paths"].items():
         for method, op in methods.items():

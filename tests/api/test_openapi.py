@@ -7,7 +7,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.openapi import documented_rules, openapi_path
+from api.openapi import documented_rules, openapi_path, surface_of
 from tests.conftest import bearer
 from warehouse.settings import Settings
 
@@ -28,6 +28,20 @@ def test_every_route_is_in_the_document_and_vice_versa(settings: Settings, surfa
     assert served(app) == documented(doc)
     assert {("GET", "/healthz"), ("GET", "/openapi.json"), ("GET", "/docs")} <= documented(doc)
     assert any(path.startswith("/v1/") for _, path in documented(doc)) == ("v1" in surfaces)
+
+
+def test_one_surface_document_from_a_process_serving_all(settings: Settings) -> None:
+    app = create_app(settings)
+    c = app.test_client()
+    for surface in ("v1", "gateway", "ingest"):
+        doc = c.get(f"/openapi.json?surface={surface}").json
+        expected = {(m, openapi_path(r)) for r, m in documented_rules(app) if surface_of(r) in (None, surface)}
+        assert documented(doc) == expected and doc["info"]["title"] == f"FloKit API ({surface})"
+    assert c.get("/docs?surface=v1").status_code == 200
+    assert c.get("/openapi.json?surface=admin").status_code == 400
+    only_v1 = create_app(dataclasses.replace(settings, surfaces=("v1",))).test_client()
+    r = only_v1.get("/openapi.json?surface=ingest")
+    assert r.status_code == 404 and r.json == {"error": "This process does not serve the ingest surface"}
 
 
 def test_v1_operations_carry_auth_models_and_errors(client: FlaskClient) -> None:
