@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from flask import Response, jsonify
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.engine import Connection
 
 from api.auth import principal, require_key
 from api.context import state
@@ -209,7 +210,7 @@ def read_action(action_id: str) -> Response:
     return _json(ActionEnvelope.model_validate({"action": detail}))
 
 
-def _get(conn: Any, workspace_id: str, action_id: str) -> repo.Action:
+def _get(conn: Connection, workspace_id: str, action_id: str) -> repo.Action:
     try:
         return repo.get_action(conn, workspace_id=workspace_id, action_id=action_id)
     except repo.NotFound:
