@@ -13,6 +13,7 @@ from flask.wrappers import Response
 from api.context import EXTENSION, AppState
 from api.errors import ApiError, register_error_handlers
 from api.logs import configure_logging, register_request_logging
+from api.openapi import Health, operation, register_openapi
 from warehouse.db import database_for
 from warehouse.settings import Settings
 
@@ -52,8 +53,18 @@ def create_app(settings: Settings | None = None) -> Flask:
     register_error_handlers(app)
 
     @app.get("/healthz")
+    @operation(summary="Liveness: the process answers", responses={200: Health}, tags=["meta"])
     def healthz() -> Response:
         return jsonify({"status": "ok"})
 
     register_blueprints(app, settings)
+    # The document covers exactly the surfaces this process serves (one per production deploy).
+    register_openapi(app, surfaces=settings.surfaces, descriptions=_SURFACE_TEXT)
     return app
+
+
+_SURFACE_TEXT = {
+    "v1": "v1 REST API (design-partner preview): Bearer API keys, errors as {error, message}.",
+    "gateway": "Paywall and entitlement gateway and provider webhook passthrough: errors as {error}.",
+    "ingest": "Measurement ingest gateway for attribution vendors: errors as {error}.",
+}

@@ -10,6 +10,7 @@ from flask import g, request
 
 from api.context import state
 from api.errors import ApiError
+from api.openapi import AUTH_ATTR
 from warehouse.workspaces import Principal, authenticate
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,6 +40,7 @@ def require_key(*, write: bool = False) -> Callable[[F], F]:
             g.principal = principal
             return view(*args, **kwargs)
 
+        setattr(wrapper, AUTH_ATTR, "write" if write else "read")  # the OpenAPI document's security
         return cast(F, wrapper)
 
     return decorate

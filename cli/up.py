@@ -21,6 +21,7 @@ import click
 
 from cli.context import load_settings, open_database
 from warehouse import migrate, workspaces
+from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
 from warehouse.settings import Settings
 
@@ -101,7 +102,9 @@ def up(no_bootstrap: bool, workers: int) -> None:
     if not no_bootstrap:
         with database.write() as conn:
             if workspaces.count_workspaces(conn) == 0:
-                print_first_run(bootstrap(conn, name="Demo workspace", actor="flokit up"))
+                result = bootstrap(conn, name="Demo workspace", actor="flokit up")
+                seed_demo_actions(conn, workspace_id=result["workspace_id"])
+                print_first_run(result)
     database.dispose()  # children open their own connections; keep none across the fork
     ensure_dagster_home(settings)
     env = {**os.environ, **settings.child_env()}

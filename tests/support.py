@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import requests
+from werkzeug.serving import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,3 +39,37 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str, process: subp
 
 def http_ok(url: str) -> Callable[[], bool]:
     return lambda: requests.get(url, timeout=2).status_code == 200
+
+
+@contextmanager
+def live_server(app: Any) -> Iterator[str]:
+    """A real threaded HTTP server on 127.0.0.1 serving `app`; yields its base URL."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
+
+
+def run_together(*calls: Callable[[], Any]) -> list[Any]:
+    """Run the calls in threads released at the same instant; each call's result or exception."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+
+    def run(i: int, call: Callable[[], Any]) -> None:
+        barrier.wait()
+        try:
+            results[i] = call()
+        except Exception as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results

@@ -11,6 +11,8 @@ import pytest
 import requests
 
 from tests.support import ROOT, free_port, http_ok, wait_for
+from warehouse import workspaces
+from warehouse.db import Database
 
 pytestmark = pytest.mark.e2e
 
@@ -42,6 +44,7 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signa
         assert "gunicorn" in names and "dagster-webserver" in names and "dagster-daemon" in names
         assert (tmp_path / "data" / "dagster" / "dagster.yaml").exists()
         assert requests.get(f"http://127.0.0.1:{api_port}/v1/workspace", timeout=5).status_code == 401
+        assert_demo_queue_is_listed(f"http://127.0.0.1:{api_port}", tmp_path / "data" / "flokit.db")
     finally:
         proc.send_signal(stop_signal)
         output, _ = proc.communicate(timeout=60)
@@ -50,3 +53,18 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signa
     assert f"http://127.0.0.1:{api_port}" in output and f"http://127.0.0.1:{ui_port}" in output
     assert "stopped." in output
     assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+
+
+def assert_demo_queue_is_listed(base: str, sqlite_path: Path) -> None:
+    """A newcomer's first GET /v1/actions shows the demo queue in several statuses."""
+    db = Database(f"sqlite:///{sqlite_path}")
+    try:
+        with db.write() as conn:
+            [workspace_id] = [row[0] for row in conn.exec_driver_sql("SELECT id FROM workspaces")]
+            key = workspaces.create_key(conn, workspace_id=workspace_id, scope="read_only").api_key
+    finally:
+        db.dispose()
+    r = requests.get(f"{base}/v1/actions?limit=100", headers={"Authorization": f"Bearer {key}"}, timeout=5)
+    assert r.status_code == 200
+    statuses = {a["status"] for a in r.json()["actions"]}
+    assert statuses == {"draft", "ready", "approved", "running", "completed", "rejected", "rolled_back"}

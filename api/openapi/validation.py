@@ -1,0 +1,131 @@
+"""`operation`: declare a route's inputs and answers; validate the inputs on every request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import wraps
+from typing import Any, TypeVar, cast
+
+from flask import request
+from pydantic import BaseModel, ValidationError
+
+from api.errors import ApiError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+OPERATION_ATTR = "__flokit_operation__"
+AUTH_ATTR = "__flokit_auth__"  # set by api.auth.require_key: "read" or "write"
+
+
+@dataclass(frozen=True)
+class Operation:
+    summary: str
+    responses: dict[int, type[BaseModel] | str | None]
+    query: type[BaseModel] | None = None
+    body: type[BaseModel] | None = None
+    body_required: bool = True
+    errors: tuple[int, ...] = ()
+    security: str | None = None  # a SECURITY_SCHEMES name, for routes not guarded by require_key
+    description: str | None = None
+    tags: tuple[str, ...] = ()
+    path_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def operation(
+    *,
+    summary: str,
+    responses: dict[int, type[BaseModel] | str | None],
+    query: type[BaseModel] | None = None,
+    body: type[BaseModel] | None = None,
+    body_required: bool = True,
+    errors: Iterable[int] = (),
+    security: str | None = None,
+    description: str | None = None,
+    tags: Iterable[str] = (),
+    path_params: dict[str, dict[str, Any]] | None = None,
+) -> Callable[[F], F]:
+    """Declare a route's inputs and answers; validate them on every request.
+
+    `responses` maps a success status to a response model, a media type string (non-JSON
+    bodies) or None (no body). `errors` lists the error statuses the view itself raises; 400,
+    401/403 and 404 for path parameters are added where they apply.
+    """
+    op = Operation(
+        summary=summary,
+        responses=responses,
+        query=query,
+        body=body,
+        body_required=body_required,
+        errors=tuple(errors),
+        security=security,
+        description=description,
+        tags=tuple(tags),
+        path_params=path_params or {},
+    )
+
+    def decorate(view: F) -> F:
+        @wraps(view)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for name, value in (request.view_args or {}).items():
+                if isinstance(value, str) and "\x00" in value:
+                    raise ApiError(400, f"Invalid path parameter '{name}': must not contain NUL characters")
+            if op.query is not None:
+                kwargs["query"] = _validate(op.query, request.args.to_dict(), "query parameter")
+            if op.body is not None:
+                raw = request.get_data(cache=True)
+                data = request.get_json(force=True) if raw.strip() else None
+                if data is None and not op.body_required:
+                    data = {}
+                kwargs["body"] = _validate(op.body, data, "body field")
+            return view(*args, **kwargs)
+
+        setattr(wrapper, OPERATION_ATTR, op)
+        return cast(F, wrapper)
+
+    return decorate
+
+
+def _validate(model: type[BaseModel], data: Any, where: str) -> BaseModel:
+    if data is None:
+        raise ApiError(400, "Request body is required: send a JSON object")
+    bad = _nul_at(data)
+    if bad is not None:
+        # PostgreSQL text cannot hold NUL; refuse it at the edge rather than fail in the database.
+        raise ApiError(400, f"Invalid {where} '{bad}': must not contain NUL characters")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, validation_message(exc, where)) from None
+
+
+def _nul_at(data: Any, path: str = "") -> str | None:
+    """The dotted path of the first string (value or key) containing NUL, if any."""
+    if isinstance(data, str):
+        return path if "\x00" in data else None
+    if isinstance(data, dict):
+        for key, value in data.items():
+            here = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                return here
+            found = _nul_at(value, here)
+            if found is not None:
+                return found
+    if isinstance(data, list):
+        for i, value in enumerate(data):
+            found = _nul_at(value, f"{path}.{i}" if path else str(i))
+            if found is not None:
+                return found
+    return None
+
+
+def validation_message(exc: ValidationError, where: str) -> str:
+    """The first problem, naming the field: "Invalid body field 'approved_by': Field required"."""
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    name = ".".join(str(part) for part in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    text = f"Invalid {where} '{name}': {message}" if name else f"Invalid request body: {message}"
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return text

@@ -1,0 +1,332 @@
+"""Growth actions: list, read, approve, reject, roll back, create (spec "v1 REST API", "Action")."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from flask import Response, jsonify
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.engine import Connection
+
+from api.auth import principal, require_key
+from api.context import state
+from api.errors import ApiError
+from api.openapi import operation
+from api.v1 import blueprint
+from transforms import actions as rules
+from transforms.timefmt import iso_z
+from warehouse.actions import repository as repo
+
+# Free-text limits: long enough for an email or a paragraph, short enough to keep rows small.
+ACTOR_MAX = 200
+NOTE_MAX = 2000
+ACTION_ID = {"type": "string", "pattern": "^[A-Za-z0-9_]{1,64}$"}
+
+Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+StatusName = Literal["draft", "ready", "approved", "running", "completed", "rejected", "rolled_back"]
+TypeName = Literal["budget_shift", "creative_pause", "offer_test"]
+Actor = Annotated[str, Field(min_length=1, max_length=ACTOR_MAX)]
+Note = Annotated[str, Field(max_length=NOTE_MAX)]
+
+
+class _Body(BaseModel):
+    # JSON bodies are typed as sent: a number is not a string. Unknown fields are ignored so
+    # that clients of this provisional API keep working when fields are added.
+    model_config = ConfigDict(strict=True)
+
+
+class ListQuery(BaseModel):
+    status: StatusName | None = Field(None, description="Only actions in this status; omitted = all.")
+    limit: int = Field(20, ge=1, le=100, description="Page size (default 20, max 100).")
+    offset: int = Field(0, ge=0, le=1_000_000, description="Actions to skip (default 0).")
+
+
+class ApproveBody(_Body):
+    approved_by: Actor = Field(description="Who approves: an email or an identifier.")
+    note: Note | None = None
+
+
+class RejectBody(_Body):
+    rejected_by: Actor = Field(description="Who rejects: an email or an identifier.")
+    reason: Note | None = None
+
+
+class CreateBody(_Body):
+    workspace_id: str = Field(min_length=1, max_length=64, description="Must be the workspace of the API key.")
+    type: Literal[rules.ACCEPTED_TYPE_NAMES] = Field(  # type: ignore[valid-type]
+        description="An action type or its verb alias (shift_budget, pause_creative, prepare_offer_test)."
+    )
+    reason: Note | None = Field(None, description="Human-readable explanation; becomes the rationale.")
+
+
+class ExpectedImpact(BaseModel):
+    metric: str
+    direction: str
+    magnitude: float
+
+
+class DataSignal(BaseModel):
+    label: str
+    value: str
+
+
+class GuardrailCheck(BaseModel):
+    check: str
+    passed: bool
+    detail: str
+
+
+class HistoryEntry(BaseModel):
+    from_status: StatusName | None
+    to_status: StatusName
+    trigger: str
+    actor: str
+    note: str | None
+    at: Timestamp
+
+
+class ActionOut(BaseModel):
+    id: str
+    type: TypeName
+    status: StatusName
+    title: str
+    rationale: str
+    expected_impact: ExpectedImpact
+    created_at: Timestamp
+    approved_at: Timestamp | None
+    approved_by: str | None
+
+
+class ActionDetail(ActionOut):
+    data_signals: list[DataSignal]
+    guardrail_checks: list[GuardrailCheck]
+    rollback_conditions: list[str]
+    history: list[HistoryEntry] = Field(description="Every transition, oldest first (the action's audit trail).")
+
+
+class ActionList(BaseModel):
+    actions: list[ActionOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class ActionEnvelope(BaseModel):
+    action: ActionDetail
+
+
+class ApprovedAction(BaseModel):
+    id: str
+    status: StatusName
+    approved_at: Timestamp | None
+    approved_by: str | None
+
+
+class ApproveResult(BaseModel):
+    status: Literal["ok"]
+    action: ApprovedAction
+
+
+class ActionStatus(BaseModel):
+    id: str
+    status: StatusName
+
+
+class TransitionResult(BaseModel):
+    status: Literal["ok"]
+    action: ActionStatus
+
+
+class Created(BaseModel):
+    id: str
+    status: Literal["ready_for_approval", "draft"]
+
+
+def _summary(a: repo.Action) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "type": a.type,
+        "status": a.status,
+        "title": a.title,
+        "rationale": a.rationale,
+        "expected_impact": a.expected_impact,
+        "created_at": iso_z(a.created_at),
+        "approved_at": iso_z(a.approved_at),
+        "approved_by": a.approved_by,
+    }
+
+
+def _json(model: BaseModel, status: int = 200) -> Response:
+    response = jsonify(model.model_dump(mode="json"))
+    response.status_code = status
+    return response
+
+
+@blueprint.get("/actions")
+@require_key()
+@operation(summary="List actions, newest first", query=ListQuery, responses={200: ActionList}, tags=["actions"])
+def list_actions(query: ListQuery) -> Response:
+    with state().db.read() as conn:
+        page, total = repo.list_actions(
+            conn, workspace_id=principal().workspace_id, status=query.status, limit=query.limit, offset=query.offset
+        )
+    return _json(
+        ActionList.model_validate(
+            {"actions": [_summary(a) for a in page], "total": total, "limit": query.limit, "offset": query.offset}
+        )
+    )
+
+
+@blueprint.get("/actions/<action_id>")
+@require_key()
+@operation(
+    summary="One action with its signals, guardrail checks, rollback conditions and history",
+    responses={200: ActionEnvelope},
+    path_params={"action_id": ACTION_ID},
+    tags=["actions"],
+)
+def read_action(action_id: str) -> Response:
+    ws = principal().workspace_id
+    with state().db.read() as conn:
+        action = _get(conn, ws, action_id)
+        steps = repo.history(conn, workspace_id=ws, action_id=action_id)
+    detail = {
+        **_summary(action),
+        "data_signals": action.data_signals,
+        "guardrail_checks": action.guardrail_checks,
+        "rollback_conditions": action.rollback_conditions,
+        "history": [
+            {
+                "from_status": s.from_status,
+                "to_status": s.to_status,
+                "trigger": s.trigger,
+                "actor": s.actor,
+                "note": s.note,
+                "at": iso_z(s.created_at),
+            }
+            for s in steps
+        ],
+    }
+    return _json(ActionEnvelope.model_validate({"action": detail}))
+
+
+def _get(conn: Connection, workspace_id: str, action_id: str) -> repo.Action:
+    try:
+        return repo.get_action(conn, workspace_id=workspace_id, action_id=action_id)
+    except repo.NotFound:
+        raise ApiError(404, f"No action {action_id} in this workspace") from None
+
+
+def _transition(action_id: str, trigger: str, actor: str, note: str | None) -> repo.Action:
+    who = principal()
+    try:
+        with state().db.write() as conn:
+            return repo.transition(
+                conn,
+                workspace_id=who.workspace_id,
+                action_id=action_id,
+                trigger=trigger,
+                actor=actor,
+                note=note,
+                key_id=who.key_id,
+            )
+    except repo.NotFound:
+        raise ApiError(404, f"No action {action_id} in this workspace") from None
+    except repo.Conflict as exc:
+        raise ApiError(409, str(exc)) from None
+
+
+@blueprint.post("/actions/<action_id>/approve")
+@require_key(write=True)
+@operation(
+    summary="Approve a ready action",
+    description="ready -> approved; 409 conflict from any other status. Two simultaneous approvals: one 200, one 409.",
+    body=ApproveBody,
+    responses={200: ApproveResult},
+    errors=(409,),
+    path_params={"action_id": ACTION_ID},
+    tags=["actions"],
+)
+def approve_action(action_id: str, body: ApproveBody) -> Response:
+    action = _transition(action_id, "approve", body.approved_by, body.note)
+    return _json(
+        ApproveResult.model_validate(
+            {
+                "status": "ok",
+                "action": {
+                    "id": action.id,
+                    "status": action.status,
+                    "approved_at": iso_z(action.approved_at),
+                    "approved_by": action.approved_by,
+                },
+            }
+        )
+    )
+
+
+@blueprint.post("/actions/<action_id>/reject")
+@require_key(write=True)
+@operation(
+    summary="Reject a draft or ready action",
+    body=RejectBody,
+    responses={200: TransitionResult},
+    errors=(409,),
+    path_params={"action_id": ACTION_ID},
+    tags=["actions"],
+)
+def reject_action(action_id: str, body: RejectBody) -> Response:
+    action = _transition(action_id, "reject", body.rejected_by, body.reason)
+    return _json(
+        TransitionResult.model_validate({"status": "ok", "action": {"id": action.id, "status": action.status}})
+    )
+
+
+@blueprint.post("/actions/<action_id>/rollback")
+@require_key(write=True)
+@operation(
+    summary="Roll back a running or completed budget shift or creative pause",
+    description="Offer tests cannot be rolled back (409). Platform changes may take a short while to revert.",
+    responses={200: TransitionResult},
+    errors=(409,),
+    path_params={"action_id": ACTION_ID},
+    tags=["actions"],
+)
+def rollback_action(action_id: str) -> Response:
+    action = _transition(action_id, "rollback", principal().key_id, None)
+    return _json(
+        TransitionResult.model_validate({"status": "ok", "action": {"id": action.id, "status": action.status}})
+    )
+
+
+@blueprint.post("/actions")
+@require_key(write=True)
+@operation(
+    summary="Create an action for approval",
+    description="Answers 201 {id, status: ready_for_approval}; the action is listed with status ready.",
+    body=CreateBody,
+    responses={201: Created},
+    errors=(404,),
+    tags=["actions"],
+)
+def create_action(body: CreateBody) -> Response:
+    who = principal()
+    if body.workspace_id != who.workspace_id:
+        # 404, not 403: a key never learns whether another workspace exists.
+        raise ApiError(404, f"No workspace {body.workspace_id} for this API key")
+    action_id = repo.new_action_id()
+    content = rules.generate_content(rules.canonical_type(body.type), seed=action_id, reason=body.reason)
+    with state().db.write() as conn:
+        action = repo.create_action(
+            conn,
+            workspace_id=who.workspace_id,
+            action_type=body.type,
+            content=content,
+            actor=who.key_id,
+            reason=body.reason,
+            key_id=who.key_id,
+            action_id=action_id,
+        )
+    label = rules.CREATED_STATUS_LABEL if action.status == "ready" else action.status
+    response = _json(Created(id=action.id, status=label), 201)
+    response.headers["Location"] = f"/v1/actions/{action.id}"
+    return response

@@ -1,0 +1,89 @@
+"""POST /v1/events: one product or revenue event, landed like an ingest callback (source "api")."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from flask import Response, jsonify
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from api.auth import principal, require_key
+from api.context import state
+from api.openapi import operation
+from api.v1 import blueprint
+from transforms.api_events import api_event, canonical_json
+from transforms.timefmt import parse_iso8601
+from warehouse.db import utcnow
+from warehouse.events import landing
+
+# Same limits as the landed_events / event_claims columns.
+NAME_PATTERN = r"^[A-Za-z0-9_.:-]+$"
+
+
+class EventBody(BaseModel):
+    model_config = ConfigDict(strict=True)
+
+    event: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, description="Event name, e.g. trial_start.")
+    user_id: str = Field(min_length=1, max_length=200, description="FloKit-side user id.")
+    timestamp: str = Field(
+        json_schema_extra={"format": "date-time"},
+        description="ISO 8601; no offset means UTC; between 2000-01-01 and 2100-01-01.",
+    )
+    properties: dict[str, Any] = Field(
+        default_factory=dict, description="e.g. campaign_id, creative_id, product_id, price, currency."
+    )
+    event_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=80,
+        pattern=NAME_PATTERN,
+        description="Your id for this event: resending it answers duplicate. Omitted: derived from the content.",
+    )
+
+    @field_validator("timestamp")
+    @classmethod
+    def _timestamp(cls, value: str) -> str:
+        parse_iso8601(value)
+        return value
+
+    @field_validator("properties")
+    @classmethod
+    def _properties(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            canonical_json(value)
+        except ValueError:
+            raise ValueError("must be a JSON object without NaN or Infinity") from None
+        return value
+
+
+class EventAccepted(BaseModel):
+    event_id: str
+    status: Literal["accepted", "duplicate"]
+
+
+@blueprint.post("/events")
+@require_key(write=True)
+@operation(
+    summary="Send one event",
+    description="202 {event_id, status: accepted}; the same event again (same event_id, or same content "
+    "without one) answers 202 with status duplicate and is not landed twice.",
+    body=EventBody,
+    responses={202: EventAccepted},
+    tags=["events"],
+)
+def send_event(body: EventBody) -> Response:
+    event = api_event(
+        workspace_id=principal().workspace_id,
+        event=body.event,
+        user_id=body.user_id,
+        occurred_at=parse_iso8601(body.timestamp),
+        properties=body.properties,
+        received_at=utcnow(),
+        event_id=body.event_id,
+    )
+    with state().db.write() as conn:
+        result = landing.land(conn, [event])
+    status = "accepted" if result.written else "duplicate"
+    response = jsonify(EventAccepted(event_id=event.event_id, status=status).model_dump(mode="json"))
+    response.status_code = 202
+    return response

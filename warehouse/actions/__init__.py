@@ -1,0 +1,1 @@
+"""Growth actions: their rows, their transition history, and the demo queue."""

@@ -1,0 +1,70 @@
+"""Tables of growth actions and their transition history.
+
+The detail (data signals, guardrail checks, rollback conditions, expected impact) is stored as
+JSON columns of the action row: it is produced once with the action, never changed, always read
+whole with it and never queried element by element, so child tables would only add joins.
+
+`action_transitions` is the action's audit trail, one row per status change (who, when, note or
+reason, which key), rather than the generic `audit_log`: typed from/to columns and a foreign key
+make an action's history one indexed query, and the detail endpoint shows it as is.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from warehouse.db import UTCDateTime
+from warehouse.tables import metadata
+
+# SQLite only aliases ROWID (cheap monotonic keys) for a column declared exactly INTEGER.
+BigIntKey = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+_STATUSES = "'draft', 'ready', 'approved', 'running', 'completed', 'rejected', 'rolled_back'"
+
+actions = sa.Table(
+    "actions",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False),
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    # The status before the last transition, set in the same UPDATE (`previous_status = status`),
+    # so the one statement that moves an action also tells which status it came from.
+    sa.Column("previous_status", sa.String(16), nullable=True),
+    sa.Column("title", sa.String(300), nullable=False),
+    sa.Column("rationale", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("expected_impact", sa.JSON, nullable=False),
+    sa.Column("data_signals", sa.JSON, nullable=False),
+    sa.Column("guardrail_checks", sa.JSON, nullable=False),
+    sa.Column("rollback_conditions", sa.JSON, nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
+    sa.Column("approved_at", UTCDateTime(), nullable=True),
+    sa.Column("approved_by", sa.String(200), nullable=True),
+    sa.Column("rejected_at", UTCDateTime(), nullable=True),
+    sa.Column("rejected_by", sa.String(200), nullable=True),
+    sa.Column("rolled_back_at", UTCDateTime(), nullable=True),
+    sa.CheckConstraint(f"status IN ({_STATUSES})", name="status"),
+    sa.CheckConstraint("type IN ('budget_shift', 'creative_pause', 'offer_test')", name="type"),
+    # The list endpoint's orders: newest first then id, optionally within one status.
+    sa.Index("ix_actions_workspace_created", "workspace_id", "created_at", "id"),
+    sa.Index("ix_actions_workspace_status_created", "workspace_id", "status", "created_at", "id"),
+)
+
+action_transitions = sa.Table(
+    "action_transitions",
+    metadata,
+    sa.Column("id", BigIntKey, primary_key=True, autoincrement=True),
+    sa.Column("action_id", sa.String(40), sa.ForeignKey("actions.id"), nullable=False),
+    sa.Column("workspace_id", sa.String(40), nullable=False),
+    sa.Column("trigger", sa.String(32), nullable=False),
+    sa.Column("from_status", sa.String(16), nullable=True),  # null for the creation row
+    sa.Column("to_status", sa.String(16), nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("key_id", sa.String(40), nullable=True),  # the API key that made the call, if any
+    sa.Column("note", sa.Text, nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Index("ix_action_transitions_action", "action_id", "id"),
+)
