@@ -18,7 +18,7 @@ import hmac
 import secrets as _secrets
 from collections.abc import Sequence
 
-SECRET_PREFIX = "whsec_"
+SECRET_PREFIX = "whsec_"  # noqa: S105  (a prefix, not a secret)
 
 
 def new_signing_secret(token: bytes | None = None) -> str:

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from transforms.ids import new_id
 from transforms.timefmt import iso_z
-from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, MAX_ATTEMPTS, next_attempt_at
+from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, next_attempt_at
 from warehouse.webhooks.endpoints import signing_secrets
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events

@@ -1,0 +1,81 @@
+"""A real HTTP receiver on 127.0.0.1 for webhook tests and benchmarks.
+
+Records every request (path, every header field in order, raw body, receive time) and answers
+with the status set per path (default 200), so tests can make an endpoint fail and recover.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: list[tuple[str, str]]
+    body: bytes
+    received_at: float
+    now_ms: int  # the receiver's clock at receipt (wall clock + the test's clock offset), for verify()
+
+    def header(self, name: str) -> str:
+        values = self.all(name)
+        assert len(values) == 1, f"{name}: {values}"
+        return values[0]
+
+    def all(self, name: str) -> list[str]:
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.requests: list[Received] = []
+        self.status: dict[str, int] = {}
+        self.offset_s = 0.0  # tests that move the sender's clock move the receiver's too
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, like real receivers
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver._lock:
+                    now = time.time()
+                    received = Received(
+                        self.path, list(self.headers.items()), body, now, int((now + receiver.offset_s) * 1000)
+                    )
+                    receiver.requests.append(received)
+                    status = receiver.status.get(self.path, 200)
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, format: str, *args: object) -> None:  # quiet test output
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def at(self, path: str) -> list[Received]:
+        with self._lock:
+            return [r for r in self.requests if r.path == path]
+
+
+@contextmanager
+def running_receiver() -> Iterator[Receiver]:
+    receiver = Receiver()
+    thread = threading.Thread(target=receiver.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        receiver.server.shutdown()
+        receiver.server.server_close()
+        thread.join(timeout=5)
