@@ -1,0 +1,75 @@
+"""POST /v1/webhooks/test: queue a sample event (`"test": true`) to the workspace's endpoints.
+
+The API only writes the outbox row (event + deliveries) and answers 202; the Dagster sensor
+delivers it like any other event, so the test exercises the real path and shows up in the
+delivery history (`flokit admin webhooks deliveries`).
+"""
+
+from __future__ import annotations
+
+from flask import Response, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from api.auth import principal, require_key
+from api.context import state
+from api.errors import ApiError
+from api.v1 import blueprint
+from transforms.webhooks.envelope import EVENT_TYPES
+from warehouse.webhooks.endpoints import get_endpoint
+from warehouse.webhooks.outbox import emit_test_event
+from warehouse.workspaces import NotFound
+
+
+class WebhookTestRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    event_type: str = Field(description="One of the webhook event types, e.g. action.approved.")
+    endpoint_id: str | None = Field(
+        default=None, description="Send only to this endpoint (enabled; subscribed or not). Default: every subscriber."
+    )
+
+
+def _parse() -> WebhookTestRequest:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(400, 'Send a JSON object such as {"event_type": "action.approved"}')
+    try:
+        parsed = WebhookTestRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ApiError(400, f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}") from exc
+    if parsed.event_type not in EVENT_TYPES:
+        raise ApiError(400, f"Unknown event_type {parsed.event_type!r}; expected one of {', '.join(EVENT_TYPES)}")
+    return parsed
+
+
+@blueprint.post("/webhooks/test")
+@require_key(write=True)
+def send_test_webhook() -> tuple[Response, int]:
+    body = _parse()
+    workspace_id = principal().workspace_id
+    with state().db.write() as conn:
+        if body.endpoint_id is not None:
+            try:
+                endpoint = get_endpoint(conn, body.endpoint_id)
+            except NotFound:
+                endpoint = None
+            if endpoint is None or endpoint.workspace_id != workspace_id:
+                raise ApiError(404, f"No webhook endpoint {body.endpoint_id}")
+            if endpoint.status != "enabled":
+                raise ApiError(400, f"Webhook endpoint {body.endpoint_id} is disabled; enable it first")
+        emitted = emit_test_event(
+            conn, workspace_id=workspace_id, event_type=body.event_type, endpoint_id=body.endpoint_id
+        )
+        if not emitted.deliveries:
+            # Raising rolls the transaction back: no orphan test event without a delivery.
+            raise ApiError(400, f"No enabled webhook endpoint is subscribed to {body.event_type}")
+    return jsonify(
+        {
+            "delivery_id": emitted.deliveries[0][0],
+            "event_id": emitted.event_id,
+            "event_type": body.event_type,
+            "status": "queued",
+            "deliveries": [{"delivery_id": d, "endpoint_id": e} for d, e in emitted.deliveries],
+        }
+    ), 202
