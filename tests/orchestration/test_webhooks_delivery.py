@@ -287,3 +287,14 @@ def test_definitions_wire_the_sensor_and_job(monkeypatch: pytest.MonkeyPatch) ->
     sensor = repo.get_sensor_def("webhook_deliveries")
     assert sensor.minimum_interval_seconds == 2 and sensor.job_name == "deliver_webhooks_job"
     assert repo.get_job("deliver_webhooks_job").executor_def.name == "in_process"
+
+
+def test_sensor_requests_no_second_run_while_one_waits(
+    db: Database, workspace: dict, receiver: Receiver, pipeline: Pipeline
+) -> None:
+    add(db, workspace, receiver.url + "/a", ["action.created"])
+    emit(db, workspace, "action.created", {})
+    waiting = pipeline.instance.create_run_for_job(deliver_webhooks_job)  # NOT_STARTED, like a queued run
+    assert pipeline.tick() == 0 and receiver.at("/a") == []
+    pipeline.instance.report_run_canceled(waiting)
+    assert pipeline.tick() == 1 and len(receiver.at("/a")) == 1
