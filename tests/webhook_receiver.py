@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,11 +36,15 @@ class Receiver:
         self.requests: list[Received] = []
         self.status: dict[str, int] = {}
         self.offset_s = 0.0  # tests that move the sender's clock move the receiver's too
+        self.on_receive: Callable[[Received], None] | None = None  # e.g. forward to another process
         self._lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, like real receivers
+            # Headers and body go out in separate writes; without TCP_NODELAY each answer on a
+            # kept-alive connection waits ~40 ms for the client's delayed ACK.
+            disable_nagle_algorithm = True
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -50,6 +54,8 @@ class Receiver:
                         self.path, list(self.headers.items()), body, now, int((now + receiver.offset_s) * 1000)
                     )
                     receiver.requests.append(received)
+                    if receiver.on_receive is not None:
+                        receiver.on_receive(received)
                     status = receiver.status.get(self.path, 200)
                 self.send_response(status)
                 self.send_header("Content-Length", "2")

@@ -6,7 +6,7 @@ claims are leases taken with SKIP LOCKED (PostgreSQL) or under BEGIN IMMEDIATE (
 """
 
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import dagster as dg
@@ -57,14 +57,18 @@ def deliver_webhooks(
                 )
             if not batch:
                 break
-            futures = {pool.submit(send, c, webhook_http, webhook_queue): c for c in batch}
-            for future in as_completed(futures):
-                with db.write() as conn:
-                    outcome = deliveries.record(conn, futures[future], future.result(), backoff_scale=scale)
+            futures = [pool.submit(send, c, webhook_http, webhook_queue) for c in batch]
+            results = [f.result() for f in futures]
+            # One transaction per round, not per send: SQLite commits dominate otherwise.
+            with db.write() as conn:
+                outcomes = [
+                    deliveries.record(conn, c, r, backoff_scale=scale) for c, r in zip(batch, results, strict=True)
+                ]
+            for claimed, outcome in zip(batch, outcomes, strict=True):
                 counts[outcome.status] += 1
                 if outcome.endpoint_disabled:
-                    disabled.append(futures[future].endpoint_id)
-                    context.log.warning(f"endpoint {futures[future].endpoint_id} disabled after repeated failures")
+                    disabled.append(claimed.endpoint_id)
+                    context.log.warning(f"endpoint {claimed.endpoint_id} disabled after repeated failures")
     context.log.info(f"webhook sends: {counts}")
     return dg.Output(
         None,
