@@ -24,7 +24,7 @@ _BUSY = [
     dg.DagsterRunStatus.STARTING,
     dg.DagsterRunStatus.STARTED,
 ]
-_BUSY_MARGIN_S = 120
+_BUSY_MARGIN_S = 30
 
 
 def build_webhook_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:

@@ -256,6 +256,7 @@ def main() -> None:
     parser.add_argument("--stream-rate", type=float, default=20.0, help="events/s during the latency stream")
     parser.add_argument("--stream-seconds", type=float, default=30.0)
     parser.add_argument("--no-daemon", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (daemon log, Dagster home)")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="flokit-bench-webhooks-"))
@@ -293,7 +294,10 @@ def main() -> None:
             receiver.close()
     finally:
         db.dispose()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
