@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
@@ -33,6 +34,7 @@ class WebhookHttpClient(dg.ConfigurableResource):
 
     _session: requests.Session | None = PrivateAttr(default=None)
     _private_ok: bool = PrivateAttr(default=False)
+    _setup_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         session = requests.Session()
@@ -52,7 +54,9 @@ class WebhookHttpClient(dg.ConfigurableResource):
     def post(self, *, url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None]:
         """(status code, None) for any HTTP answer, (None, error text) when none came back."""
         if self._session is None:  # used outside a run (benchmarks' baseline, scripts)
-            self.setup_for_execution(dg.build_init_resource_context())
+            with self._setup_lock:
+                if self._session is None:
+                    self.setup_for_execution(dg.build_init_resource_context())
         assert self._session is not None
         try:
             if not self._private_ok:
