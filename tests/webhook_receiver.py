@@ -31,6 +31,12 @@ class Received:
         return [v for k, v in self.headers if k.lower() == name.lower()]
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The default listen backlog (5) resets connections when 32 senders connect at once.
+    request_queue_size = 128
+
+
 class Receiver:
     def __init__(self) -> None:
         self.requests: list[Received] = []
@@ -65,8 +71,7 @@ class Receiver:
             def log_message(self, format: str, *args: object) -> None:  # quiet test output
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def at(self, path: str) -> list[Received]:
