@@ -61,9 +61,7 @@ def deliver_webhooks(
             results = [f.result() for f in futures]
             # One transaction per round, not per send: SQLite commits dominate otherwise.
             with db.write() as conn:
-                outcomes = [
-                    deliveries.record(conn, c, r, backoff_scale=scale) for c, r in zip(batch, results, strict=True)
-                ]
+                outcomes = deliveries.record_batch(conn, list(zip(batch, results, strict=True)), backoff_scale=scale)
             for claimed, outcome in zip(batch, outcomes, strict=True):
                 counts[outcome.status] += 1
                 if outcome.endpoint_disabled:
