@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import dagster as dg
@@ -14,7 +15,7 @@ from standardwebhooks.webhooks import Webhook
 
 from orchestration.definitions import build_definitions
 from orchestration.resources import DatabaseResource
-from orchestration.webhooks.jobs import deliver_webhooks_job
+from orchestration.webhooks.jobs import deliver_webhooks_job, send
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
 from tests.webhook_receiver import Received, Receiver, running_receiver
@@ -298,3 +299,29 @@ def test_sensor_requests_no_second_run_while_one_waits(
     assert pipeline.tick() == 0 and receiver.at("/a") == []
     pipeline.instance.report_run_canceled(waiting)
     assert pipeline.tick() == 1 and len(receiver.at("/a")) == 1
+
+
+def test_two_concurrent_drainers_never_send_a_delivery_twice(db: Database, workspace: dict, receiver: Receiver) -> None:
+    """The job's loop (claim a round, send, record) in two threads at once, small rounds so that
+    they interleave: every delivery arrives exactly once."""
+    add(db, workspace, receiver.url + "/a", ["action.created"])
+    for i in range(60):
+        emit(db, workspace, "action.created", {"i": i})
+    queue, http = WebhookQueue(), WebhookHttpClient(allow_private=True)
+
+    def drain() -> int:
+        sent = 0
+        while True:
+            with db.write() as conn:
+                batch = deliveries.claim(conn, now=queue.now(), limit=4, lease=timedelta(minutes=3))
+            if not batch:
+                return sent
+            results = [send(c, http, queue) for c in batch]
+            with db.write() as conn:
+                deliveries.record_batch(conn, list(zip(batch, results, strict=True)))
+            sent += len(batch)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = list(pool.map(lambda _: drain(), range(2)))
+    delivered = [r.header("Service-Delivery-Id") for r in receiver.at("/a")]
+    assert sum(counts) == 60 and len(delivered) == 60 and len(set(delivered)) == 60
