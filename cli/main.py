@@ -7,6 +7,7 @@ import click
 from cli.admin import admin
 from cli.db import db
 from cli.up import up
+from cli.webhooks import webhooks
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,6 +15,7 @@ def main() -> None:
     """FloKit: growth analytics and subscription backend."""
 
 
+admin.add_command(webhooks)  # `flokit admin webhooks ...`
 main.add_command(db)
 main.add_command(admin)
 main.add_command(up)

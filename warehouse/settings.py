@@ -7,6 +7,7 @@ with the same message instead of surfacing later as a confusing runtime error.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,28 @@ def _surfaces(env: Mapping[str, str]) -> tuple[str, ...]:
     return chosen
 
 
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise SettingsError(f"{name} must be 1 or 0, got {raw!r}")
+
+
+def _positive_number(env: Mapping[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise SettingsError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} number, got {raw!r}")
+    return value
+
+
 def _database_url(env: Mapping[str, str], data_dir: Path) -> str:
     raw = env.get("FLOKIT_DATABASE_URL", "").strip()
     if not raw:
@@ -68,6 +91,12 @@ class Settings:
     # Request bodies above this are answered 413 before any handler reads them. The largest
     # legitimate body is a batch of 50 paywall events, far below 1 MiB.
     max_body_bytes: int = 1024 * 1024
+    # Webhook endpoints may be http:// and resolve to private/loopback addresses (dev and tests).
+    webhooks_allow_private: bool = False
+    # Multiplier on the webhook retry delays (30 s ... 6 h); tests shrink it, 0 retries at once.
+    webhook_backoff_scale: float = 1.0
+    # Minimum interval between evaluations of FloKit's queue sensors (the daemon adds its own ~5 s).
+    sensor_interval_s: int = 5
 
     def __post_init__(self) -> None:
         if self.dagster_home == Path():
@@ -87,6 +116,9 @@ class Settings:
             api_port=_port(env, "FLOKIT_API_PORT", 8000),
             dagster_port=_port(env, "FLOKIT_DAGSTER_PORT", 3000),
             dagster_home=Path(dagster_home).expanduser().resolve() if dagster_home else data_dir / "dagster",
+            webhooks_allow_private=_flag(env, "FLOKIT_WEBHOOKS_ALLOW_PRIVATE"),
+            webhook_backoff_scale=_positive_number(env, "FLOKIT_WEBHOOK_BACKOFF_SCALE", 1.0, allow_zero=True),
+            sensor_interval_s=max(1, round(_positive_number(env, "FLOKIT_SENSOR_INTERVAL_S", 5))),
         )
 
     @property
@@ -110,4 +142,7 @@ class Settings:
             "FLOKIT_API_PORT": str(self.api_port),
             "FLOKIT_DAGSTER_PORT": str(self.dagster_port),
             "DAGSTER_HOME": str(self.dagster_home),
+            "FLOKIT_WEBHOOKS_ALLOW_PRIVATE": "1" if self.webhooks_allow_private else "0",
+            "FLOKIT_WEBHOOK_BACKOFF_SCALE": repr(self.webhook_backoff_scale),
+            "FLOKIT_SENSOR_INTERVAL_S": str(self.sensor_interval_s),
         }

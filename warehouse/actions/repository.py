@@ -59,7 +59,11 @@ class Action:
     previous_status: str | None = None
 
     def webhook_data(self) -> dict[str, Any]:
-        """The `data` of this action's webhook events: the list form of the action."""
+        """The `data` of this action's webhook events: `{"action": <list form>}`, the same shape
+        as the samples `POST /v1/webhooks/test` sends (transforms/webhooks/envelope.py)."""
+        return {"action": self._list_form()}
+
+    def _list_form(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "type": self.type,

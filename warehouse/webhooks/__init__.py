@@ -1,1 +1,2 @@
-"""Outbound webhooks: the outbox written in the caller's transaction (replaced at merge by the webhooks issue)."""
+"""Outbound webhooks, the persisted part: endpoints, signing secrets, the outbox of frozen
+events, deliveries (the queue) and the attempt history."""

@@ -1,20 +1,106 @@
-"""Placeholder for the webhooks issue's outbox; the lead replaces this file at merge.
+"""The outbox: every producer of webhook events calls `emit_event` inside its own transaction.
 
-Only the signature the actions code calls is fixed here, so that every action transition already
-records its webhook event in the same write transaction as the change.
+The envelope is frozen to bytes once, here, and one delivery row is queued per enabled endpoint
+of the workspace subscribed to the event type, all in the caller's transaction: the event
+exists exactly when the change that caused it commits (no event for a rolled-back approval, no
+approval without its event). The Dagster sensor picks the deliveries up.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from transforms.ids import new_id
+from transforms.webhooks.envelope import SAMPLE_DATA, check_event_type, envelope, freeze
+from warehouse.db import utcnow
+from warehouse.webhooks.tables import webhook_deliveries, webhook_endpoints, webhook_events
 
-def emit_event(conn: Connection, *, workspace_id: str, event_type: str, data: dict[str, Any]) -> str:
-    """Record an outbound webhook event in the caller's transaction and return its id.
 
-    The real implementation writes an outbox row that a Dagster sensor delivers; this stub
-    records nothing and returns "".
-    """
-    return ""
+@dataclass(frozen=True)
+class Emitted:
+    event_id: str
+    deliveries: tuple[tuple[str, str], ...]  # (delivery_id, endpoint_id)
+
+
+def emit_event(
+    conn: Connection, *, workspace_id: str, event_type: str, data: dict[str, Any], now: datetime | None = None
+) -> str:
+    """Record an event and queue its deliveries in the caller's transaction; return the event id.
+
+    An event with no subscribed endpoint is still recorded (cheap, and the id is stable for the
+    producer's own logs)."""
+    return _emit(conn, workspace_id=workspace_id, event_type=event_type, data=data, now=now).event_id
+
+
+def emit_test_event(conn: Connection, *, workspace_id: str, event_type: str, endpoint_id: str | None = None) -> Emitted:
+    """A sample event (`"test": true`) for POST /v1/webhooks/test: to every enabled endpoint
+    subscribed to the type, or to exactly `endpoint_id` (enabled, subscribed or not)."""
+    return _emit(
+        conn,
+        workspace_id=workspace_id,
+        event_type=event_type,
+        data=SAMPLE_DATA[check_event_type(event_type)],
+        test=True,
+        only_endpoint=endpoint_id,
+    )
+
+
+def _targets(conn: Connection, workspace_id: str, event_type: str, only_endpoint: str | None) -> list[str]:
+    query = sa.select(webhook_endpoints.c.id, webhook_endpoints.c.events).where(
+        webhook_endpoints.c.workspace_id == workspace_id, webhook_endpoints.c.status == "enabled"
+    )
+    if only_endpoint is not None:
+        return [r.id for r in conn.execute(query.where(webhook_endpoints.c.id == only_endpoint))]
+    # Endpoints per workspace are few; filtering the JSON list here keeps one portable query.
+    return [r.id for r in conn.execute(query.order_by(webhook_endpoints.c.id)) if event_type in r.events]
+
+
+def _emit(
+    conn: Connection,
+    *,
+    workspace_id: str,
+    event_type: str,
+    data: dict[str, Any],
+    now: datetime | None = None,
+    test: bool = False,
+    only_endpoint: str | None = None,
+) -> Emitted:
+    now = now or utcnow()
+    event_id = new_id("evt")
+    body = freeze(
+        envelope(
+            event_id=event_id, event_type=event_type, created_at=now, workspace_id=workspace_id, data=data, test=test
+        )
+    )
+    conn.execute(
+        webhook_events.insert().values(
+            id=event_id, workspace_id=workspace_id, type=event_type, body=body, test=test, created_at=now
+        )
+    )
+    deliveries = tuple(
+        (new_id("dlv"), endpoint_id) for endpoint_id in _targets(conn, workspace_id, event_type, only_endpoint)
+    )
+    if deliveries:
+        conn.execute(
+            webhook_deliveries.insert(),
+            [
+                {
+                    "id": delivery_id,
+                    "event_id": event_id,
+                    "endpoint_id": endpoint_id,
+                    "workspace_id": workspace_id,
+                    "status": "pending",
+                    "attempt": 0,
+                    "next_attempt_at": now,
+                    "claims": 0,
+                    "created_at": now,
+                }
+                for delivery_id, endpoint_id in deliveries
+            ],
+        )
+    return Emitted(event_id=event_id, deliveries=deliveries)

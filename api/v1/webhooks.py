@@ -1,0 +1,87 @@
+"""POST /v1/webhooks/test: queue a sample event (`"test": true`) to the workspace's endpoints.
+
+The API only writes the outbox row (event + deliveries) and answers 202; the Dagster sensor
+delivers it like any other event, so the test exercises the real path and shows up in the
+delivery history (`flokit admin webhooks deliveries`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from flask import Response, jsonify
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.auth import principal, require_key
+from api.context import state
+from api.errors import ApiError
+from api.openapi import operation
+from api.v1 import blueprint
+from transforms.webhooks.envelope import EVENT_TYPES
+from warehouse.webhooks.endpoints import get_endpoint
+from warehouse.webhooks.outbox import emit_test_event
+from warehouse.workspaces import NotFound
+
+
+class WebhookTestRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    event_type: str = Field(description="One of the webhook event types, e.g. action.approved.")
+    endpoint_id: str | None = Field(
+        default=None, description="Send only to this endpoint (enabled; subscribed or not). Default: every subscriber."
+    )
+
+
+class QueuedDelivery(BaseModel):
+    delivery_id: str
+    endpoint_id: str
+
+
+class WebhookTestQueued(BaseModel):
+    delivery_id: str = Field(description="The first delivery; every one is in the delivery history.")
+    event_id: str
+    event_type: str
+    status: Literal["queued"]
+    deliveries: list[QueuedDelivery]
+
+
+@blueprint.post("/webhooks/test")
+@require_key(write=True)
+@operation(
+    summary="Send a sample webhook",
+    description='Queues a sample envelope (`"test": true`) of the given type to the workspace\'s subscribed '
+    "enabled endpoints (or to one endpoint) and answers 202 with its delivery ids; the Dagster sensor sends it.",
+    body=WebhookTestRequest,
+    responses={202: WebhookTestQueued},
+    errors=(404,),
+    tags=["webhooks"],
+)
+def send_test_webhook(body: WebhookTestRequest) -> tuple[Response, int]:
+    if body.event_type not in EVENT_TYPES:
+        raise ApiError(400, f"Unknown event_type {body.event_type!r}; expected one of {', '.join(EVENT_TYPES)}")
+    workspace_id = principal().workspace_id
+    with state().db.write() as conn:
+        if body.endpoint_id is not None:
+            try:
+                endpoint = get_endpoint(conn, body.endpoint_id)
+            except NotFound:
+                endpoint = None
+            if endpoint is None or endpoint.workspace_id != workspace_id:
+                raise ApiError(404, f"No webhook endpoint {body.endpoint_id}")
+            if endpoint.status != "enabled":
+                raise ApiError(400, f"Webhook endpoint {body.endpoint_id} is disabled; enable it first")
+        emitted = emit_test_event(
+            conn, workspace_id=workspace_id, event_type=body.event_type, endpoint_id=body.endpoint_id
+        )
+        if not emitted.deliveries:
+            # Raising rolls the transaction back: no orphan test event without a delivery.
+            raise ApiError(400, f"No enabled webhook endpoint is subscribed to {body.event_type}")
+    return jsonify(
+        {
+            "delivery_id": emitted.deliveries[0][0],
+            "event_id": emitted.event_id,
+            "event_type": body.event_type,
+            "status": "queued",
+            "deliveries": [{"delivery_id": d, "endpoint_id": e} for d, e in emitted.deliveries],
+        }
+    ), 202

@@ -1,0 +1,138 @@
+"""`flokit admin webhooks ...`: outbound webhook endpoints (the spec's dashboard, as commands)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from cli.context import load_settings, open_database
+from cli.output import emit, fail
+from transforms.timefmt import iso_z
+from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks.endpoints import Endpoint
+from warehouse.webhooks.urls import InvalidUrl
+from warehouse.workspaces import NotFound
+
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+def _endpoint(e: Endpoint) -> dict[str, Any]:
+    return {
+        "endpoint_id": e.id,
+        "workspace_id": e.workspace_id,
+        "url": e.url,
+        "events": list(e.events),
+        "status": e.status,
+        "standard_webhooks": e.standard_webhooks,
+        "consecutive_failures": e.consecutive_failures,
+        "created_at": iso_z(e.created_at),
+        "disabled_at": iso_z(e.disabled_at),
+    }
+
+
+@click.group()
+def webhooks() -> None:
+    """Outbound webhook endpoints: add, list, enable, disable, rotate secrets, delivery history."""
+
+
+@webhooks.command("add")
+@click.option("--workspace", "workspace_id", required=True)
+@click.option(
+    "--url", required=True, help="HTTPS URL resolving to public addresses (see FLOKIT_WEBHOOKS_ALLOW_PRIVATE)."
+)
+@click.option("--events", required=True, help="Comma-separated event types, e.g. action.approved,integration.error.")
+@click.option("--standard-webhooks", is_flag=True, help="Also send Standard Webhooks headers (webhook-id, ...).")
+@JSON_OPTION
+def add(workspace_id: str, url: str, events: str, standard_webhooks: bool, as_json: bool) -> None:
+    """Add an endpoint. Its signing secret is printed once; keep it for your receiver."""
+    settings = load_settings()
+    database = open_database(settings)
+    try:
+        with database.write() as conn:
+            endpoint, secret = endpoints.create_endpoint(
+                conn,
+                workspace_id=workspace_id,
+                url=url,
+                events=events.split(","),
+                allow_private=settings.webhooks_allow_private,
+                standard_webhooks=standard_webhooks,
+            )
+    except NotFound:
+        fail(f"no workspace {workspace_id}", as_json)
+    except (InvalidUrl, ValueError) as exc:
+        fail(str(exc), as_json)
+    emit({"endpoint_id": endpoint.id, "signing_secret": secret, **_endpoint(endpoint)}, as_json)
+
+
+@webhooks.command("list")
+@click.option("--workspace", "workspace_id", required=True)
+@JSON_OPTION
+def list_(workspace_id: str, as_json: bool) -> None:
+    """Every endpoint of a workspace with its URL, events and status (enabled or disabled)."""
+    database = open_database(load_settings())
+    with database.read() as conn:
+        found = [_endpoint(e) for e in endpoints.list_endpoints(conn, workspace_id)]
+    human = "\n".join(f"{e['endpoint_id']}  {e['status']:8}  {e['url']}  {','.join(e['events'])}" for e in found)
+    emit({"workspace_id": workspace_id, "endpoints": found}, as_json, human or "no endpoints")
+
+
+def _set_enabled(endpoint_id: str, enabled: bool, as_json: bool) -> None:
+    database = open_database(load_settings())
+    try:
+        with database.write() as conn:
+            endpoint = endpoints.set_enabled(conn, endpoint_id=endpoint_id, enabled=enabled)
+    except NotFound:
+        fail(f"no endpoint {endpoint_id}", as_json)
+    emit(_endpoint(endpoint), as_json, f"endpoint {endpoint_id} {endpoint.status}")
+
+
+@webhooks.command("enable")
+@click.option("--endpoint", "endpoint_id", required=True)
+@JSON_OPTION
+def enable(endpoint_id: str, as_json: bool) -> None:
+    """Enable an endpoint: its failure count restarts at 0 and paused deliveries resume."""
+    _set_enabled(endpoint_id, True, as_json)
+
+
+@webhooks.command("disable")
+@click.option("--endpoint", "endpoint_id", required=True)
+@JSON_OPTION
+def disable(endpoint_id: str, as_json: bool) -> None:
+    """Disable an endpoint: nothing is sent to it; its deliveries wait until it is enabled."""
+    _set_enabled(endpoint_id, False, as_json)
+
+
+@webhooks.command("rotate-secret")
+@click.option("--endpoint", "endpoint_id", required=True)
+@JSON_OPTION
+def rotate_secret(endpoint_id: str, as_json: bool) -> None:
+    """New signing secret; the old one keeps signing too for 24 hours (two v1 values)."""
+    database = open_database(load_settings())
+    try:
+        with database.write() as conn:
+            secret, expires = endpoints.rotate_secret(conn, endpoint_id=endpoint_id)
+    except NotFound:
+        fail(f"no endpoint {endpoint_id}", as_json)
+    emit({"endpoint_id": endpoint_id, "signing_secret": secret, "previous_secret_expires_at": iso_z(expires)}, as_json)
+
+
+@webhooks.command("deliveries")
+@click.option("--endpoint", "endpoint_id", required=True)
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@JSON_OPTION
+def deliveries_(endpoint_id: str, limit: int, as_json: bool) -> None:
+    """Delivery history, newest first: event id, delivery id, attempt, status code, error, times."""
+    database = open_database(load_settings())
+    with database.read() as conn:
+        try:
+            endpoints.get_endpoint(conn, endpoint_id)
+        except NotFound:
+            fail(f"no endpoint {endpoint_id}", as_json)
+        found = deliveries.history(conn, endpoint_id=endpoint_id, limit=limit)
+    human = "\n".join(
+        f"{d['created_at']}  {d['delivery_id']}  {d['event_id']}  {d['event_type']}  {d['status']}  "
+        f"attempt {d['attempt']}  {d['status_code'] or ''} {d['error'] or ''}".rstrip()
+        for d in found
+    )
+    emit({"endpoint_id": endpoint_id, "deliveries": found}, as_json, human or "no deliveries")

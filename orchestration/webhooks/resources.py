@@ -1,0 +1,99 @@
+"""Resources of webhook delivery: the HTTP client that sends, and the queue's tuning and clock."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+import dagster as dg
+import requests
+from pydantic import PrivateAttr
+from requests.adapters import HTTPAdapter
+
+from warehouse.db import utcnow
+from warehouse.settings import Settings
+from warehouse.webhooks.urls import InvalidUrl, check_public
+
+
+class WebhookHttpClient(dg.ConfigurableResource):
+    """POSTs signed bodies to customer endpoints with (connect, read) timeouts.
+
+    No transport-level retries (the queue retries with backoff and records every send) and no
+    redirects (a 3xx is a failed delivery: following it would send the signed body somewhere the
+    operator never configured). Unless private addresses are allowed, the host is resolved and
+    checked before every send, since DNS may have changed since the endpoint was added.
+    """
+
+    # 3.05 s: just above a multiple of the 3 s TCP retransmission window; 10 s read: receivers
+    # are told to answer 200 at once and process asynchronously (spec delivery rule 3).
+    connect_timeout_s: float = 3.05
+    read_timeout_s: float = 10.0
+    pool_size: int = 32
+    allow_private: bool | None = None  # None: FLOKIT_WEBHOOKS_ALLOW_PRIVATE
+
+    _session: requests.Session | None = PrivateAttr(default=None)
+    _private_ok: bool = PrivateAttr(default=False)
+    _setup_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        session = requests.Session()
+        adapter = HTTPAdapter(pool_connections=self.pool_size, pool_maxsize=self.pool_size, max_retries=0)
+        session.mount("https://", adapter)
+        session.mount("http://", adapter)
+        session.headers["User-Agent"] = "FloKit-Webhooks/1"
+        self._session = session
+        self._private_ok = (
+            self.allow_private if self.allow_private is not None else Settings.from_env().webhooks_allow_private
+        )
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._session is not None:
+            self._session.close()
+
+    def post(self, *, url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None]:
+        """(status code, None) for any HTTP answer, (None, error text) when none came back."""
+        if self._session is None:  # used outside a run (benchmarks' baseline, scripts)
+            with self._setup_lock:
+                if self._session is None:
+                    self.setup_for_execution(dg.build_init_resource_context())
+        assert self._session is not None
+        try:
+            if not self._private_ok:
+                parts = urlsplit(url)
+                check_public(parts.hostname or "", parts.port or 443)
+            response = self._session.post(
+                url,
+                data=body,
+                headers=headers,
+                timeout=(self.connect_timeout_s, self.read_timeout_s),
+                allow_redirects=False,
+            )
+            response.close()
+        except InvalidUrl as exc:
+            return None, f"refused: {exc}"
+        except requests.Timeout as exc:
+            return None, f"timeout: {type(exc).__name__}"
+        except requests.RequestException as exc:
+            return None, f"network error: {type(exc).__name__}: {exc}"
+        return response.status_code, None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+
+
+class WebhookQueue(dg.ConfigurableResource):
+    """How a delivery run drains the queue, and the clock it reads (injectable for tests)."""
+
+    batch_size: int = 200  # deliveries claimed per round
+    max_workers: int = 32  # concurrent sends (I/O bound: threads)
+    # A claim's lease must outlast one round at worst: batch / workers x (connect + read timeout).
+    lease_s: float = 180.0
+    # A run stops claiming after this long; the sensor requests another for what is left.
+    max_run_s: float = 60.0
+    backoff_scale: float | None = None  # None: FLOKIT_WEBHOOK_BACKOFF_SCALE
+    # Added to the wall clock: tests and drills move time (e.g. past a rotation overlap).
+    clock_offset_s: float = 0.0
+
+    def now(self) -> datetime:
+        return utcnow() + timedelta(seconds=self.clock_offset_s)
+
+    def scale(self) -> float:
+        return self.backoff_scale if self.backoff_scale is not None else Settings.from_env().webhook_backoff_scale

@@ -1,0 +1,67 @@
+"""`flokit admin webhooks ...` as an operator runs it: real subprocesses, JSON out."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from api.app import create_app
+from tests.conftest import bearer
+from tests.e2e.test_cli import run, run_json
+from warehouse.settings import Settings
+
+pytestmark = pytest.mark.e2e
+
+
+def test_webhook_admin_commands(settings: Settings, workspace: dict) -> None:
+    ws = workspace["workspace_id"]
+    refused = run(
+        settings, "admin", "webhooks", "add", "--workspace", ws, "--url", "http://127.0.0.1:9/h",
+        "--events", "action.approved", "--json", ok=False,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "https" in json.loads(refused.stderr)["error"]
+
+    dev = dataclasses.replace(settings, webhooks_allow_private=True)
+    added = run_json(
+        dev, "admin", "webhooks", "add", "--workspace", ws, "--url", "http://127.0.0.1:9/h",
+        "--events", "action.approved,integration.error", "--standard-webhooks",
+    )  # fmt: skip
+    endpoint_id, secret = added["endpoint_id"], added["signing_secret"]
+    assert endpoint_id.startswith("whe_") and secret.startswith("whsec_")
+    assert added["events"] == ["action.approved", "integration.error"] and added["standard_webhooks"] is True
+
+    bad = run(dev, "admin", "webhooks", "add", "--workspace", ws, "--url", "http://127.0.0.1:9/h",
+              "--events", "action.deleted", "--json", ok=False)  # fmt: skip
+    assert bad.returncode == 1 and "unknown event type" in json.loads(bad.stderr)["error"]
+
+    listed = run_json(dev, "admin", "webhooks", "list", "--workspace", ws)
+    assert [(e["endpoint_id"], e["status"], e["url"]) for e in listed["endpoints"]] == [
+        (endpoint_id, "enabled", "http://127.0.0.1:9/h")
+    ]
+    assert "signing_secret" not in listed["endpoints"][0]
+
+    assert run_json(dev, "admin", "webhooks", "disable", "--endpoint", endpoint_id)["status"] == "disabled"
+    assert run_json(dev, "admin", "webhooks", "list", "--workspace", ws)["endpoints"][0]["status"] == "disabled"
+    assert run_json(dev, "admin", "webhooks", "enable", "--endpoint", endpoint_id)["status"] == "enabled"
+
+    rotated = run_json(dev, "admin", "webhooks", "rotate-secret", "--endpoint", endpoint_id)
+    assert rotated["signing_secret"].startswith("whsec_") and rotated["signing_secret"] != secret
+    assert rotated["previous_secret_expires_at"].endswith("Z")
+
+    client = create_app(dev).test_client()
+    sent = client.post(
+        "/v1/webhooks/test", json={"event_type": "action.approved"}, headers=bearer(workspace["api_key_read_write"])
+    )
+    assert sent.status_code == 202
+    history = run_json(dev, "admin", "webhooks", "deliveries", "--endpoint", endpoint_id)
+    [delivery] = history["deliveries"]
+    assert delivery["delivery_id"] == sent.json["delivery_id"] and delivery["event_id"] == sent.json["event_id"]
+    assert delivery["attempt"] == 0 and delivery["status"] == "pending" and delivery["attempts"] == []
+    assert set(delivery) >= {"status_code", "error", "created_at", "next_attempt_at", "completed_at"}
+
+    human = run(dev, "admin", "webhooks", "deliveries", "--endpoint", endpoint_id).stdout
+    assert sent.json["delivery_id"] in human
+    missing = run(dev, "admin", "webhooks", "enable", "--endpoint", "whe_missing", "--json", ok=False)
+    assert missing.returncode == 1 and json.loads(missing.stderr) == {"error": "no endpoint whe_missing"}

@@ -1,0 +1,184 @@
+"""Webhook endpoints and their signing secrets (the operator's side: add, list, enable,
+disable, rotate)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from transforms.ids import new_id
+from transforms.webhooks.envelope import check_event_type
+from transforms.webhooks.signing import new_signing_secret
+from warehouse import audit
+from warehouse.db import utcnow
+from warehouse.webhooks.tables import webhook_endpoints, webhook_secrets
+from warehouse.webhooks.urls import validate_url
+from warehouse.workspaces import NotFound, get_workspace
+
+# Spec: "for 24 hours both the active and retiring secrets sign".
+ROTATION_OVERLAP = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    id: str
+    workspace_id: str
+    url: str
+    events: tuple[str, ...]
+    status: str
+    standard_webhooks: bool
+    consecutive_failures: int
+    created_at: datetime
+    disabled_at: datetime | None
+
+
+def _endpoint(row: sa.Row) -> Endpoint:
+    m = dict(row._mapping)
+    m["events"] = tuple(m["events"])
+    return Endpoint(**m)
+
+
+def parse_events(events: Iterable[str]) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(e.strip() for e in events if e.strip()))
+    if not chosen:
+        raise ValueError("choose at least one event type")
+    for e in chosen:
+        check_event_type(e)
+    return chosen
+
+
+def create_endpoint(
+    conn: Connection,
+    *,
+    workspace_id: str,
+    url: str,
+    events: Sequence[str],
+    allow_private: bool,
+    standard_webhooks: bool = False,
+    actor: str = "cli",
+) -> tuple[Endpoint, str]:
+    """A new enabled endpoint and its first signing secret (returned once, to show the operator)."""
+    get_workspace(conn, workspace_id)
+    chosen = parse_events(events)
+    validate_url(url, allow_private=allow_private)
+    now = utcnow()
+    endpoint_id, secret = new_id("whe"), new_signing_secret()
+    conn.execute(
+        webhook_endpoints.insert().values(
+            id=endpoint_id,
+            workspace_id=workspace_id,
+            url=url,
+            events=list(chosen),
+            status="enabled",
+            standard_webhooks=standard_webhooks,
+            consecutive_failures=0,
+            created_at=now,
+        )
+    )
+    conn.execute(
+        webhook_secrets.insert().values(endpoint_id=endpoint_id, secret=secret, status="active", created_at=now)
+    )
+    audit.record(
+        conn,
+        workspace_id=workspace_id,
+        actor=actor,
+        action="webhook_endpoint.created",
+        subject_id=endpoint_id,
+        detail={"url": url, "events": list(chosen), "standard_webhooks": standard_webhooks},
+    )
+    return get_endpoint(conn, endpoint_id), secret
+
+
+def get_endpoint(conn: Connection, endpoint_id: str) -> Endpoint:
+    row = conn.execute(webhook_endpoints.select().where(webhook_endpoints.c.id == endpoint_id)).first()
+    if row is None:
+        raise NotFound(endpoint_id)
+    return _endpoint(row)
+
+
+def list_endpoints(conn: Connection, workspace_id: str) -> list[Endpoint]:
+    rows = conn.execute(
+        webhook_endpoints.select()
+        .where(webhook_endpoints.c.workspace_id == workspace_id)
+        .order_by(webhook_endpoints.c.created_at, webhook_endpoints.c.id)
+    )
+    return [_endpoint(r) for r in rows]
+
+
+def set_enabled(conn: Connection, *, endpoint_id: str, enabled: bool, actor: str = "cli") -> Endpoint:
+    """Enable (failure count back to 0, paused deliveries resume) or disable an endpoint."""
+    values = (
+        {"status": "enabled", "consecutive_failures": 0, "disabled_at": None}
+        if enabled
+        else {"status": "disabled", "disabled_at": utcnow()}
+    )
+    row = conn.execute(
+        webhook_endpoints.update()
+        .where(webhook_endpoints.c.id == endpoint_id)
+        .values(**values)
+        .returning(webhook_endpoints.c.workspace_id)
+    ).first()
+    if row is None:
+        raise NotFound(endpoint_id)
+    action = "webhook_endpoint.enabled" if enabled else "webhook_endpoint.disabled"
+    audit.record(conn, workspace_id=row.workspace_id, actor=actor, action=action, subject_id=endpoint_id)
+    return get_endpoint(conn, endpoint_id)
+
+
+def rotate_secret(
+    conn: Connection, *, endpoint_id: str, now: datetime | None = None, actor: str = "cli"
+) -> tuple[str, datetime]:
+    """New active secret; the previous active one signs alongside it until the returned expiry.
+
+    A secret still retiring from an earlier rotation is dropped at once, so at most two secrets
+    ever sign (the verifier accepts 1 or 2)."""
+    endpoint = get_endpoint(conn, endpoint_id)
+    now = now or utcnow()
+    expires = now + ROTATION_OVERLAP
+    conn.execute(
+        webhook_secrets.delete().where(
+            webhook_secrets.c.endpoint_id == endpoint_id, webhook_secrets.c.status == "retiring"
+        )
+    )
+    conn.execute(
+        webhook_secrets.update()
+        .where(webhook_secrets.c.endpoint_id == endpoint_id, webhook_secrets.c.status == "active")
+        .values(status="retiring", expires_at=expires)
+    )
+    secret = new_signing_secret()
+    conn.execute(
+        webhook_secrets.insert().values(endpoint_id=endpoint_id, secret=secret, status="active", created_at=now)
+    )
+    audit.record(
+        conn,
+        workspace_id=endpoint.workspace_id,
+        actor=actor,
+        action="webhook_endpoint.secret_rotated",
+        subject_id=endpoint_id,
+        detail={"previous_secret_expires_at": expires.isoformat()},
+    )
+    return secret, expires
+
+
+def signing_secrets(conn: Connection, endpoint_ids: Iterable[str], now: datetime) -> dict[str, list[str]]:
+    """Per endpoint, the secrets that sign at `now`: the active one first, then a retiring one
+    whose overlap has not expired."""
+    ids = list(set(endpoint_ids))
+    if not ids:
+        return {}
+    rows = conn.execute(
+        sa.select(webhook_secrets.c.endpoint_id, webhook_secrets.c.secret, webhook_secrets.c.status)
+        .where(
+            webhook_secrets.c.endpoint_id.in_(ids),
+            sa.or_(webhook_secrets.c.status == "active", webhook_secrets.c.expires_at > now),
+        )
+        .order_by(webhook_secrets.c.endpoint_id, webhook_secrets.c.status, webhook_secrets.c.id.desc())
+    ).all()
+    out: dict[str, list[str]] = {}
+    for r in rows:  # 'active' sorts before 'retiring'
+        out.setdefault(r.endpoint_id, []).append(r.secret)
+    return out

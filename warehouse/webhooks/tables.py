@@ -1,0 +1,94 @@
+"""Tables of outbound webhooks.
+
+- `webhook_endpoints`: where to send, which event types, `enabled`/`disabled`, the opt-in
+  Standard Webhooks flag and the count of consecutive failed sends (reset by any success).
+- `webhook_secrets`: signing secrets, `active` (one per endpoint) or `retiring` with the expiry
+  24 h after rotation. Stored in plaintext because signing needs them (like any HMAC sender).
+- `webhook_events`: the outbox; `body` holds the envelope's frozen bytes, signed and sent as is.
+- `webhook_deliveries`: one row per (event, endpoint), the queue. `attempt` counts sends made;
+  `status` is `pending` (due at `next_attempt_at`), `delivering` (leased until `lease_until` by
+  `lease_token`), `succeeded` or `failed` (retries exhausted). `claims` counts leases taken, so
+  a crashed run's rows look different to the sensor once their lease expires.
+- `webhook_attempts`: one row per physical send: status code or error, start and end.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from warehouse.db import UTCDateTime
+from warehouse.tables import metadata
+
+BigIntKey = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+webhook_endpoints = sa.Table(
+    "webhook_endpoints",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("url", sa.String(2048), nullable=False),
+    sa.Column("events", sa.JSON, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("standard_webhooks", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("consecutive_failures", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("disabled_at", UTCDateTime(), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.CheckConstraint("status IN ('enabled', 'disabled')", name="status"),
+)
+
+webhook_secrets = sa.Table(
+    "webhook_secrets",
+    metadata,
+    sa.Column("id", BigIntKey, primary_key=True, autoincrement=True),
+    sa.Column("endpoint_id", sa.String(40), sa.ForeignKey("webhook_endpoints.id"), nullable=False, index=True),
+    sa.Column("secret", sa.String(4096), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("expires_at", UTCDateTime(), nullable=True),
+    sa.CheckConstraint("status IN ('active', 'retiring')", name="status"),
+)
+
+webhook_events = sa.Table(
+    "webhook_events",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("type", sa.String(64), nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+    sa.Column("test", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+)
+
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("event_id", sa.String(40), sa.ForeignKey("webhook_events.id"), nullable=False, index=True),
+    sa.Column("endpoint_id", sa.String(40), sa.ForeignKey("webhook_endpoints.id"), nullable=False),
+    sa.Column("workspace_id", sa.String(40), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_attempt_at", UTCDateTime(), nullable=True),
+    sa.Column("lease_until", UTCDateTime(), nullable=True),
+    sa.Column("lease_token", sa.String(40), nullable=True),
+    sa.Column("claims", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_status_code", sa.Integer, nullable=True),
+    sa.Column("last_error", sa.String(500), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("completed_at", UTCDateTime(), nullable=True),
+    sa.CheckConstraint("status IN ('pending', 'delivering', 'succeeded', 'failed')", name="status"),
+    sa.Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+    sa.Index("ix_webhook_deliveries_endpoint_created", "endpoint_id", "created_at"),
+)
+
+webhook_attempts = sa.Table(
+    "webhook_attempts",
+    metadata,
+    sa.Column("id", BigIntKey, primary_key=True, autoincrement=True),
+    sa.Column("delivery_id", sa.String(40), sa.ForeignKey("webhook_deliveries.id"), nullable=False, index=True),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("status_code", sa.Integer, nullable=True),
+    sa.Column("error", sa.String(500), nullable=True),
+    sa.Column("started_at", UTCDateTime(), nullable=False),
+    sa.Column("finished_at", UTCDateTime(), nullable=False),
+)
