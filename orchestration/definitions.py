@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from orchestration.reports.definitions import defs as report_defs
 from orchestration.resources import DatabaseResource, LakeResource
 from orchestration.workspaces.assets import defs as workspace_defs
 
@@ -15,6 +16,7 @@ def build_definitions(database_url: str | None = None, data_dir: str | None = No
     """Tests pass explicit locations; processes leave them None to follow FLOKIT_* at run time."""
     return dg.Definitions.merge(
         workspace_defs,
+        report_defs,
         dg.Definitions(
             resources={
                 "database": DatabaseResource(url=database_url),

@@ -1,0 +1,158 @@
+"""From canonical events to the three report inputs: acquisitions, subscription events, spend.
+
+Each function is a LazyFrame chain; the caller scans and collects. All three are applied per
+daily partition and are idempotent (applying them again to their own output changes nothing
+for acquisitions and spend), so a late partition can be re-run alone.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from transforms.reports.schemas import (
+    ACQUISITION_SCHEMA,
+    CHARGES,
+    DIMENSIONS,
+    INSTALL,
+    NONE_LABEL,
+    ORGANIC,
+    PAYWALL_IMPRESSION,
+    PAYWALL_OFFER_TAP,
+    REFUND,
+    SPEND_KEY,
+    SPEND_SCHEMA,
+    SUBSCRIPTION_EVENT_SCHEMA,
+    USER_COHORT_SCHEMA,
+)
+
+# Properties are flat JSON objects. A regular expression reads a flat string or number value
+# about ten times faster than a JSON path (measured: 0.02 s vs 0.19 s per field on 380 k rows);
+# rows whose JSON holds an escape sequence (rare: quotes or unicode in a value) take the
+# exact JSON-path route instead, so no value is ever misread.
+_ESCAPED = pl.col("properties").str.contains("\\", literal=True)
+
+
+def _fast(name: str, number: bool) -> pl.Expr:
+    value = r'"?(-?[0-9][0-9.eE+-]*)' if number else r'"([^"\\]*)"'
+    return pl.col("properties").str.extract(rf'"{name}"\s*:\s*{value}')
+
+
+def _exact(name: str) -> pl.Expr:
+    return pl.col("properties").str.json_path_match(f"$.{name}")
+
+
+def with_properties(events: pl.LazyFrame, strings: tuple[str, ...], numbers: tuple[str, ...] = ()) -> pl.LazyFrame:
+    """Events with the named properties as columns (`prop_<name>`, strings; cast numbers later)."""
+    names = [(n, False) for n in strings] + [(n, True) for n in numbers]
+    fast = events.filter(~_ESCAPED).with_columns(_fast(n, num).alias(f"prop_{n}") for n, num in names)
+    exact = events.filter(_ESCAPED).with_columns(_exact(n).alias(f"prop_{n}") for n, _ in names)
+    return pl.concat([fast, exact])
+
+
+def _prop(name: str) -> pl.Expr:
+    return pl.col(f"prop_{name}")
+
+
+def acquisitions(events: pl.LazyFrame) -> pl.LazyFrame:
+    """First install per (workspace, user), with where the user came from.
+
+    Installs without a campaign are organic; missing creative or country become "(none)".
+    """
+    installs = events.filter((pl.col("event_type") == INSTALL) & pl.col("user_id").is_not_null())
+    return (
+        with_properties(installs, ("campaign", "creative"))
+        .sort("occurred_at", "event_id")
+        .unique(subset=["workspace_id", "user_id"], keep="first", maintain_order=True)
+        .select(
+            "workspace_id",
+            "user_id",
+            pl.col("occurred_at").alias("installed_at"),
+            pl.col("occurred_at").dt.date().alias("cohort_date"),
+            _prop("campaign").fill_null(ORGANIC).alias("campaign"),
+            _prop("creative").fill_null(NONE_LABEL).alias("creative"),
+            pl.col("country").fill_null(NONE_LABEL).alias("country"),
+            "platform",
+        )
+        .cast(ACQUISITION_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+def first_acquisitions(acquired: pl.LazyFrame) -> pl.LazyFrame:
+    """Across partitions: keep each user's earliest acquisition (a reinstall is not a new user)."""
+    return acquired.sort("installed_at", "user_id").unique(
+        subset=["workspace_id", "user_id"], keep="first", maintain_order=True
+    )
+
+
+def subscription_events(events: pl.LazyFrame) -> pl.LazyFrame:
+    """Every non-install event of identified users, with the subscription fields parsed once.
+
+    Charges carry gross revenue; refunds carry the refunded amount (both >= 0; a negative amount
+    in a refund is read as its absolute value, since vendors disagree on the sign).
+    """
+    amount = _prop("revenue").cast(pl.Float64, strict=False).abs().fill_null(0.0)
+    event_type = pl.col("event_type")
+    others = events.filter((event_type != INSTALL) & pl.col("user_id").is_not_null())
+    fields = ("product_id", "offer", "paywall_id", "variant_id", "currency")
+    return (
+        with_properties(others, fields, ("revenue",))
+        .select(
+            "workspace_id",
+            "user_id",
+            "event_id",
+            "event_type",
+            "occurred_at",
+            pl.col("occurred_at").dt.date().alias("event_date"),
+            pl.coalesce(_prop("product_id"), _prop("offer")).alias("product_id"),
+            _prop("paywall_id").alias("paywall_id"),
+            _prop("variant_id").alias("variant_id"),
+            pl.when(event_type.is_in(CHARGES)).then(amount).otherwise(0.0).alias("revenue"),
+            pl.when(event_type == REFUND).then(amount).otherwise(0.0).alias("refund"),
+            _prop("currency").alias("currency"),
+        )
+        .cast(SUBSCRIPTION_EVENT_SCHEMA)
+    )  # type: ignore[arg-type]
+
+
+def clean_spend(raw: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per (workspace, day, campaign, creative, country): a re-delivered row replaces
+    the earlier one (last in file order wins); negative amounts are corrections and clip to 0."""
+    return (
+        raw.with_columns(
+            pl.col("campaign").fill_null(ORGANIC),
+            pl.col("creative").fill_null(NONE_LABEL),
+            pl.col("country").fill_null(NONE_LABEL),
+            pl.col("spend").fill_null(0.0).clip(lower_bound=0.0),
+        )
+        .unique(subset=list(SPEND_KEY), keep="last", maintain_order=True)
+        .select(list(SPEND_SCHEMA))
+        .cast(SPEND_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+def user_cohorts(acquired: pl.LazyFrame, subscription: pl.LazyFrame) -> pl.LazyFrame:
+    """Each acquired user with every group-by value: campaign, creative and country of the first
+    install; `paywall` of the first paywall impression and `offer` of the first offer tap (a user
+    who never saw one is "(none)")."""
+    touches = subscription.filter(pl.col("event_type").is_in((PAYWALL_IMPRESSION, PAYWALL_OFFER_TAP)))
+    first_paywall = (
+        touches.filter(pl.col("event_type") == PAYWALL_IMPRESSION)
+        .group_by("workspace_id", "user_id")
+        .agg(pl.col("paywall_id").sort_by("occurred_at", "event_id").first().alias("paywall"))
+    )
+    first_offer = (
+        touches.filter(pl.col("event_type") == PAYWALL_OFFER_TAP)
+        .group_by("workspace_id", "user_id")
+        .agg(pl.col("product_id").sort_by("occurred_at", "event_id").first().alias("offer"))
+    )
+    return (
+        first_acquisitions(acquired)
+        .join(first_paywall, on=["workspace_id", "user_id"], how="left")
+        .join(first_offer, on=["workspace_id", "user_id"], how="left")
+        .with_columns(pl.col("paywall").fill_null(NONE_LABEL), pl.col("offer").fill_null(NONE_LABEL))
+        .select(list(USER_COHORT_SCHEMA))
+        .cast(USER_COHORT_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+__all__ = ["DIMENSIONS", "acquisitions", "clean_spend", "first_acquisitions", "subscription_events", "user_cohorts"]
