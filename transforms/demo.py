@@ -72,6 +72,7 @@ class DemoConfig:
     days: int
     seed: int
     start: date  # first UTC day of the history; it ends at start + days (exclusive)
+    currency: str = CURRENCY  # the workspace reporting currency the amounts are in
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,8 @@ def _events_frame(
             '{{"paywall_id":"{}","product_id":"{}","variant_id":"{}"}}', "paywall_id", "product_id", "variant_id"
         ),
         "money": pl.format(
-            '{{"currency":"' + CURRENCY + '","product_id":"{}","revenue":{}}}',
+            '{{"currency":"{}","product_id":"{}","revenue":{}}}',
+            pl.lit(config.currency),
             "product_id",
             pl.col("revenue").cast(pl.String),
         ),
@@ -331,6 +333,6 @@ def _spend_frame(
             "creative": np.char.add(np.char.add(np.array(_names(CAMPAIGNS))[c], "_cr"), (k + 1).astype(str)),
             "country": np.array(_names(COUNTRIES))[g],
             "spend": spend[d, c, k, g],
-            "currency": [CURRENCY] * d.size,
+            "currency": [config.currency] * d.size,
         }
     ).cast(SPEND_SCHEMA)  # type: ignore[arg-type]

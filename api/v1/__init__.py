@@ -4,4 +4,5 @@ from flask import Blueprint
 
 blueprint = Blueprint("v1", __name__, url_prefix="/v1")
 
-from api.v1 import workspace  # noqa: E402,F401  (routes register themselves on the blueprint)
+# Routes register themselves on the blueprint when imported.
+from api.v1 import reports, workspace  # noqa: E402,F401

@@ -15,7 +15,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from orchestration.reports.assets import GROUP
 from orchestration.resources import LakeResource
 from warehouse.lake import Lake
-from warehouse.reports import store
+from warehouse.reports import serving, store
 
 REPORTS_SELECTION = dg.AssetSelection.groups(GROUP)
 REPORTS_JOB = "refresh_reports"
@@ -43,3 +43,29 @@ def refresh_run_request(lake: Lake) -> dg.RunRequest | dg.SkipReason:
 @dg.schedule(cron_schedule=REFRESH_CRON, job=reports_job, execution_timezone="UTC", description="Six-hourly reports.")
 def reports_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
     return refresh_run_request(lake.lake())
+
+
+@dg.sensor(job=reports_job, minimum_interval_seconds=30, description="First reports as soon as data exists.")
+def reports_first_refresh(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
+    """A newcomer (`flokit up` seeds a demo history) should not wait up to six hours for the first
+    reports: while nothing is published yet, refresh as soon as input days exist. After the
+    first publish the schedule owns refreshes."""
+    if serving.reports_path(lake.settings_data_dir).exists():
+        return dg.SkipReason("reports already published; the six-hourly schedule refreshes them")
+    request = refresh_run_request(lake.lake())
+    if isinstance(request, dg.SkipReason):
+        return request
+    # One run per distinct range: re-evaluations while it runs do not start another.
+    key = "first-" + "-".join(sorted(request.tags.values()))
+    return dg.RunRequest(run_key=key, tags=request.tags)
+
+
+def refresh_reports(
+    definitions: dg.Definitions, instance: dg.DagsterInstance, lake: Lake
+) -> dg.ExecuteInProcessResult | None:
+    """Bring the reports up to date now, in this process (tests, benchmarks, one-off CLI use):
+    the same run the schedule would request. None when no input day changed."""
+    request = refresh_run_request(lake)
+    if isinstance(request, dg.SkipReason):
+        return None
+    return definitions.resolve_job_def(REPORTS_JOB).execute_in_process(instance=instance, tags=request.tags)
