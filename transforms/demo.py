@@ -57,10 +57,10 @@ OFFERS = (
 ONBOARDING_PAYWALLS = (("onboarding", 0.7), ("promo", 0.3))
 VARIANTS = ("control", "b")
 ONBOARDING_SEEN = 0.9
-TAP_RATE = 0.35
-TRIAL_START_RATE = 0.55
-DIRECT_SUBSCRIBE_RATE = 0.25
-TRIAL_CONVERSION = 0.42
+TAP_RATE = 0.45
+TRIAL_START_RATE = 0.6
+DIRECT_SUBSCRIBE_RATE = 0.3
+TRIAL_CONVERSION = 0.5
 REFUND_RATE = 0.03
 STRAY_SPEND_RATE = 0.2  # Poisson mean of extra "wasted" installs' worth of spend per cell-day
 

@@ -12,7 +12,7 @@ from datetime import date
 from typing import Annotated, Any, Literal, TypeVar
 
 from flask import Response, current_app, jsonify, request
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from api.auth import principal, require_key
 from api.context import state
@@ -27,8 +27,9 @@ READER = "flokit.reports"
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-def _day(text: str) -> date:
-    if not _DAY.match(text):
+def _day(text: object) -> date:
+    """Spec: dates are YYYY-MM-DD, nothing laxer (no timestamps, no other separators)."""
+    if not isinstance(text, str) or not _DAY.match(text):
         raise ValueError("must be a date as YYYY-MM-DD")
     try:
         return date.fromisoformat(text)
@@ -36,7 +37,7 @@ def _day(text: str) -> date:
         raise ValueError("must be a real calendar date as YYYY-MM-DD") from exc
 
 
-Day = Annotated[str, AfterValidator(_day)]
+Day = Annotated[date, BeforeValidator(_day)]
 GroupBy = Literal["campaign", "creative", "country", "offer", "paywall"]
 
 
@@ -66,7 +67,7 @@ def _parse(model: type[Q], first: str, last: str) -> tuple[Q, date, date]:
         field = ".".join(str(p) for p in error["loc"]) or "query"
         message = "is required" if error["type"] == "missing" else error["msg"].removeprefix("Value error, ")
         raise ApiError(400, f"{field}: {message}") from exc
-    start, end = _day(getattr(query, first)), _day(getattr(query, last))
+    start, end = getattr(query, first), getattr(query, last)
     if end < start:
         raise ApiError(400, f"{last} must not be before {first}")
     return query, start, end

@@ -75,10 +75,21 @@ class ReportReader:
             return None
         with self._lock:
             if self._con is None or inode != self._inode:
-                # The old connection is dropped, not closed: a thread may still hold a cursor.
-                self._con = duckdb.connect(str(self.path), read_only=True)
-                self._inode = inode
-            return self._con.cursor()
+                # `duckdb.connect(path)` would hand back the process's cached instance of the
+                # OLD file while any connection to it lives; a fresh in-memory database that
+                # ATTACHes the path really opens the new file. The old connection is dropped,
+                # not closed: a thread may still be reading through one of its cursors.
+                con = duckdb.connect()
+                con.execute(f"ATTACH {_literal(str(self.path))} AS reports (READ_ONLY)")
+                self._con, self._inode = con, inode
+            cur = self._con.cursor()
+        cur.execute("USE reports")
+        return cur
+
+
+def _literal(text: str) -> str:
+    """A SQL string literal (ATTACH takes no bound parameters; the path is ours)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,84 @@
+"""Report assets materialize for real on temp dirs; a refresh touches only changed days."""
+
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from orchestration.definitions import build_definitions
+from orchestration.reports.assets import acquisitions, payback_cube
+from orchestration.reports.jobs import REFRESH_CRON, reports_first_refresh, reports_schedule
+from orchestration.resources import LakeResource
+from tests.reports_support import START, refresh, seed_lake
+from transforms.reports import quality
+from transforms.reports.schemas import PAYBACK_KEY
+from warehouse.lake import Lake
+from warehouse.reports import demo, serving, store
+
+URL = "sqlite:///unused.db"  # the report assets use only the lake
+
+
+@pytest.fixture
+def instance() -> dg.DagsterInstance:
+    with dg.DagsterInstance.ephemeral() as instance:
+        yield instance
+
+
+def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    data = seed_lake(tmp_path, "ws_r", users=800, days=30)
+    lake = Lake(tmp_path / "lake")
+    result = refresh(tmp_path, URL, instance)
+    assert result is not None and result.success
+    done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert done >= {"acquisitions", "subscription_events", "spend", "user_cohorts", "payback", "cohort_curves"}
+    assert {"ltv_projections", "published_reports"} <= done
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks and all(checks.values()), checks
+    assert len(store.partition_days(lake, store.ACQUISITIONS)) == 30
+    cube = store.scan_table(lake, store.PAYBACK).collect()
+    assert cube.filter(pl.col("dimension") == "campaign")["installs"].sum() == 800
+    assert refresh(tmp_path, URL, instance) is None  # nothing changed: nothing runs
+
+    before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.ACQUISITIONS).items()}
+    late_day = date(2026, 6, 10)
+    demo.write_event_partitions(lake, data.events.filter(pl.col("occurred_at").dt.date() == late_day))
+    again = refresh(tmp_path, URL, instance)
+    assert again is not None and again.success
+    after = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.ACQUISITIONS).items()}
+    assert [d for d in after if after[d] != before[d]] == [late_day]
+    partitions = {e.partition for e in again.get_asset_materialization_events() if e.asset_key == acquisitions.key}
+    assert partitions == {late_day.isoformat()}
+    assert store.scan_table(lake, store.PAYBACK).collect().height == cube.height
+
+
+def test_schedule_and_first_refresh_sensor_request_the_changed_days(tmp_path: Path) -> None:
+    lake = LakeResource(data_dir=str(tmp_path))
+    context = dg.build_schedule_context(resources={"lake": lake})
+    assert isinstance(reports_schedule(context), dg.SkipReason)
+    assert reports_schedule.cron_schedule == REFRESH_CRON == "0 */6 * * *"
+    seed_lake(tmp_path, "ws_s", users=100, days=5)
+    request = reports_schedule(context)
+    assert isinstance(request, dg.RunRequest)
+    assert set(request.tags.values()) == {START.isoformat(), date(2026, 6, 5).isoformat()}
+    sensor_request = reports_first_refresh(dg.build_sensor_context(resources={"lake": lake}))
+    assert isinstance(sensor_request, dg.RunRequest) and sensor_request.run_key
+    serving.reports_path(tmp_path).write_bytes(b"")  # once published, the schedule owns refreshes
+    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources={"lake": lake})), dg.SkipReason)
+
+
+def test_reports_are_in_the_definitions() -> None:
+    repo = build_definitions().get_repository_def()
+    keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert {"payback", "cohort_curves", "spend", "acquisitions", "subscription_events", "published_reports"} <= keys
+    assert repo.has_schedule_def("reports_schedule") and repo.has_job("refresh_reports")
+    assert payback_cube.key.to_user_string() == "payback"
+
+
+def test_quality_facts_catch_bad_frames() -> None:
+    frame = pl.LazyFrame({k: [1, 1] for k in PAYBACK_KEY} | {"spend": [1.0, -2.0]})
+    assert quality.duplicate_keys(frame, PAYBACK_KEY) == 1
+    assert quality.negative_rows(frame, ["spend"]) == 1
+    assert quality.row_count_drop(1000, 400, 0.5) and not quality.row_count_drop(1000, 900, 0.5)
+    assert not quality.row_count_drop(None, 0, 0.5)
