@@ -2,12 +2,14 @@
 cohort curves, LTV projections and the published report store the API reads.
 
 The daily assets are partitioned by UTC day with a single-run backfill policy: a refresh of a
-range of changed days is one run that rewrites exactly those days. The whole-table assets are
-rebuilt from the (small, already parsed) daily datasets, never from raw events.
+range of changed days is one run that rewrites exactly those days. The cube and the weekly
+activity are themselves daily (rows keyed by activity day, additive), so the whole-table assets
+only concatenate small daily results and add running sums, never touching events.
 `canonical_events` (ingest) and `spend_raw` (ad-platform syncs) are upstream assets defined
 elsewhere; Dagster shows them as external until they are.
 """
 
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
@@ -18,6 +20,7 @@ from orchestration.metadata import frame_metadata
 from orchestration.partitions import daily_partitions
 from orchestration.resources import LakeResource
 from transforms.reports import lifecycle, ltv, payback
+from transforms.reports.schemas import WEEK_LOOKBACK_DAYS
 from warehouse.lake import Lake
 from warehouse.reports import serving, store
 
@@ -34,13 +37,13 @@ def partition_days(context: AssetExecutionContext) -> list[date]:
 
 
 def _daily(
-    context: AssetExecutionContext, lake: Lake, source: str, target: str, transform: object
+    context: AssetExecutionContext, lake: Lake, target: str, compute: Callable[[date], pl.LazyFrame]
 ) -> dg.MaterializeResult:
-    """Recompute each day of the run's range from that day's raw partition alone."""
+    """Recompute each day of the run's range and replace that day's partition whole."""
     rows, last = 0, pl.DataFrame(schema=store.SCHEMAS[target])
     days = partition_days(context)
     for day in days:
-        last = transform(store.scan_days(lake, source, [day])).collect()  # type: ignore[operator]
+        last = compute(day).collect()
         store.write_day(lake, target, day, last)
         rows += last.height
     return dg.MaterializeResult(
@@ -48,16 +51,27 @@ def _daily(
     )
 
 
+def _from_raw(
+    lake: Lake, source: str, transform: Callable[[pl.LazyFrame], pl.LazyFrame]
+) -> Callable[[date], pl.LazyFrame]:
+    return lambda day: transform(store.scan_days(lake, source, [day]))
+
+
 @dg.asset(
     group_name=GROUP,
     deps=[CANONICAL_EVENTS],
     partitions_def=daily_partitions,
     backfill_policy=SINGLE_RUN,
-    description="First install per user of the day, with campaign, creative, country and platform.",
+    description=(
+        "Users first installed on the day: campaign, creative, country, platform, and the paywall and offer "
+        "they met on the install day."
+    ),
 )
 def acquisitions(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
-    return _daily(context, lake.lake(), store.CANONICAL_EVENTS, store.ACQUISITIONS, lifecycle.acquisitions)
+    store_ = lake.lake()
+    compute = _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.acquisitions)
+    return _daily(context, store_, store.ACQUISITIONS, compute)
 
 
 @dg.asset(
@@ -69,9 +83,9 @@ def acquisitions(context: AssetExecutionContext, lake: LakeResource) -> dg.Mater
 )
 def subscription_events(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
-    return _daily(
-        context, lake.lake(), store.CANONICAL_EVENTS, store.SUBSCRIPTION_EVENTS, lifecycle.subscription_events
-    )
+    store_ = lake.lake()
+    compute = _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.subscription_events)
+    return _daily(context, store_, store.SUBSCRIPTION_EVENTS, compute)
 
 
 @dg.asset(
@@ -83,22 +97,60 @@ def subscription_events(context: AssetExecutionContext, lake: LakeResource) -> d
 )
 def spend(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Idempotent: each day is recomputed from its spend_raw partition and replaced whole."""
-    return _daily(context, lake.lake(), store.SPEND_RAW, store.SPEND, lifecycle.clean_spend)
+    store_ = lake.lake()
+    return _daily(context, store_, store.SPEND, _from_raw(store_, store.SPEND_RAW, lifecycle.clean_spend))
+
+
+def _cohorts(lake: Lake) -> pl.LazyFrame:
+    """Every user's first acquisition, read once per run (tens of MB per million users)."""
+    return lifecycle.user_cohorts(store.scan_days(lake, store.ACQUISITIONS)).collect().lazy()
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[acquisitions, subscription_events, spend],
+    partitions_def=daily_partitions,
+    backfill_policy=SINGLE_RUN,
+    description="The payback cube rows whose activity day is this day (installs and spend of the day's cohort).",
+)
+def payback_daily(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: each day is recomputed from that day's events and spend and replaced whole."""
+    store_ = lake.lake()
+    cohorts = _cohorts(store_)
+
+    def compute(day: date) -> pl.LazyFrame:
+        return payback.daily_rows(
+            cohorts,
+            cohorts.filter(pl.col("cohort_date") == day),
+            store.scan_days(store_, store.SUBSCRIPTION_EVENTS, [day]),
+            store.scan_days(store_, store.SPEND, [day]),
+        )
+
+    return _daily(context, store_, store.PAYBACK_DAILY, compute)
 
 
 @dg.asset(
     group_name=GROUP,
     deps=[acquisitions, subscription_events],
-    description="Every acquired user with cohort day and group values (campaign, creative, country, offer, paywall).",
+    partitions_def=daily_partitions,
+    backfill_policy=SINGLE_RUN,
+    description="Weekly activations (first event of a week since install) and net revenue of the day, per group.",
 )
-def user_cohorts(lake: LakeResource) -> dg.MaterializeResult:
-    """Idempotent: rebuilt whole from the daily datasets and swapped in atomically."""
+def cohort_activity(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: each day is recomputed from the events of that day and the 6 before it."""
     store_ = lake.lake()
-    frame = lifecycle.user_cohorts(
-        store.scan_days(store_, store.ACQUISITIONS), store.scan_days(store_, store.SUBSCRIPTION_EVENTS)
-    ).collect()
-    store.write_table(store_, store.USER_COHORTS, frame)
-    return dg.MaterializeResult(metadata=frame_metadata(frame))
+    cohorts = _cohorts(store_)
+
+    def compute(day: date) -> pl.LazyFrame:
+        window = [day - timedelta(days=k) for k in range(WEEK_LOOKBACK_DAYS, -1, -1)]
+        return payback.cohort_activity(
+            cohorts,
+            cohorts.filter(pl.col("cohort_date") == day),
+            store.scan_days(store_, store.SUBSCRIPTION_EVENTS, window),
+            (day, day),
+        )
+
+    return _daily(context, store_, store.COHORT_ACTIVITY, compute)
 
 
 def _whole_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> dg.MaterializeResult:
@@ -112,35 +164,29 @@ def _whole_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> dg.Materializ
 @dg.asset(
     name="payback",
     group_name=GROUP,
-    deps=[user_cohorts, subscription_events, spend],
+    deps=[payback_daily],
     description=(
         "Payback cube: cohort day x dimension x value x day since install with installs, spend, trials, "
         "conversions, subscriptions, revenue, refunds and cumulative revenue."
     ),
 )
 def payback_cube(lake: LakeResource) -> dg.MaterializeResult:
-    """Idempotent: rebuilt whole from the daily datasets and swapped in atomically."""
+    """Idempotent: the daily rows concatenated with running sums, swapped in atomically."""
     store_ = lake.lake()
-    frame = payback.payback_cube(
-        store.scan_table(store_, store.USER_COHORTS),
-        store.scan_days(store_, store.SUBSCRIPTION_EVENTS),
-        store.scan_days(store_, store.SPEND),
-    ).collect()
+    frame = payback.cumulate(store.scan_days(store_, store.PAYBACK_DAILY)).collect()
     return _whole_table(store_, store.PAYBACK, frame)
 
 
 @dg.asset(
     group_name=GROUP,
-    deps=[user_cohorts, subscription_events],
+    deps=[cohort_activity],
     description="Weekly retention and net revenue per cohort day and group, complete weeks only.",
 )
 def cohort_curves(lake: LakeResource) -> dg.MaterializeResult:
     """Idempotent: rebuilt whole from the daily datasets and swapped in atomically."""
     store_ = lake.lake()
     as_of = store.last_day(store_) or datetime.now(UTC).date()
-    frame = payback.cohort_curves(
-        store.scan_table(store_, store.USER_COHORTS), store.scan_days(store_, store.SUBSCRIPTION_EVENTS), as_of
-    ).collect()
+    frame = payback.cohort_curves(store.scan_days(store_, store.COHORT_ACTIVITY), as_of).collect()
     return _whole_table(store_, store.COHORT_CURVES, frame)
 
 
@@ -177,6 +223,6 @@ def published_reports(lake: LakeResource) -> dg.MaterializeResult:
     )
 
 
-DAILY_ASSETS = [acquisitions, subscription_events, spend]
-TABLE_ASSETS = [user_cohorts, payback_cube, cohort_curves, ltv_projections, published_reports]
+DAILY_ASSETS = [acquisitions, subscription_events, spend, payback_daily, cohort_activity]
+TABLE_ASSETS = [payback_cube, cohort_curves, ltv_projections, published_reports]
 ASSETS = [*DAILY_ASSETS, *TABLE_ASSETS]

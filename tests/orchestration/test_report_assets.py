@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from orchestration.definitions import build_definitions
 from orchestration.reports.assets import acquisitions, payback_cube
@@ -29,28 +30,41 @@ def instance() -> dg.DagsterInstance:
 def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInstance) -> None:
     data = seed_lake(tmp_path, "ws_r", users=800, days=30)
     lake = Lake(tmp_path / "lake")
+    last_day = date(2026, 6, 30)
+    held_out = data.events.filter(pl.col("occurred_at").dt.date() == last_day)
+    lake.partition_path(store.CANONICAL_EVENTS, last_day).unlink()
     result = refresh(tmp_path, URL, instance)
     assert result is not None and result.success
     done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
-    assert done >= {"acquisitions", "subscription_events", "spend", "user_cohorts", "payback", "cohort_curves"}
-    assert {"ltv_projections", "published_reports"} <= done
+    assert done >= {"acquisitions", "subscription_events", "spend", "payback_daily", "cohort_activity", "payback"}
+    assert {"cohort_curves", "ltv_projections", "published_reports"} <= done
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks and all(checks.values()), checks
-    assert len(store.partition_days(lake, store.ACQUISITIONS)) == 30
-    cube = store.scan_table(lake, store.PAYBACK).collect()
-    assert cube.filter(pl.col("dimension") == "campaign")["installs"].sum() == 800
+    assert len(store.partition_days(lake, store.ACQUISITIONS)) == 30  # spend_raw has the 30th day
     assert refresh(tmp_path, URL, instance) is None  # nothing changed: nothing runs
 
-    before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.ACQUISITIONS).items()}
-    late_day = date(2026, 6, 10)
-    demo.write_event_partitions(lake, data.events.filter(pl.col("occurred_at").dt.date() == late_day))
+    def touched(dataset: str) -> list[date]:
+        now = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, dataset).items()}
+        return [d for d in now if now[d] != before.get(d)]
+
+    # The six-hourly case: a new day arrives; only that day is computed.
+    before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.PAYBACK_DAILY).items()}
+    demo.write_event_partitions(lake, held_out)
     again = refresh(tmp_path, URL, instance)
     assert again is not None and again.success
-    after = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.ACQUISITIONS).items()}
-    assert [d for d in after if after[d] != before[d]] == [late_day]
+    assert touched(store.PAYBACK_DAILY) == [last_day]
     partitions = {e.partition for e in again.get_asset_materialization_events() if e.asset_key == acquisitions.key}
-    assert partitions == {late_day.isoformat()}
-    assert store.scan_table(lake, store.PAYBACK).collect().height == cube.height
+    assert partitions == {last_day.isoformat()}
+    cube = store.scan_table(lake, store.PAYBACK).collect()
+    assert cube.filter(pl.col("dimension") == "campaign")["installs"].sum() == 800
+
+    # Late events for an old day: that day and the six after it (weekly activity looks back).
+    before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.PAYBACK_DAILY).items()}
+    late_day = date(2026, 6, 10)
+    demo.write_event_partitions(lake, data.events.filter(pl.col("occurred_at").dt.date() == late_day))
+    assert refresh(tmp_path, URL, instance).success
+    assert touched(store.PAYBACK_DAILY) == [date(2026, 6, d) for d in range(10, 17)]
+    assert_frame_equal(store.scan_table(lake, store.PAYBACK).collect(), cube)
 
 
 def test_schedule_and_first_refresh_sensor_request_the_changed_days(tmp_path: Path) -> None:

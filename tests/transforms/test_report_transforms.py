@@ -111,15 +111,16 @@ def test_clean_spend_keeps_the_last_restatement_and_clips_negatives() -> None:
     assert_frame_equal(got, pl.DataFrame({"creative": ["cr1", "cr2"], "spend": [12.5, 0.0]}))
 
 
-def test_user_cohorts_take_first_paywall_and_first_offer() -> None:
+def test_user_cohorts_take_the_first_paywall_and_offer_of_the_install_day() -> None:
     frame = events(
         ("install", "u1", T0, {"campaign": "meta", "creative": "cr1"}),
         ("install", "u2", T0, {"campaign": "meta", "creative": "cr1"}),
         ("paywall_impression", "u1", T0 + timedelta(minutes=1), {"paywall_id": "onboarding", "variant_id": "a"}),
         ("paywall_impression", "u1", T0 + timedelta(days=3), {"paywall_id": "settings", "variant_id": "a"}),
         ("paywall_offer_tap", "u1", T0 + timedelta(minutes=2), {"paywall_id": "onboarding", "product_id": "weekly"}),
+        ("paywall_offer_tap", "u2", T0 + timedelta(days=1), {"paywall_id": "settings", "product_id": "weekly"}),
     )
-    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(frame), lifecycle.subscription_events(frame))
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(frame))
     got = cohorts.sort("user_id").select("user_id", "paywall", "offer").collect()
     assert_frame_equal(
         got, pl.DataFrame({"user_id": ["u1", "u2"], "paywall": ["onboarding", "(none)"], "offer": ["weekly", "(none)"]})
@@ -128,7 +129,7 @@ def test_user_cohorts_take_first_paywall_and_first_offer() -> None:
 
 def _pipeline(frame: pl.LazyFrame, spend: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     subscription = lifecycle.subscription_events(frame)
-    return lifecycle.user_cohorts(lifecycle.acquisitions(frame), subscription), subscription
+    return lifecycle.user_cohorts(lifecycle.acquisitions(frame)), subscription
 
 
 def test_payback_cube_by_campaign() -> None:
@@ -189,7 +190,7 @@ def test_cohort_curves_list_complete_weeks_only() -> None:
     )
     cohorts, subscription = _pipeline(frame, spend_rows())
     # As of day 20 weeks 0 and 1 are over (days 0-13); week 2 (days 14-20) is complete too.
-    curves = payback.cohort_curves(cohorts, subscription, D0 + timedelta(days=19)).filter(
+    curves = payback.curves_from_events(cohorts, subscription, D0 + timedelta(days=19)).filter(
         pl.col("dimension") == "campaign"
     )
     got = curves.select("week", "installs", "active_users", "cumulative_net_revenue").collect()
@@ -197,7 +198,7 @@ def test_cohort_curves_list_complete_weeks_only() -> None:
         {"week": [0, 1], "installs": [2, 2], "active_users": [2, 1], "cumulative_net_revenue": [0.0, 5.0]}
     )
     assert_frame_equal(got, expected, check_dtypes=False)
-    later = payback.cohort_curves(cohorts, subscription, D0 + timedelta(days=20)).filter(
+    later = payback.curves_from_events(cohorts, subscription, D0 + timedelta(days=20)).filter(
         pl.col("dimension") == "campaign"
     )
     assert later.collect()["active_users"].to_list() == [2, 1, 1]
@@ -218,3 +219,32 @@ def test_cumulative_revenue_never_decreases_and_totals_agree(users: int, days: i
     assert per_dimension["spend"].round(6).unique().len() == 1
     assert abs(per_dimension["spend"][0] - data.spend["spend"].sum()) < 1e-6
     assert cube["day"].min() >= 0 and cube["day"].max() < days
+
+
+@settings(max_examples=8, deadline=None)
+@given(users=st.integers(20, 200), days=st.integers(3, 40), seed=st.integers(0, 10_000))
+def test_daily_partitions_add_up_to_the_whole(users: int, days: int, seed: int) -> None:
+    """What the daily assets compute day by day equals the cube and curves computed at once."""
+    data = generate(DemoConfig("ws_p", users, days, seed, D0))
+    events = data.events.with_columns(pl.col("occurred_at").dt.date().alias("d"))
+    acquired = pl.concat([lifecycle.acquisitions(part.drop("d").lazy()).collect() for _, part in events.group_by("d")])
+    cohorts = lifecycle.user_cohorts(acquired.lazy()).collect().lazy()
+    subscription = lifecycle.subscription_events(data.events.lazy()).collect()
+    spend = lifecycle.clean_spend(data.spend.lazy()).collect()
+    assert_frame_equal(
+        cohorts.collect().sort("user_id"),
+        lifecycle.user_cohorts(lifecycle.acquisitions(data.events.lazy())).collect().sort("user_id"),
+    )
+    rows, activity = [], []
+    for offset in range(days):
+        day = D0 + timedelta(days=offset)
+        new = cohorts.filter(pl.col("cohort_date") == day)
+        today = subscription.filter(pl.col("event_date") == day).lazy()
+        week = subscription.filter(pl.col("event_date").is_between(day - timedelta(days=6), day)).lazy()
+        rows.append(payback.daily_rows(cohorts, new, today, spend.filter(pl.col("spend_date") == day).lazy()).collect())
+        activity.append(payback.cohort_activity(cohorts, new, week, (day, day)).collect())
+    whole = payback.payback_cube(cohorts, subscription.lazy(), spend.lazy()).collect()
+    assert_frame_equal(payback.cumulate(pl.concat(rows).lazy()).collect(), whole, check_exact=False)
+    as_of = D0 + timedelta(days=days - 1)
+    curves = payback.curves_from_events(cohorts, subscription.lazy(), as_of).collect()
+    assert_frame_equal(payback.cohort_curves(pl.concat(activity).lazy(), as_of).collect(), curves, check_exact=False)

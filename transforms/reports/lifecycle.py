@@ -54,12 +54,15 @@ def _prop(name: str) -> pl.Expr:
 
 
 def acquisitions(events: pl.LazyFrame) -> pl.LazyFrame:
-    """First install per (workspace, user), with where the user came from.
+    """First install per (workspace, user) in these events, with every group-by value.
 
-    Installs without a campaign are organic; missing creative or country become "(none)".
+    Campaign, creative and country come from the install (no campaign: organic; missing
+    creative or country: "(none)"). Paywall and offer are the first paywall impression and the
+    first offer tap of the install day (the onboarding paywall), "(none)" if none: fixing them
+    on the install day keeps every later day's work independent of earlier days.
     """
     installs = events.filter((pl.col("event_type") == INSTALL) & pl.col("user_id").is_not_null())
-    return (
+    first = (
         with_properties(installs, ("campaign", "creative"))
         .sort("occurred_at", "event_id")
         .unique(subset=["workspace_id", "user_id"], keep="first", maintain_order=True)
@@ -73,14 +76,42 @@ def acquisitions(events: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("country").fill_null(NONE_LABEL).alias("country"),
             "platform",
         )
+    )
+    keys = ["workspace_id", "user_id"]
+    touches = (
+        with_properties(
+            events.filter(pl.col("event_type").is_in((PAYWALL_IMPRESSION, PAYWALL_OFFER_TAP))),
+            ("paywall_id", "product_id", "offer"),
+        )
+        .join(first.select(*keys, "cohort_date"), on=keys, how="inner")
+        .filter(pl.col("occurred_at").dt.date() == pl.col("cohort_date"))
+    )
+
+    def first_of(kind: str, value: pl.Expr, name: str) -> pl.LazyFrame:
+        return (
+            touches.filter(pl.col("event_type") == kind)
+            .group_by(keys)
+            .agg(value.sort_by("occurred_at", "event_id").first().alias(name))
+        )
+
+    return (
+        first.join(first_of(PAYWALL_IMPRESSION, _prop("paywall_id"), "paywall"), on=keys, how="left")
+        .join(
+            first_of(PAYWALL_OFFER_TAP, pl.coalesce(_prop("product_id"), _prop("offer")), "offer"), on=keys, how="left"
+        )
+        .with_columns(pl.col("paywall").fill_null(NONE_LABEL), pl.col("offer").fill_null(NONE_LABEL))
+        .select(list(ACQUISITION_SCHEMA))
         .cast(ACQUISITION_SCHEMA)  # type: ignore[arg-type]
     )
 
 
-def first_acquisitions(acquired: pl.LazyFrame) -> pl.LazyFrame:
-    """Across partitions: keep each user's earliest acquisition (a reinstall is not a new user)."""
-    return acquired.sort("installed_at", "user_id").unique(
-        subset=["workspace_id", "user_id"], keep="first", maintain_order=True
+def user_cohorts(acquired: pl.LazyFrame) -> pl.LazyFrame:
+    """Across daily partitions: each user's earliest acquisition (a reinstall is not a new user)."""
+    return (
+        acquired.sort("installed_at", "user_id")
+        .unique(subset=["workspace_id", "user_id"], keep="first", maintain_order=True)
+        .select(list(USER_COHORT_SCHEMA))
+        .cast(USER_COHORT_SCHEMA)  # type: ignore[arg-type]
     )
 
 
@@ -130,29 +161,4 @@ def clean_spend(raw: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def user_cohorts(acquired: pl.LazyFrame, subscription: pl.LazyFrame) -> pl.LazyFrame:
-    """Each acquired user with every group-by value: campaign, creative and country of the first
-    install; `paywall` of the first paywall impression and `offer` of the first offer tap (a user
-    who never saw one is "(none)")."""
-    touches = subscription.filter(pl.col("event_type").is_in((PAYWALL_IMPRESSION, PAYWALL_OFFER_TAP)))
-    first_paywall = (
-        touches.filter(pl.col("event_type") == PAYWALL_IMPRESSION)
-        .group_by("workspace_id", "user_id")
-        .agg(pl.col("paywall_id").sort_by("occurred_at", "event_id").first().alias("paywall"))
-    )
-    first_offer = (
-        touches.filter(pl.col("event_type") == PAYWALL_OFFER_TAP)
-        .group_by("workspace_id", "user_id")
-        .agg(pl.col("product_id").sort_by("occurred_at", "event_id").first().alias("offer"))
-    )
-    return (
-        first_acquisitions(acquired)
-        .join(first_paywall, on=["workspace_id", "user_id"], how="left")
-        .join(first_offer, on=["workspace_id", "user_id"], how="left")
-        .with_columns(pl.col("paywall").fill_null(NONE_LABEL), pl.col("offer").fill_null(NONE_LABEL))
-        .select(list(USER_COHORT_SCHEMA))
-        .cast(USER_COHORT_SCHEMA)  # type: ignore[arg-type]
-    )
-
-
-__all__ = ["DIMENSIONS", "acquisitions", "clean_spend", "first_acquisitions", "subscription_events", "user_cohorts"]
+__all__ = ["DIMENSIONS", "acquisitions", "clean_spend", "subscription_events", "user_cohorts"]

@@ -17,6 +17,7 @@ from datetime import date
 import polars as pl
 
 from transforms.reports.schemas import (
+    COHORT_ACTIVITY_SCHEMA,
     COHORT_CURVE_SCHEMA,
     DIMENSIONS,
     MAX_WEEKS,
@@ -24,6 +25,7 @@ from transforms.reports.schemas import (
     MEASURES,
     NEW_SUBSCRIPTIONS,
     NONE_LABEL,
+    PAYBACK_DAILY_SCHEMA,
     PAYBACK_SCHEMA,
     TRIAL_CONVERTED,
     TRIAL_START,
@@ -63,7 +65,11 @@ def allocated_spend(cohorts: pl.LazyFrame, spend: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _fine_payback(cohorts: pl.LazyFrame, subscription: pl.LazyFrame, spend: pl.LazyFrame) -> pl.LazyFrame:
+def _fine_rows(
+    cohorts: pl.LazyFrame, new_cohorts: pl.LazyFrame, subscription: pl.LazyFrame, spend: pl.LazyFrame
+) -> pl.LazyFrame:
+    """Fine-cell measures from these events (joined to all cohorts), the installs of the new
+    cohorts and this spend."""
     kind = pl.col("event_type")
     activity = (
         subscription.join(cohorts, on=["workspace_id", "user_id"], how="inner")
@@ -80,98 +86,137 @@ def _fine_payback(cohorts: pl.LazyFrame, subscription: pl.LazyFrame, spend: pl.L
         .with_columns(*_zeros("installs", "spend"))
     )
     installs = (
-        cohorts.group_by(*FINE)
+        new_cohorts.group_by(*FINE)
         .agg(pl.len().cast(pl.Int64).alias("installs"))
-        .with_columns(
-            pl.lit(0, pl.Int32).alias("day"), *_zeros("spend", "trials", "trial_conversions", "subscriptions")
-        )
-        .with_columns(*_zeros("revenue", "refunds"))
+        .with_columns(pl.lit(0, pl.Int32).alias("day"), *_zeros("spend", "trials", "trial_conversions"))
+        .with_columns(*_zeros("subscriptions", "revenue", "refunds"))
     )
     spent = (
-        allocated_spend(cohorts, spend)
+        allocated_spend(new_cohorts, spend)
         .with_columns(pl.lit(0, pl.Int32).alias("day"), *_zeros("installs", "trials", "trial_conversions"))
         .with_columns(*_zeros("subscriptions", "revenue", "refunds"))
     )
     columns = [*FINE, "day", *MEASURES]
+    return pl.concat([activity.select(columns), installs.select(columns), spent.select(columns)])
+
+
+def _roll_up(fine: pl.LazyFrame, unit: str, measures: list[str]) -> pl.LazyFrame:
+    """Fine cells summed once per group-by dimension: (workspace, cohort, dimension, value, unit)."""
+    return pl.concat(
+        [
+            fine.group_by("workspace_id", "cohort_date", pl.col(d).alias("value"), unit)
+            .agg(pl.col(measures).sum())
+            .with_columns(pl.lit(d).alias("dimension"))
+            for d in DIMENSIONS
+        ]
+    )
+
+
+def daily_rows(
+    cohorts: pl.LazyFrame, new_cohorts: pl.LazyFrame, subscription: pl.LazyFrame, spend: pl.LazyFrame
+) -> pl.LazyFrame:
+    """Cube rows (PAYBACK_DAILY_SCHEMA, no running sums) from some days' events and spend.
+
+    For one daily partition D: `subscription` and `spend` of day D, `new_cohorts` the users
+    installed on D, `cohorts` every user. Partitions have disjoint keys (cohort_date + day = D),
+    so the whole cube is their concatenation."""
     return (
-        pl.concat([activity.select(columns), installs.select(columns), spent.select(columns)])
-        .group_by(*FINE, "day")
-        .agg(pl.col(list(MEASURES)).sum())
+        _roll_up(_fine_rows(cohorts, new_cohorts, subscription, spend), "day", list(MEASURES))
+        .select(list(PAYBACK_DAILY_SCHEMA))
+        .cast(PAYBACK_DAILY_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+def cumulate(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """The cube (PAYBACK_SCHEMA) from daily rows: running sums over `day`, sorted by workspace,
+    dimension, cohort date, value, day (the API's filter order, so DuckDB's zone maps skip most
+    of the table)."""
+    group = ["workspace_id", "cohort_date", "dimension", "value"]
+    return (
+        rows.sort("workspace_id", "dimension", "cohort_date", "value", "day")
+        .with_columns(
+            pl.col("revenue").cum_sum().over(group).alias("cumulative_revenue"),
+            (pl.col("revenue") - pl.col("refunds")).cum_sum().over(group).alias("cumulative_net_revenue"),
+        )
+        .select(list(PAYBACK_SCHEMA))
+        .cast(PAYBACK_SCHEMA)  # type: ignore[arg-type]
     )
 
 
 def payback_cube(cohorts: pl.LazyFrame, subscription: pl.LazyFrame, spend: pl.LazyFrame) -> pl.LazyFrame:
-    """The payback cube (PAYBACK_SCHEMA), sorted by workspace, dimension, cohort date, value, day
-    (the order the API filters on, so DuckDB's zone maps skip most of the table)."""
-    fine = _fine_payback(cohorts, subscription, spend)
-    group = ["workspace_id", "cohort_date", "dimension", "value"]
-    rolled = [
-        fine.group_by("workspace_id", "cohort_date", pl.col(d).alias("value"), "day")
-        .agg(pl.col(list(MEASURES)).sum())
-        .with_columns(pl.lit(d).alias("dimension"))
-        for d in DIMENSIONS
-    ]
-    return (
-        pl.concat(rolled)
-        .with_columns(
-            pl.col("revenue").cum_sum().over(group, order_by="day").alias("cumulative_revenue"),
-            (pl.col("revenue") - pl.col("refunds"))
-            .cum_sum()
-            .over(group, order_by="day")
-            .alias("cumulative_net_revenue"),
-        )
-        .select(list(PAYBACK_SCHEMA))
-        .cast(PAYBACK_SCHEMA)  # type: ignore[arg-type]
-        .sort("workspace_id", "dimension", "cohort_date", "value", "day")
-    )
+    """The whole cube at once (tests, benchmark): every day's rows, then running sums."""
+    return cumulate(daily_rows(cohorts, cohorts, subscription, spend))
 
 
-def cohort_curves(cohorts: pl.LazyFrame, subscription: pl.LazyFrame, as_of: date) -> pl.LazyFrame:
-    """Weekly curves per cohort day and group (COHORT_CURVE_SCHEMA), complete weeks only.
+def cohort_activity(
+    cohorts: pl.LazyFrame, new_cohorts: pl.LazyFrame, events: pl.LazyFrame, counted: tuple[date, date] | None = None
+) -> pl.LazyFrame:
+    """Weekly activity rows (COHORT_ACTIVITY_SCHEMA), additive across days.
 
-    A user is active in week w (days 7w..7w+6 after install) when any event of theirs falls in
-    it; the install makes everyone active in week 0. Week w of a cohort is listed once it is
-    over by `as_of` (the last day with data), up to MAX_WEEKS, so a young cohort never shows a
-    half-observed week as churn.
+    A user counts as active in week w >= 1 on the day of their first event of that week, and in
+    week 0 through the install (new_cohorts). For one daily partition D, `events` are days
+    D-6..D (enough to see an earlier event of the same week) and `counted` is (D, D): only
+    activations and revenue of day D are counted. With `counted` None, every day counts.
     """
     keys = ["workspace_id", "user_id"]
-    user_weeks = pl.concat(
-        [
-            subscription.join(cohorts.select(*keys, "cohort_date"), on=keys, how="inner")
-            .with_columns(_since_install(7).alias("week"))
-            .filter(pl.col("week").is_between(0, MAX_WEEKS - 1))
-            .select(*keys, "week", (pl.col("revenue") - pl.col("refund")).alias("net_revenue")),
-            cohorts.select(*keys, pl.lit(0, pl.Int32).alias("week"), pl.lit(0.0).alias("net_revenue")),
-        ]
-    )
-    fine = (
-        user_weeks.group_by(*keys, "week")
-        .agg(pl.col("net_revenue").sum())
+    in_range = pl.lit(True) if counted is None else pl.col("event_date").is_between(*counted)
+    weekly = (
+        events.join(cohorts.select(*keys, "cohort_date"), on=keys, how="inner")
+        .with_columns(_since_install(7).alias("week"))
+        .filter(pl.col("week").is_between(0, MAX_WEEKS - 1))
+        .group_by(*keys, "week")
+        .agg(
+            pl.col("event_date").min().alias("first_day"),
+            (pl.col("revenue") - pl.col("refund")).filter(in_range).sum().alias("net_revenue"),
+        )
+        .with_columns(
+            ((pl.col("week") > 0) & pl.col("first_day").is_between(*(counted or (date.min, date.max))))
+            .cast(pl.Int64)
+            .alias("active_users")
+        )
         .join(cohorts, on=keys, how="inner")
-        .group_by(*FINE, "week")
-        .agg(pl.len().cast(pl.Int64).alias("active_users"), pl.col("net_revenue").sum())
+        .select(*FINE, "week", "active_users", "net_revenue")
     )
-    sizes = cohorts.group_by(*FINE).agg(pl.len().cast(pl.Int64).alias("installs"))
-    group = ["workspace_id", "cohort_date", "dimension", "value"]
-    complete = ((pl.lit(as_of) - pl.col("cohort_date")).dt.total_days() + 1) // 7
-    frames = []
-    for d in DIMENSIONS:
-        size = sizes.group_by("workspace_id", "cohort_date", pl.col(d).alias("value")).agg(pl.col("installs").sum())
-        act = fine.group_by("workspace_id", "cohort_date", pl.col(d).alias("value"), "week").agg(
-            pl.col("active_users", "net_revenue").sum()
-        )
-        frames.append(
-            size.with_columns(complete.clip(upper_bound=MAX_WEEKS).cast(pl.Int32).alias("weeks"))
-            .filter(pl.col("weeks") > 0)
-            .with_columns(pl.int_ranges(0, "weeks", dtype=pl.Int32).alias("week"))
-            .explode("week")
-            .join(act, on=["workspace_id", "cohort_date", "value", "week"], how="left")
-            .with_columns(pl.lit(d).alias("dimension"), pl.col("active_users", "net_revenue").fill_null(0))
-        )
+    installed = new_cohorts.select(
+        *FINE,
+        pl.lit(0, pl.Int32).alias("week"),
+        pl.lit(1, pl.Int64).alias("active_users"),
+        pl.lit(0.0).alias("net_revenue"),
+    )
     return (
-        pl.concat(frames)
-        .with_columns(pl.col("net_revenue").cum_sum().over(group, order_by="week").alias("cumulative_net_revenue"))
+        _roll_up(pl.concat([weekly, installed]), "week", ["active_users", "net_revenue"])
+        .filter((pl.col("active_users") > 0) | (pl.col("net_revenue") != 0))
+        .select(list(COHORT_ACTIVITY_SCHEMA))
+        .cast(COHORT_ACTIVITY_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+def cohort_curves(activity: pl.LazyFrame, as_of: date) -> pl.LazyFrame:
+    """Weekly curves per cohort day and group (COHORT_CURVE_SCHEMA), complete weeks only.
+
+    Week w of a cohort (days 7w..7w+6 after install) is listed once it is over by `as_of`
+    (the last day with data), up to MAX_WEEKS, so a young cohort never shows a half-observed
+    week as churn; installs are the week-0 actives (everyone is active in the install week).
+    """
+    group = ["workspace_id", "cohort_date", "dimension", "value"]
+    summed = activity.group_by(*group, "week").agg(pl.col("active_users", "net_revenue").sum())
+    sizes = summed.filter(pl.col("week") == 0).select(*group, pl.col("active_users").alias("installs"))
+    complete = ((pl.lit(as_of) - pl.col("cohort_date")).dt.total_days() + 1) // 7
+    return (
+        sizes.filter(pl.col("installs") > 0)
+        .with_columns(complete.clip(upper_bound=MAX_WEEKS).cast(pl.Int32).alias("weeks"))
+        .filter(pl.col("weeks") > 0)
+        .with_columns(pl.int_ranges(0, "weeks", dtype=pl.Int32).alias("week"))
+        .explode("week")
+        .join(summed, on=[*group, "week"], how="left")
+        .with_columns(pl.col("active_users", "net_revenue").fill_null(0))
+        .sort("workspace_id", "dimension", "cohort_date", "value", "week")
+        .with_columns(pl.col("net_revenue").cum_sum().over(group).alias("cumulative_net_revenue"))
         .select(list(COHORT_CURVE_SCHEMA))
         .cast(COHORT_CURVE_SCHEMA)  # type: ignore[arg-type]
-        .sort("workspace_id", "dimension", "cohort_date", "value", "week")
     )
+
+
+def curves_from_events(cohorts: pl.LazyFrame, subscription: pl.LazyFrame, as_of: date) -> pl.LazyFrame:
+    """The whole cohort curves at once (tests, benchmark)."""
+    return cohort_curves(cohort_activity(cohorts, cohorts, subscription), as_of)

@@ -56,6 +56,8 @@ ACQUISITION_SCHEMA: dict[str, pl.DataType] = {
     "campaign": pl.String(),
     "creative": pl.String(),
     "country": pl.String(),
+    "offer": pl.String(),
+    "paywall": pl.String(),
     "platform": pl.String(),
 }
 
@@ -105,16 +107,34 @@ MEASURES: dict[str, pl.DataType] = {
 }
 
 PAYBACK_KEY = ("workspace_id", "cohort_date", "dimension", "value", "day")
-PAYBACK_SCHEMA: dict[str, pl.DataType] = {
+# One daily partition of the cube: the rows whose activity day (cohort_date + day) is that day.
+PAYBACK_DAILY_SCHEMA: dict[str, pl.DataType] = {
     "workspace_id": pl.String(),
     "cohort_date": pl.Date(),
     "dimension": pl.String(),
     "value": pl.String(),
     "day": pl.Int32(),
     **MEASURES,
+}
+PAYBACK_SCHEMA: dict[str, pl.DataType] = {
+    **PAYBACK_DAILY_SCHEMA,
     "cumulative_revenue": pl.Float64(),
     "cumulative_net_revenue": pl.Float64(),
 }
+
+# One daily partition of weekly activity: users whose first event of a week-since-install fell on
+# that day (week 0: the install itself), and the net revenue of that day, per cohort and group.
+COHORT_ACTIVITY_SCHEMA: dict[str, pl.DataType] = {
+    "workspace_id": pl.String(),
+    "cohort_date": pl.Date(),
+    "dimension": pl.String(),
+    "value": pl.String(),
+    "week": pl.Int32(),
+    "active_users": pl.Int64(),
+    "net_revenue": pl.Float64(),
+}
+# A user's first event of a week lies at most this many days before any later event of that week.
+WEEK_LOOKBACK_DAYS = 6
 
 COHORT_CURVE_KEY = ("workspace_id", "cohort_date", "dimension", "value", "week")
 COHORT_CURVE_SCHEMA: dict[str, pl.DataType] = {

@@ -2,8 +2,9 @@
 
 Daily datasets (`<lake>/<name>/date=YYYY-MM-DD/part.parquet`): the inputs `canonical_events`
 (written by the ingest pipeline) and `spend_raw` (written by ad-platform syncs, or the demo
-seed), and the derived `acquisitions`, `subscription_events`, `spend`. Whole-table datasets
-(`<lake>/<name>/data.parquet`): `user_cohorts`, `payback`, `cohort_curves`, `ltv`. Every write is the lake's
+seed), and the derived `acquisitions`, `subscription_events`, `spend`, `payback_daily`,
+`cohort_activity`. Whole-table datasets
+(`<lake>/<name>/data.parquet`): `payback`, `cohort_curves`, `ltv`. Every write is the lake's
 atomic replace, so a re-run of a day rewrites exactly that day.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -19,12 +20,14 @@ import polars as pl
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.reports.schemas import (
     ACQUISITION_SCHEMA,
+    COHORT_ACTIVITY_SCHEMA,
     COHORT_CURVE_SCHEMA,
     LTV_SCHEMA,
+    PAYBACK_DAILY_SCHEMA,
     PAYBACK_SCHEMA,
     SPEND_SCHEMA,
     SUBSCRIPTION_EVENT_SCHEMA,
-    USER_COHORT_SCHEMA,
+    WEEK_LOOKBACK_DAYS,
 )
 from warehouse.lake import Lake
 
@@ -33,7 +36,8 @@ SPEND_RAW = "spend_raw"
 ACQUISITIONS = "acquisitions"
 SUBSCRIPTION_EVENTS = "subscription_events"
 SPEND = "spend"
-USER_COHORTS = "user_cohorts"
+PAYBACK_DAILY = "payback_daily"
+COHORT_ACTIVITY = "cohort_activity"
 PAYBACK = "payback"
 COHORT_CURVES = "cohort_curves"
 LTV = "ltv"
@@ -44,13 +48,21 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     ACQUISITIONS: ACQUISITION_SCHEMA,
     SUBSCRIPTION_EVENTS: SUBSCRIPTION_EVENT_SCHEMA,
     SPEND: SPEND_SCHEMA,
-    USER_COHORTS: USER_COHORT_SCHEMA,
+    PAYBACK_DAILY: PAYBACK_DAILY_SCHEMA,
+    COHORT_ACTIVITY: COHORT_ACTIVITY_SCHEMA,
     PAYBACK: PAYBACK_SCHEMA,
     COHORT_CURVES: COHORT_CURVE_SCHEMA,
     LTV: LTV_SCHEMA,
 }
-# Each derived daily dataset and the raw input its day is computed from.
-DERIVED_FROM = {ACQUISITIONS: CANONICAL_EVENTS, SUBSCRIPTION_EVENTS: CANONICAL_EVENTS, SPEND: SPEND_RAW}
+# Each derived daily dataset, the raw inputs its day D is computed from, and how many days before
+# D each input reaches (cohort activity of D looks back over D-6..D for the same week).
+DERIVED_FROM: dict[str, tuple[tuple[str, int], ...]] = {
+    ACQUISITIONS: ((CANONICAL_EVENTS, 0),),
+    SUBSCRIPTION_EVENTS: ((CANONICAL_EVENTS, 0),),
+    SPEND: ((SPEND_RAW, 0),),
+    PAYBACK_DAILY: ((CANONICAL_EVENTS, 0), (SPEND_RAW, 0)),
+    COHORT_ACTIVITY: ((CANONICAL_EVENTS, WEEK_LOOKBACK_DAYS),),
+}
 _DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
 
@@ -111,15 +123,19 @@ def write_spend_raw(lake: Lake, spend: pl.DataFrame) -> list[date]:
 
 
 def stale_days(lake: Lake) -> list[date]:
-    """Days whose raw input partition is newer than a derived partition (or that has none):
-    exactly the days a refresh must recompute."""
+    """Days some derived partition must be recomputed for: its input partitions (D, or D-6..D
+    for cohort activity) are newer than it, or it does not exist yet while its day's input does."""
     stale: set[date] = set()
-    for derived, source in DERIVED_FROM.items():
+    for derived, sources in DERIVED_FROM.items():
         have = partition_days(lake, derived)
-        for day, path in partition_days(lake, source).items():
-            mine = have.get(day)
-            if mine is None or mine.stat().st_mtime_ns < path.stat().st_mtime_ns:
-                stale.add(day)
+        for source, lookback in sources:
+            for day, path in partition_days(lake, source).items():
+                changed = path.stat().st_mtime_ns
+                for offset in range(lookback + 1):
+                    target = day + timedelta(days=offset)
+                    mine = have.get(target)
+                    if (mine is None and offset == 0) or (mine is not None and mine.stat().st_mtime_ns < changed):
+                        stale.add(target)
     return sorted(stale)
 
 
