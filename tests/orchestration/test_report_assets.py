@@ -4,6 +4,7 @@ from datetime import date
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
@@ -15,10 +16,19 @@ from orchestration.resources import LakeResource
 from tests.reports_support import START, refresh, seed_lake
 from transforms.reports import quality
 from transforms.reports.schemas import PAYBACK_KEY
+from warehouse.catalog import build_catalog
 from warehouse.lake import Lake
 from warehouse.reports import demo, serving, store
+from warehouse.reports.catalog_views import REPORT_VIEWS
 
-URL = "sqlite:///unused.db"  # the report assets use only the lake
+URL = "sqlite:///unused.db"
+README_QUERY = """
+SELECT value AS campaign, sum(spend) AS spend, sum(installs) AS installs,
+       sum(revenue - refunds) FILTER (WHERE day < 30) / nullif(sum(spend), 0) AS roas_30d
+FROM payback
+WHERE dimension = 'campaign' AND cohort_date BETWEEN DATE '2026-06-01' AND DATE '2026-06-30'
+GROUP BY ALL ORDER BY roas_30d DESC
+"""  # the report assets use only the lake
 
 
 @pytest.fixture
@@ -65,6 +75,16 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     assert refresh(tmp_path, URL, instance).success
     assert touched(store.PAYBACK_DAILY) == [date(2026, 6, d) for d in range(10, 17)]
     assert_frame_equal(store.scan_table(lake, store.PAYBACK).collect(), cube)
+
+    # The analyst catalog views (wired into analyst_catalog at merge) answer the README's query.
+    counts = build_catalog(tmp_path / "warehouse.duckdb", lake, REPORT_VIEWS)
+    assert counts["payback"] == cube.height and counts["cohorts"] > 0 and counts["spend"] > 0
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        rows = con.execute(README_QUERY).fetchall()
+        comment = con.execute(
+            "SELECT comment FROM duckdb_columns() WHERE table_name = 'payback' AND column_name = 'day'"
+        ).fetchone()
+    assert {r[0] for r in rows} >= {"meta_broad", "organic"} and comment[0].startswith("Days since install")
 
 
 def test_schedule_and_first_refresh_sensor_request_the_changed_days(tmp_path: Path) -> None:
