@@ -78,13 +78,12 @@ def acquisitions(events: pl.LazyFrame) -> pl.LazyFrame:
         )
     )
     keys = ["workspace_id", "user_id"]
-    touches = (
-        with_properties(
-            events.filter(pl.col("event_type").is_in((PAYWALL_IMPRESSION, PAYWALL_OFFER_TAP))),
-            ("paywall_id", "product_id", "offer"),
-        )
+    # Same-day touches only, found before any JSON is read (most impressions are later visits).
+    touches = with_properties(
+        events.filter(pl.col("event_type").is_in((PAYWALL_IMPRESSION, PAYWALL_OFFER_TAP)))
         .join(first.select(*keys, "cohort_date"), on=keys, how="inner")
-        .filter(pl.col("occurred_at").dt.date() == pl.col("cohort_date"))
+        .filter(pl.col("occurred_at").dt.date() == pl.col("cohort_date")),
+        ("paywall_id", "product_id", "offer"),
     )
 
     def first_of(kind: str, value: pl.Expr, name: str) -> pl.LazyFrame:
@@ -124,9 +123,31 @@ def subscription_events(events: pl.LazyFrame) -> pl.LazyFrame:
     amount = _prop("revenue").cast(pl.Float64, strict=False).abs().fill_null(0.0)
     event_type = pl.col("event_type")
     others = events.filter((event_type != INSTALL) & pl.col("user_id").is_not_null())
-    fields = ("product_id", "offer", "paywall_id", "variant_id", "currency")
+    # Each kind of event is parsed only for the properties it carries (regex work is per field).
+    paywall, money = (PAYWALL_IMPRESSION, PAYWALL_OFFER_TAP), (*CHARGES, REFUND)
+    all_fields = ("product_id", "offer", "paywall_id", "variant_id", "currency", "revenue")
+    parts = [
+        with_properties(others.filter(event_type.is_in(paywall)), ("product_id", "offer", "paywall_id", "variant_id")),
+        with_properties(others.filter(event_type.is_in(money)), ("product_id", "offer", "currency"), ("revenue",)),
+        with_properties(others.filter(~event_type.is_in((*paywall, *money))), ("product_id", "offer")),
+    ]
     return (
-        with_properties(others, fields, ("revenue",))
+        pl.concat(
+            [
+                part.with_columns(
+                    pl.lit(None, pl.String).alias(f"prop_{f}") for f in all_fields if f not in names
+                ).select(*others.collect_schema().names(), *(f"prop_{f}" for f in all_fields))
+                for part, names in zip(
+                    parts,
+                    (
+                        ("product_id", "offer", "paywall_id", "variant_id"),
+                        ("product_id", "offer", "currency", "revenue"),
+                        ("product_id", "offer"),
+                    ),
+                    strict=True,
+                )
+            ]
+        )
         .select(
             "workspace_id",
             "user_id",
@@ -141,8 +162,8 @@ def subscription_events(events: pl.LazyFrame) -> pl.LazyFrame:
             pl.when(event_type == REFUND).then(amount).otherwise(0.0).alias("refund"),
             _prop("currency").alias("currency"),
         )
-        .cast(SUBSCRIPTION_EVENT_SCHEMA)
-    )  # type: ignore[arg-type]
+        .cast(SUBSCRIPTION_EVENT_SCHEMA)  # type: ignore[arg-type]
+    )
 
 
 def clean_spend(raw: pl.LazyFrame) -> pl.LazyFrame:
