@@ -60,6 +60,10 @@ activity AS (
     WHERE s.event_date - c.cohort_date BETWEEN 0 AND 364
     GROUP BY ALL
 ),
+activity_moving AS (  -- days with only paywall views move no measure (a WHERE, not HAVING: see ARCHITECTURE)
+    SELECT * FROM activity
+    WHERE trials + trial_conversions + subscriptions > 0 OR revenue <> 0 OR refunds <> 0
+),
 fine_installs AS (
     SELECT workspace_id, cohort_date, campaign, creative, country, offer, paywall, 0 AS day,
            count(*) AS installs, 0.0 AS spend, 0 AS trials, 0 AS trial_conversions, 0 AS subscriptions,
@@ -90,7 +94,7 @@ fine AS (
            sum(installs) AS installs, sum(spend) AS spend, sum(trials) AS trials,
            sum(trial_conversions) AS trial_conversions, sum(subscriptions) AS subscriptions,
            sum(revenue) AS revenue, sum(refunds) AS refunds
-    FROM (SELECT * FROM activity UNION ALL BY NAME SELECT * FROM fine_installs UNION ALL BY NAME SELECT * FROM fine_spend)
+    FROM (SELECT * FROM activity_moving UNION ALL BY NAME SELECT * FROM fine_installs UNION ALL BY NAME SELECT * FROM fine_spend)
     GROUP BY workspace_id, cohort_date, campaign, creative, country, offer, paywall, day
 ),
 rolled AS (

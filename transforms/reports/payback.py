@@ -91,6 +91,13 @@ def _fine_rows(
             pl.col("revenue").sum(),
             pl.col("refund").sum().alias("refunds"),
         )
+        # A day with only paywall views moves no payback measure: dropping it keeps the cube (and
+        # each API query) about ten times smaller without changing any sum.
+        .filter(
+            (pl.col("trials") + pl.col("trial_conversions") + pl.col("subscriptions") > 0)
+            | (pl.col("revenue") != 0)
+            | (pl.col("refunds") != 0)
+        )
         .with_columns(*_zeros("installs", "spend"))
     )
     installs = (
