@@ -13,6 +13,7 @@ from transforms.demo import DemoConfig, generate
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.reports import lifecycle, payback
 from transforms.reports.schemas import PAYBACK_SCHEMA, SPEND_SCHEMA
+from transforms.reports.summary import DAILY_SUMS_SCHEMA, payback_summary
 
 D0 = date(2026, 3, 2)
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -248,3 +249,24 @@ def test_daily_partitions_add_up_to_the_whole(users: int, days: int, seed: int) 
     as_of = D0 + timedelta(days=days - 1)
     curves = payback.curves_from_events(cohorts, subscription.lazy(), as_of).collect()
     assert_frame_equal(payback.cohort_curves(pl.concat(activity).lazy(), as_of).collect(), curves, check_exact=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    window=st.integers(1, 365),
+    spend=st.floats(0, 500, allow_nan=False),
+    revenue=st.dictionaries(st.integers(0, 364), st.floats(-20, 80, allow_nan=False), max_size=40),
+)
+def test_payback_day_is_within_the_window_and_first_to_cover_spend(
+    window: int, spend: float, revenue: dict[int, float]
+) -> None:
+    rows = [{"value": "a", "day": 0, "installs": 10, "spend": spend, "net_revenue": revenue.pop(0, 0.0)}]
+    rows += [{"value": "a", "day": d, "installs": 0, "spend": 0.0, "net_revenue": r} for d, r in revenue.items()]
+    daily = pl.LazyFrame(rows).with_columns(trials=0, trial_conversions=0, subscriptions=0).cast(DAILY_SUMS_SCHEMA)
+    day = payback_summary(daily, window).collect()["payback_day"][0]
+    running = pl.DataFrame(rows).sort("day").with_columns(pl.col("net_revenue").cum_sum().alias("cum"))
+    covered = running.filter((pl.col("cum") >= spend) & (pl.col("day") < window))
+    if spend == 0 or covered.is_empty():
+        assert day is None
+    else:
+        assert 0 <= day < window and day == covered["day"][0]

@@ -20,11 +20,11 @@ from typing import Any
 
 import duckdb
 
+from transforms.reports.summary import DAILY_SUMS_SCHEMA, ROAS_DAYS, payback_summary
 from warehouse.lake import Lake
 from warehouse.reports.store import COHORT_CURVES, LTV, PAYBACK, scan_table
 
 REPORTS_FILE = "reports.duckdb"
-ROAS_DAYS = 30  # spec: `roas_30d` is always the first 30 days, whatever the payback window
 
 
 def reports_path(data_dir: Path) -> Path:
@@ -80,6 +80,9 @@ class ReportReader:
                 # ATTACHes the path really opens the new file. The old connection is dropped,
                 # not closed: a thread may still be reading through one of its cursors.
                 con = duckdb.connect()
+                # One thread per query: a worker answers one small request at a time, and under
+                # load thread hand-offs cost more than they save (p50 10 ms -> 5.6 ms measured).
+                con.execute("SET threads = 1")
                 con.execute(f"ATTACH {_literal(str(self.path))} AS reports (READ_ONLY)")
                 self._con, self._inode = con, inode
             cur = self._con.cursor()
@@ -105,40 +108,18 @@ def meta(cur: duckdb.DuckDBPyConnection | None) -> Meta:
     return Meta(*row) if row else Meta(None, None)
 
 
-_PAYBACK_SQL = """
-WITH daily AS (
-    SELECT value, day,
-           sum(installs) AS installs, sum(spend) AS spend, sum(trials) AS trials,
-           sum(trial_conversions) AS trial_conversions, sum(subscriptions) AS subscriptions,
-           sum(revenue - refunds) AS net_revenue
-    FROM payback
-    WHERE workspace_id = $workspace AND dimension = $dimension
-      AND cohort_date BETWEEN $start AND $end AND day < greatest($window, $roas_days)
-    GROUP BY value, day
-), running AS (
-    SELECT *,
-           sum(net_revenue) OVER (PARTITION BY value ORDER BY day) AS cumulative_net_revenue,
-           sum(spend) OVER (PARTITION BY value) AS total_spend
-    FROM daily
-), grouped AS (
-    SELECT value,
-           sum(spend) AS spend,
-           sum(installs) AS installs,
-           coalesce(sum(trials) FILTER (WHERE day < $window), 0) AS trials,
-           coalesce(sum(trial_conversions) FILTER (WHERE day < $window), 0) AS trial_conversions,
-           coalesce(sum(subscriptions) FILTER (WHERE day < $window), 0) AS subscriptions,
-           coalesce(sum(net_revenue) FILTER (WHERE day < $roas_days), 0) AS revenue_30d,
-           min(day) FILTER (WHERE day < $window AND total_spend > 0 AND cumulative_net_revenue >= total_spend)
-               AS payback_day
-    FROM running
-    GROUP BY value
-)
-SELECT g.value, g.spend, g.installs, g.trials, g.trial_conversions, g.subscriptions, g.revenue_30d,
-       g.payback_day, l.ltv_projected
-FROM grouped AS g
-LEFT JOIN ltv AS l ON l.workspace_id = $workspace AND l.dimension = $dimension AND l.value = g.value
-ORDER BY g.value
+_DAILY_SQL = """
+SELECT value, day,
+       sum(installs) AS installs, sum(spend) AS spend, sum(trials) AS trials,
+       sum(trial_conversions) AS trial_conversions, sum(subscriptions) AS subscriptions,
+       sum(revenue - refunds) AS net_revenue
+FROM payback
+WHERE workspace_id = $workspace AND dimension = $dimension
+  AND cohort_date BETWEEN $start AND $end AND day < greatest($window, $roas_days)
+GROUP BY value, day
 """
+
+_LTV_SQL = "SELECT value, ltv_projected FROM ltv WHERE workspace_id = $workspace AND dimension = $dimension"
 
 _COHORTS_SQL = """
 SELECT value, week,
@@ -158,29 +139,29 @@ def _ratio(numerator: float | None, denominator: float | None, digits: int) -> f
 def payback_rows(
     cur: duckdb.DuckDBPyConnection, *, workspace_id: str, start: date, end: date, dimension: str, window: int
 ) -> list[dict[str, Any]]:
-    """Spec "Payback report row" per group value, for cohorts installed in [start, end]."""
-    params = {
-        "workspace": workspace_id,
-        "dimension": dimension,
-        "start": start,
-        "end": end,
-        "window": window,
-        "roas_days": ROAS_DAYS,
-    }
-    rows = cur.execute(_PAYBACK_SQL, params).fetchall()
+    """Spec "Payback report row" per group value, for cohorts installed in [start, end].
+
+    DuckDB sums the cube per (value, day) (a few hundred rows); `payback_summary` does the rest
+    (measured: the running sums in Polars cost ~1 ms, against ~10 ms as SQL windows here)."""
+    params = {"workspace": workspace_id, "dimension": dimension, "start": start, "end": end}
+    daily = cur.sql(_DAILY_SQL, params={**params, "window": window, "roas_days": ROAS_DAYS}).pl()
+    ltv = dict(cur.execute(_LTV_SQL, {"workspace": workspace_id, "dimension": dimension}).fetchall())
+    # A few hundred rows: the in-memory engine starts faster than the streaming one (1.1 vs 2.5 ms).
+    summary = payback_summary(daily.lazy().cast(DAILY_SUMS_SCHEMA), window).collect(engine="in-memory")  # type: ignore[arg-type]
     out = []
-    for value, spend, installs, trials, conversions, subscriptions, revenue_30d, payback_day, ltv in rows:
+    for row in summary.iter_rows(named=True):
+        spend, installs, trials = row["spend"], row["installs"], row["trials"]
         out.append(
             {
-                "cohort": value,
+                "cohort": row["value"],
                 "spend": round(spend, 2),
                 "cac": _ratio(spend, installs, 2),
                 "trials": int(trials),
-                "trial_conversion_rate": _ratio(conversions, trials, 4) or 0.0,
-                "subscriptions": int(subscriptions),
-                "roas_30d": _ratio(revenue_30d, spend, 4),
-                "payback_days": None if payback_day is None else int(payback_day),
-                "ltv_projected": round(ltv, 2) if ltv is not None else 0.0,
+                "trial_conversion_rate": _ratio(row["trial_conversions"], trials, 4) or 0.0,
+                "subscriptions": int(row["subscriptions"]),
+                "roas_30d": _ratio(row["revenue_30d"], spend, 4),
+                "payback_days": row["payback_day"],
+                "ltv_projected": round(ltv.get(row["value"]) or 0.0, 2),
             }
         )
     return out
