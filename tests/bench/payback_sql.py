@@ -58,6 +58,8 @@ activity AS (
            coalesce(sum(s.amount) FILTER (WHERE s.event_type = 'refund'), 0) AS refunds
     FROM subs AS s JOIN cohorts AS c USING (workspace_id, user_id)
     WHERE s.event_date - c.cohort_date BETWEEN 0 AND 364
+      -- only events that move a measure (the Polars side filters the same way before its join)
+      AND (s.event_type IN ('trial_start', 'trial_converted', 'subscription_start') OR s.amount <> 0)
     GROUP BY ALL
 ),
 activity_moving AS (  -- days with only paywall views move no measure (a WHERE, not HAVING: see ARCHITECTURE)

@@ -86,20 +86,15 @@ def test_subscription_events_parse_revenue_refunds_and_escaped_values() -> None:
     frame = events(
         ("trial_converted", "u1", T0, {"revenue": 6.99, "currency": "USD", "product_id": "weekly"}),
         ("refund", "u1", T0, {"revenue": -6.99, "currency": "USD", "product_id": "weekly"}),
-        ("paywall_offer_tap", "u1", T0, {"paywall_id": 'say "hi"', "variant_id": "b", "offer": "monthly"}),
+        ("renewal", "u1", T0, {"revenue": "7.5", "offer": 'say "hi"'}),
         ("cancellation", "u1", T0, {"revenue": 3}),
     )
-    got = (
-        lifecycle.subscription_events(frame)
-        .sort("event_id")
-        .select("event_type", "product_id", "paywall_id", "revenue", "refund")
-    )
+    got = lifecycle.subscription_events(frame).sort("event_id").select("event_type", "product_id", "revenue", "refund")
     expected = pl.DataFrame(
         {
-            "event_type": ["trial_converted", "refund", "paywall_offer_tap", "cancellation"],
-            "product_id": ["weekly", "weekly", "monthly", None],
-            "paywall_id": [None, None, 'say "hi"', None],
-            "revenue": [6.99, 0.0, 0.0, 0.0],
+            "event_type": ["trial_converted", "refund", "renewal", "cancellation"],
+            "product_id": ["weekly", "weekly", 'say "hi"', None],
+            "revenue": [6.99, 0.0, 7.5, 0.0],
             "refund": [0.0, 6.99, 0.0, 0.0],
         }
     )

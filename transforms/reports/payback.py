@@ -79,8 +79,12 @@ def _fine_rows(
     kind = pl.col("event_type")
     cohorts, new_cohorts = _categorical(cohorts), _categorical(new_cohorts)
     spend = _categorical(spend, ("campaign", "creative", "country"))
+    # Only events that move a payback measure (paywall views and cancellations move none):
+    # filtering before the join skips most rows.
+    moves = kind.is_in((TRIAL_START, *NEW_SUBSCRIPTIONS)) | (pl.col("revenue") != 0) | (pl.col("refund") != 0)
     activity = (
-        subscription.join(cohorts, on=["workspace_id", "user_id"], how="inner")
+        subscription.filter(moves)
+        .join(cohorts, on=["workspace_id", "user_id"], how="inner")
         .with_columns(_since_install(1).alias("day"))
         .filter(pl.col("day").is_between(0, MAX_WINDOW_DAYS - 1))
         .group_by(*FINE, "day")

@@ -68,9 +68,7 @@ SUBSCRIPTION_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "event_type": pl.String(),
     "occurred_at": pl.Datetime("us", "UTC"),
     "event_date": pl.Date(),
-    "product_id": pl.String(),
-    "paywall_id": pl.String(),
-    "variant_id": pl.String(),
+    "product_id": pl.String(),  # of subscription events; null for paywall views and taps
     "revenue": pl.Float64(),  # gross charge, >= 0 (0 for events that charge nothing)
     "refund": pl.Float64(),  # amount refunded, >= 0
     "currency": pl.String(),
