@@ -6,6 +6,7 @@ import click
 
 from cli.admin import admin
 from cli.db import db
+from cli.demo import demo
 from cli.up import up
 from cli.webhooks import webhooks
 
@@ -19,6 +20,7 @@ admin.add_command(webhooks)  # `flokit admin webhooks ...`
 main.add_command(db)
 main.add_command(admin)
 main.add_command(up)
+main.add_command(demo)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,11 @@ from types import FrameType
 import click
 
 from cli.context import load_settings, open_database
+from cli.demo import UP_DAYS, UP_SEED, UP_USERS, seed_workspace
 from warehouse import migrate, workspaces
 from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
+from warehouse.lake import Lake
 from warehouse.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,10 +103,18 @@ def up(no_bootstrap: bool, workers: int) -> None:
     click.echo(f"database {settings.database_url.split('@')[-1]} at revision {', '.join(applied)}")
     if not no_bootstrap:
         with database.write() as conn:
-            if workspaces.count_workspaces(conn) == 0:
-                result = bootstrap(conn, name="Demo workspace", actor="flokit up")
-                seed_demo_actions(conn, workspace_id=result["workspace_id"])
-                print_first_run(result)
+            created = None
+            if not workspaces.count_workspaces(conn):
+                created = bootstrap(conn, name="Demo workspace", actor="flokit up")
+                seed_demo_actions(conn, workspace_id=created["workspace_id"])
+        if created:
+            print_first_run(created)
+            seeded = seed_workspace(
+                database, Lake(settings.lake_dir), created["workspace_id"], UP_USERS, UP_DAYS, UP_SEED
+            )
+            click.echo(
+                f"Seeded a demo history: {seeded['written']} events, {seeded['first_day']}..{seeded['last_day']}"
+            )
     database.dispose()  # children open their own connections; keep none across the fork
     ensure_dagster_home(settings)
     env = {**os.environ, **settings.child_env()}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from orchestration.reports.definitions import defs as report_defs
 from orchestration.resources import DatabaseResource, LakeResource
 from orchestration.webhooks.definitions import build_webhook_defs
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
@@ -21,6 +22,7 @@ def build_definitions(database_url: str | None = None, data_dir: str | None = No
     return dg.Definitions.merge(
         workspace_defs,
         build_webhook_defs(sensor_interval_s),
+        report_defs,
         dg.Definitions(
             resources={
                 "database": DatabaseResource(url=database_url),

@@ -1,0 +1,170 @@
+"""GET /v1/reports/payback and /v1/reports/cohorts: read from the published report store.
+
+Answers come from `reports.duckdb` (materialized by the six-hourly assets) through the worker's
+one read-only DuckDB connection; no request ever touches raw events. Before the first refresh
+the reports are empty (`data: []`, `generated_at: null`), not an error.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Annotated, Any, Literal
+
+from flask import Response, current_app, jsonify
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from api.auth import principal, require_key
+from api.context import state
+from api.errors import ApiError
+from api.openapi import operation
+from api.v1 import blueprint
+from transforms.reports.schemas import MAX_WINDOW_DAYS
+from transforms.timefmt import iso_z
+from warehouse.reports import serving
+from warehouse.workspaces import get_workspace
+
+READER = "flokit.reports"
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def _day(text: object) -> date:
+    """Spec: dates are YYYY-MM-DD, nothing laxer (no timestamps, no other separators)."""
+    if not isinstance(text, str) or not _DAY.match(text):
+        raise ValueError("must be a date as YYYY-MM-DD")
+    try:
+        return date.fromisoformat(text)
+    except ValueError as exc:
+        raise ValueError("must be a real calendar date as YYYY-MM-DD") from exc
+
+
+Day = Annotated[date, BeforeValidator(_day)]
+GroupBy = Literal["campaign", "creative", "country", "offer", "paywall"]
+
+
+class PaybackQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    start_date: Day
+    end_date: Day
+    group_by: GroupBy = "campaign"
+    cohort_window_days: int = Field(30, ge=1, le=MAX_WINDOW_DAYS)  # spec: default 30; limits 1..365
+
+
+class CohortsQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    cohort_start: Day
+    cohort_end: Day
+    group_by: GroupBy = "campaign"
+
+
+class PaybackRow(BaseModel):
+    cohort: str = Field(description="Group label (campaign, creative, country, offer or paywall).")
+    spend: float
+    cac: float
+    trials: float
+    trial_conversion_rate: float = Field(description="Fraction.")
+    subscriptions: float
+    roas_30d: float
+    payback_days: float | None = Field(description="Null when payback is not reached within the window.")
+    ltv_projected: float
+
+
+class PaybackMeta(BaseModel):
+    currency: str
+    generated_at: str | None = Field(description="Materialization time; null before the first refresh.")
+    cohort_window_days: int
+
+
+class PaybackReport(BaseModel):
+    data: list[PaybackRow]
+    meta: PaybackMeta
+
+
+class CohortWeek(BaseModel):
+    week: int
+    retained_pct: float = Field(description="Fraction.")
+    cumulative_revenue: float
+
+
+class CohortCurve(BaseModel):
+    label: str
+    weeks: list[CohortWeek]
+
+
+class CohortsReport(BaseModel):
+    cohorts: list[CohortCurve]
+
+
+def _range(start: date, end: date, first: str, last: str) -> None:
+    if end < start:
+        raise ApiError(400, f"Invalid query parameter '{last}': must not be before {first}")
+
+
+def _reader() -> serving.ReportReader:
+    """The worker's reader, created on first use (after gunicorn forked), one per process."""
+    reader = current_app.extensions.get(READER)
+    if reader is None:
+        reader = current_app.extensions.setdefault(
+            READER, serving.ReportReader(serving.reports_path(state().settings.data_dir))
+        )
+    return reader
+
+
+@blueprint.get("/reports/payback")
+@require_key()
+@operation(
+    summary="Payback report",
+    description="One row per group for the cohorts installed between start_date and end_date, from the "
+    "six-hourly materialization (meta.generated_at).",
+    query=PaybackQuery,
+    responses={200: PaybackReport},
+    tags=["reports"],
+)
+def payback_report(query: PaybackQuery) -> Response:
+    start, end = query.start_date, query.end_date
+    _range(start, end, "start_date", "end_date")
+    workspace_id = principal().workspace_id
+    cur = _reader().cursor()
+    rows: list[dict[str, Any]] = []
+    if cur is not None:
+        rows = serving.payback_rows(
+            cur,
+            workspace_id=workspace_id,
+            start=start,
+            end=end,
+            dimension=query.group_by,
+            window=query.cohort_window_days,
+        )
+    with state().db.read() as conn:
+        currency = get_workspace(conn, workspace_id).reporting_currency
+    return jsonify(
+        {
+            "data": rows,
+            "meta": {
+                "currency": currency,
+                "generated_at": iso_z(serving.meta(cur).generated_at),
+                "cohort_window_days": query.cohort_window_days,
+            },
+        }
+    )
+
+
+@blueprint.get("/reports/cohorts")
+@require_key()
+@operation(
+    summary="Cohort curves",
+    description="Weekly retention and cumulative revenue per group for the cohorts installed in the range.",
+    query=CohortsQuery,
+    responses={200: CohortsReport},
+    tags=["reports"],
+)
+def cohorts_report(query: CohortsQuery) -> Response:
+    start, end = query.cohort_start, query.cohort_end
+    _range(start, end, "cohort_start", "cohort_end")
+    cur = _reader().cursor()
+    curves: list[dict[str, Any]] = []
+    if cur is not None:
+        curves = serving.cohort_curves(
+            cur, workspace_id=principal().workspace_id, start=start, end=end, dimension=query.group_by
+        )
+    return jsonify({"cohorts": curves})

@@ -1,0 +1,1 @@
+"""Payback and cohort reports: assets, checks, the six-hourly schedule."""

@@ -1,0 +1,228 @@
+"""Report assets: daily inputs (acquisitions, subscription events, spend), then the payback cube,
+cohort curves, LTV projections and the published report store the API reads.
+
+The daily assets are partitioned by UTC day with a single-run backfill policy: a refresh of a
+range of changed days is one run that rewrites exactly those days. The cube and the weekly
+activity are themselves daily (rows keyed by activity day, additive), so the whole-table assets
+only concatenate small daily results and add running sums, never touching events.
+`canonical_events` (ingest) and `spend_raw` (ad-platform syncs) are upstream assets defined
+elsewhere; Dagster shows them as external until they are.
+"""
+
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+
+import dagster as dg
+import polars as pl
+from dagster import AssetExecutionContext
+
+from orchestration.metadata import frame_metadata
+from orchestration.partitions import daily_partitions
+from orchestration.resources import LakeResource
+from transforms.reports import lifecycle, ltv, payback
+from transforms.reports.schemas import WEEK_LOOKBACK_DAYS
+from warehouse.lake import Lake
+from warehouse.reports import serving, store
+
+GROUP = "reports"
+CANONICAL_EVENTS = dg.AssetKey("canonical_events")
+SPEND_RAW = dg.AssetKey("spend_raw")
+SINGLE_RUN = dg.BackfillPolicy.single_run()
+
+
+def partition_days(context: AssetExecutionContext) -> list[date]:
+    window = context.partition_time_window
+    first, last = window.start.date(), window.end.date()
+    return [first + timedelta(days=i) for i in range((last - first).days)]
+
+
+def _daily(
+    context: AssetExecutionContext, lake: Lake, target: str, compute: Callable[[date], pl.LazyFrame]
+) -> dg.MaterializeResult:
+    """Recompute each day of the run's range and replace that day's partition whole."""
+    rows, last = 0, pl.DataFrame(schema=store.SCHEMAS[target])
+    days = partition_days(context)
+    for day in days:
+        last = compute(day).collect()
+        store.write_day(lake, target, day, last)
+        rows += last.height
+    return dg.MaterializeResult(
+        metadata=frame_metadata(last, days=len(days), rows_written=rows) | {"dagster/row_count": rows}
+    )
+
+
+def _from_raw(
+    lake: Lake, source: str, transform: Callable[[pl.LazyFrame], pl.LazyFrame]
+) -> Callable[[date], pl.LazyFrame]:
+    return lambda day: transform(store.scan_days(lake, source, [day]))
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[CANONICAL_EVENTS],
+    partitions_def=daily_partitions,
+    backfill_policy=SINGLE_RUN,
+    description=(
+        "Users first installed on the day: campaign, creative, country, platform, and the paywall and offer "
+        "they met on the install day."
+    ),
+)
+def acquisitions(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
+    store_ = lake.lake()
+    compute = _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.acquisitions)
+    return _daily(context, store_, store.ACQUISITIONS, compute)
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[CANONICAL_EVENTS],
+    partitions_def=daily_partitions,
+    backfill_policy=SINGLE_RUN,
+    description="Paywall, trial, subscription, renewal, cancellation and refund events of the day, parsed once.",
+)
+def subscription_events(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
+    store_ = lake.lake()
+    compute = _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.subscription_events)
+    return _daily(context, store_, store.SUBSCRIPTION_EVENTS, compute)
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[SPEND_RAW],
+    partitions_def=daily_partitions,
+    backfill_policy=SINGLE_RUN,
+    description="Daily ad spend by campaign, creative and country; one row per key, restatements win.",
+)
+def spend(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: each day is recomputed from its spend_raw partition and replaced whole."""
+    store_ = lake.lake()
+    return _daily(context, store_, store.SPEND, _from_raw(store_, store.SPEND_RAW, lifecycle.clean_spend))
+
+
+def _cohorts(lake: Lake) -> pl.LazyFrame:
+    """Every user's first acquisition, read once per run (tens of MB per million users)."""
+    return lifecycle.user_cohorts(store.scan_days(lake, store.ACQUISITIONS)).collect().lazy()
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[acquisitions, subscription_events, spend],
+    partitions_def=daily_partitions,
+    backfill_policy=SINGLE_RUN,
+    description="The payback cube rows whose activity day is this day (installs and spend of the day's cohort).",
+)
+def payback_daily(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: each day is recomputed from that day's events and spend and replaced whole."""
+    store_ = lake.lake()
+    cohorts = _cohorts(store_)
+
+    def compute(day: date) -> pl.LazyFrame:
+        return payback.daily_rows(
+            cohorts,
+            cohorts.filter(pl.col("cohort_date") == day),
+            store.scan_days(store_, store.SUBSCRIPTION_EVENTS, [day]),
+            store.scan_days(store_, store.SPEND, [day]),
+        )
+
+    return _daily(context, store_, store.PAYBACK_DAILY, compute)
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[acquisitions, subscription_events],
+    partitions_def=daily_partitions,
+    backfill_policy=SINGLE_RUN,
+    description="Weekly activations (first event of a week since install) and net revenue of the day, per group.",
+)
+def cohort_activity(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: each day is recomputed from the events of that day and the 6 before it."""
+    store_ = lake.lake()
+    cohorts = _cohorts(store_)
+
+    def compute(day: date) -> pl.LazyFrame:
+        window = [day - timedelta(days=k) for k in range(WEEK_LOOKBACK_DAYS, -1, -1)]
+        return payback.cohort_activity(
+            cohorts,
+            cohorts.filter(pl.col("cohort_date") == day),
+            store.scan_days(store_, store.SUBSCRIPTION_EVENTS, window),
+            (day, day),
+        )
+
+    return _daily(context, store_, store.COHORT_ACTIVITY, compute)
+
+
+def _whole_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> dg.MaterializeResult:
+    previous = store.table_rows(lake, dataset)
+    store.write_table(lake, dataset, frame)
+    return dg.MaterializeResult(
+        metadata=frame_metadata(frame, previous_row_count=previous if previous is not None else -1)
+    )
+
+
+@dg.asset(
+    name="payback",
+    group_name=GROUP,
+    deps=[payback_daily],
+    description=(
+        "Payback cube: cohort day x dimension x value x day since install with installs, spend, trials, "
+        "conversions, subscriptions, revenue, refunds and cumulative revenue."
+    ),
+)
+def payback_cube(lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: the daily rows concatenated with running sums, swapped in atomically."""
+    store_ = lake.lake()
+    frame = payback.cumulate(store.scan_days(store_, store.PAYBACK_DAILY)).collect()
+    return _whole_table(store_, store.PAYBACK, frame)
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[cohort_activity],
+    description="Weekly retention and net revenue per cohort day and group, complete weeks only.",
+)
+def cohort_curves(lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: rebuilt whole from the daily datasets and swapped in atomically."""
+    store_ = lake.lake()
+    as_of = store.last_day(store_) or datetime.now(UTC).date()
+    frame = payback.cohort_curves(store.scan_days(store_, store.COHORT_ACTIVITY), as_of).collect()
+    return _whole_table(store_, store.COHORT_CURVES, frame)
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[cohort_curves],
+    description="One-year LTV per install per group: shifted-beta-geometric retention x revenue per active week.",
+)
+def ltv_projections(lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: refit from the current cohort curves and replaced whole."""
+    store_ = lake.lake()
+    frame = ltv.ltv_projections(store.scan_table(store_, store.COHORT_CURVES).collect())
+    return _whole_table(store_, store.LTV, frame)
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[payback_cube, cohort_curves, ltv_projections],
+    description="reports.duckdb: the tables the reports API queries, swapped in atomically with generated_at.",
+)
+def published_reports(lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: a new file is built from the current tables and renamed over the old one."""
+    store_ = lake.lake()
+    generated_at = datetime.now(UTC)
+    counts = serving.publish(
+        serving.reports_path(lake.settings_data_dir), store_, generated_at=generated_at, as_of=store.last_day(store_)
+    )
+    return dg.MaterializeResult(
+        metadata={
+            **{f"rows_{name}": n for name, n in counts.items()},
+            "generated_at": generated_at.isoformat(),
+            "path": dg.MetadataValue.path(str(serving.reports_path(lake.settings_data_dir))),
+        }
+    )
+
+
+DAILY_ASSETS = [acquisitions, subscription_events, spend, payback_daily, cohort_activity]
+TABLE_ASSETS = [payback_cube, cohort_curves, ltv_projections, published_reports]
+ASSETS = [*DAILY_ASSETS, *TABLE_ASSETS]

@@ -1,0 +1,181 @@
+"""GET /v1/reports/payback and /v1/reports/cohorts against materialized reports, on both databases."""
+
+import shutil
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from flask.testing import FlaskClient
+
+from tests.conftest import bearer
+from tests.reports_support import refresh, seed_lake
+from warehouse.db import Database, utcnow
+from warehouse.lake import Lake
+from warehouse.reports import serving
+from warehouse.settings import Settings
+from warehouse.tables import workspaces
+from warehouse.workspaces import SCOPES, create_key, create_workspace
+
+ROW_FIELDS = [
+    "cohort",
+    "spend",
+    "cac",
+    "trials",
+    "trial_conversion_rate",
+    "subscriptions",
+    "roas_30d",
+    "payback_days",
+    "ltv_projected",
+]
+PAYBACK = "/v1/reports/payback"
+COHORTS = "/v1/reports/cohorts"
+RANGE = {"start_date": "2026-06-01", "end_date": "2026-07-31"}
+
+
+WORKSPACE = "ws_reportsapitest"
+
+
+@pytest.fixture(scope="module")
+def published_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One real refresh per module (it takes seconds); each test gets a copy of its output."""
+    data_dir = tmp_path_factory.mktemp("published")
+    seed_lake(data_dir, WORKSPACE, users=1500, days=70)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = refresh(data_dir, "sqlite:///unused.db", instance)
+        assert result is not None and result.success
+        event = instance.get_latest_materialization_event(dg.AssetKey("published_reports"))
+    return data_dir, event.asset_materialization.metadata["generated_at"].value
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path, published_dir: tuple[Path, str]) -> Settings:
+    data_dir = tmp_path / "reports_data"
+    shutil.copytree(published_dir[0], data_dir)
+    return Settings(data_dir=data_dir, database_url=database_url)
+
+
+@pytest.fixture
+def published(db: Database, published_dir: tuple[Path, str]) -> dict[str, Any]:
+    """The workspace the materialized data belongs to, with its keys."""
+    with db.write() as conn:
+        conn.execute(
+            workspaces.insert().values(
+                id=WORKSPACE, name="Reports", reporting_currency="USD", timezone="UTC", created_at=utcnow()
+            )
+        )
+        keys = {scope: create_key(conn, workspace_id=WORKSPACE, scope=scope).api_key for scope in SCOPES}
+    return {
+        "workspace_id": WORKSPACE,
+        "api_key_read_only": keys["read_only"],
+        "api_key_read_write": keys["read_write"],
+        "materialized_at": published_dir[1],
+    }
+
+
+def get(client: FlaskClient, path: str, key: str, **query: Any) -> Any:
+    return client.get(path, query_string=query, headers=bearer(key))
+
+
+def test_payback_rows_carry_every_spec_field(client: FlaskClient, published: dict[str, Any]) -> None:
+    response = get(client, PAYBACK, published["api_key_read_only"], **RANGE)
+    assert response.status_code == 200, response.json
+    body = response.json
+    assert body["meta"]["currency"] == "USD" and body["meta"]["cohort_window_days"] == 30
+    generated = body["meta"]["generated_at"]
+    assert generated.endswith("Z") and generated[:19] == published["materialized_at"][:19]
+    rows = body["data"]
+    assert [r["cohort"] for r in rows] == sorted(
+        ["apple_search", "google_uac", "meta_broad", "meta_lookalike", "organic", "tiktok_spark"]
+    )
+    for row in rows:
+        assert list(row) == ROW_FIELDS
+        assert 0 <= row["trial_conversion_rate"] <= 1 and row["ltv_projected"] > 0
+        assert row["payback_days"] is None or 0 <= row["payback_days"] < 30
+    paid = [r for r in rows if r["cohort"] != "organic"]
+    assert all(r["spend"] > 0 and r["cac"] > 0 and r["roas_30d"] > 0 for r in paid)
+    organic = next(r for r in rows if r["cohort"] == "organic")
+    assert organic["spend"] == 0 and organic["roas_30d"] is None and organic["payback_days"] is None
+
+
+def test_window_and_group_by_change_the_answer(client: FlaskClient, published: dict[str, Any]) -> None:
+    key = published["api_key_read_only"]
+    short = get(client, PAYBACK, key, **RANGE, cohort_window_days=7).json["data"]
+    long = get(client, PAYBACK, key, **RANGE, cohort_window_days=365).json["data"]
+    for a, b in zip(short, long, strict=True):
+        assert a["spend"] == b["spend"] and a["roas_30d"] == b["roas_30d"]  # ROAS is always 30 days
+        assert a["trials"] <= b["trials"] and a["subscriptions"] <= b["subscriptions"]
+    assert any(r["payback_days"] is not None and r["payback_days"] >= 30 for r in long)
+    total = {}
+    for group_by in ("campaign", "creative", "country", "offer", "paywall"):
+        rows = get(client, PAYBACK, key, **RANGE, group_by=group_by).json["data"]
+        total[group_by] = round(sum(r["spend"] for r in rows), 0)
+    assert len(set(total.values())) == 1  # every grouping splits the same spend
+    offers = {r["cohort"] for r in get(client, PAYBACK, key, **RANGE, group_by="offer").json["data"]}
+    assert offers == {"(none)", "pro_monthly_1999", "pro_weekly_499", "pro_weekly_699"}
+
+
+def test_cohort_curves(client: FlaskClient, published: dict[str, Any]) -> None:
+    response = get(client, COHORTS, published["api_key_read_only"], cohort_start="2026-06-01", cohort_end="2026-06-14")
+    assert response.status_code == 200
+    cohorts = response.json["cohorts"]
+    assert {c["label"] for c in cohorts} >= {"meta_broad", "organic"}
+    for curve in cohorts:
+        weeks = curve["weeks"]
+        assert [w["week"] for w in weeks] == list(range(len(weeks))) and len(weeks) >= 8
+        assert weeks[0]["retained_pct"] == 1.0
+        assert all(0 <= w["retained_pct"] <= 1 for w in weeks)
+        assert weeks[-1]["retained_pct"] < weeks[0]["retained_pct"]
+    by_country = get(
+        client,
+        COHORTS,
+        published["api_key_read_only"],
+        cohort_start="2026-06-01",
+        cohort_end="2026-06-14",
+        group_by="country",
+    )
+    assert {c["label"] for c in by_country.json["cohorts"]} == {"US", "GB", "DE", "FR", "BR", "JP"}
+
+
+def test_another_workspace_sees_no_rows(client: FlaskClient, published: dict[str, Any], db: Database) -> None:
+    with db.write() as conn:
+        other = create_workspace(conn, name="Other", reporting_currency="EUR")
+        key = create_key(conn, workspace_id=other.id, scope="read_only").api_key
+    body = get(client, PAYBACK, key, **RANGE).json
+    assert body["data"] == [] and body["meta"]["currency"] == "EUR"
+    assert get(client, COHORTS, key, cohort_start="2026-06-01", cohort_end="2026-06-30").json == {"cohorts": []}
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "message"),
+    [
+        (PAYBACK, {"end_date": "2026-06-30"}, "'start_date': Field required"),
+        (PAYBACK, {"start_date": "2026/06/01", "end_date": "2026-06-30"}, "'start_date': must be a date as YYYY-MM-DD"),
+        (PAYBACK, {"start_date": "2026-02-30", "end_date": "2026-06-30"}, "'start_date': must be a real calendar date"),
+        (PAYBACK, {"start_date": "2026-06-30", "end_date": "2026-06-01"}, "'end_date': must not be before start_date"),
+        (PAYBACK, {**RANGE, "group_by": "platform"}, "'group_by'"),
+        (PAYBACK, {**RANGE, "cohort_window_days": "0"}, "'cohort_window_days'"),
+        (PAYBACK, {**RANGE, "cohort_window_days": "366"}, "'cohort_window_days'"),
+        (PAYBACK, {**RANGE, "cohort_window_days": "ten"}, "'cohort_window_days'"),
+        (COHORTS, {"cohort_start": "2026-06-01"}, "'cohort_end': Field required"),
+        (COHORTS, {"cohort_start": "2026-06-30", "cohort_end": "2026-06-01"}, "'cohort_end': must not be before"),
+        (COHORTS, {"cohort_start": "2026-06-01", "cohort_end": "2026-06-30", "group_by": "x"}, "'group_by'"),
+    ],
+)
+def test_invalid_queries_are_400(
+    client: FlaskClient, workspace: dict[str, Any], path: str, query: dict, message: str
+) -> None:
+    response = get(client, path, workspace["api_key_read_only"], **query)
+    assert response.status_code == 400
+    assert response.json["error"] == "invalid_request" and message in response.json["message"]
+
+
+def test_the_endpoint_follows_a_new_publish(client: FlaskClient, published: dict[str, Any], settings: Settings) -> None:
+    key = published["api_key_read_only"]
+    first = get(client, PAYBACK, key, **RANGE).json["meta"]["generated_at"]
+    later = datetime(2030, 1, 1, tzinfo=UTC)
+    serving.publish(
+        serving.reports_path(settings.data_dir), Lake(settings.lake_dir), generated_at=later, as_of=date(2026, 8, 9)
+    )
+    assert get(client, PAYBACK, key, **RANGE).json["meta"]["generated_at"] == "2030-01-01T00:00:00.000Z" != first

@@ -1,0 +1,254 @@
+"""Payback benchmark: `python -m tests.bench.payback [--users 1000000 --days 180]`.
+
+1. generate: a seeded demo history (about 10 events per user) straight into a temp lake's
+   `canonical_events` partitions, plus `spend_raw`; the last day is held out.
+2. polars: the payback cube from the raw lake in Polars (the transforms the assets use).
+3. duckdb: the same cube in hand-written DuckDB SQL (tests/bench/payback_sql.py), the baseline.
+4. compare: do the two tables agree (same keys, measures equal to 1e-6)?
+5. full: the real Dagster refresh of every report asset (all days, then tables, then publish).
+6. incremental: the held-out day arrives; the six-hourly refresh (one day) runs.
+7. endpoint: GET /v1/reports/payback p50/p95 against the published store.
+
+Each phase runs in its own process so that its peak memory (ru_maxrss) is its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+START = date(2026, 1, 1)
+WORKSPACE = "ws_benchpayback"
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _lake(root: Path) -> Any:
+    from warehouse.lake import Lake
+
+    return Lake(root / "lake")
+
+
+def phase_generate(root: Path, users: int, days: int, seed: int) -> dict[str, Any]:
+    import polars as pl
+
+    from transforms.demo import DemoConfig, generate
+    from warehouse.reports import demo, store
+
+    t0 = time.perf_counter()
+    data = generate(DemoConfig(WORKSPACE, users, days, seed, START))
+    generated = time.perf_counter() - t0
+    last = START + timedelta(days=days - 1)
+    day = pl.col("occurred_at").dt.date()
+    lake = _lake(root)
+    demo.write_event_partitions(lake, data.events.filter(day < last))
+    data.events.filter(day == last).write_parquet(root / "held_out.parquet")
+    store.write_spend_raw(lake, data.spend)
+    return {
+        "events": data.events.height,
+        "held_out_events": data.events.filter(day == last).height,
+        "spend_rows": data.spend.height,
+        "generate_s": round(generated, 2),
+        "write_s": round(time.perf_counter() - t0 - generated, 2),
+    }
+
+
+def phase_polars(root: Path) -> dict[str, Any]:
+    from transforms.reports import lifecycle, payback
+    from warehouse.reports import store
+
+    lake = _lake(root)
+    t0 = time.perf_counter()
+    # Like the assets: the parsed events and the user cohorts are materialized once, then reused.
+    events = store.scan_days(lake, store.CANONICAL_EVENTS)
+    subscription = lifecycle.subscription_events(events).collect().lazy()
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events)).collect().lazy()
+    spend = lifecycle.clean_spend(store.scan_days(lake, store.SPEND_RAW))
+    cube = payback.payback_cube(cohorts, subscription, spend).collect()
+    elapsed = time.perf_counter() - t0
+    cube.write_parquet(root / "polars_cube.parquet")
+    return {"seconds": round(elapsed, 2), "rows": cube.height}
+
+
+def phase_duckdb(root: Path) -> dict[str, Any]:
+    import duckdb
+    import polars as pl
+
+    from tests.bench.payback_sql import PAYBACK_SQL
+    from warehouse.reports import store
+
+    lake = _lake(root)
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")  # CAST(timestamptz AS DATE) follows the session zone
+    params = {"events": lake.glob(store.CANONICAL_EVENTS), "spend": lake.glob(store.SPEND_RAW)}
+    t0 = time.perf_counter()
+    cube = con.execute(PAYBACK_SQL, params).to_arrow_table()  # materialized in full, like the Polars side
+    elapsed = time.perf_counter() - t0
+    pl.from_arrow(cube).write_parquet(root / "duckdb_cube.parquet")  # type: ignore[union-attr]
+    return {"seconds": round(elapsed, 2), "rows": cube.num_rows}
+
+
+def phase_compare(root: Path) -> dict[str, Any]:
+    import polars as pl
+
+    from transforms.reports.schemas import MEASURES, PAYBACK_KEY, PAYBACK_SCHEMA
+
+    key = list(PAYBACK_KEY)
+    a = pl.read_parquet(root / "polars_cube.parquet").sort(key)
+    b = pl.read_parquet(root / "duckdb_cube.parquet").cast(PAYBACK_SCHEMA).select(list(PAYBACK_SCHEMA)).sort(key)  # type: ignore[arg-type]
+    same_keys = a.height == b.height and a.select(key).equals(b.select(key))
+    worst = 0.0
+    if same_keys:
+        for column in [*MEASURES, "cumulative_revenue", "cumulative_net_revenue"]:
+            diff = (a[column].cast(pl.Float64) - b[column].cast(pl.Float64)).abs().max()
+            worst = max(worst, float(diff or 0.0))
+    return {"polars_rows": a.height, "duckdb_rows": b.height, "same_keys": same_keys, "max_abs_diff": worst}
+
+
+def _refresh(root: Path) -> tuple[float, bool]:
+    import dagster as dg
+
+    from orchestration.definitions import build_definitions
+    from orchestration.reports.jobs import refresh_reports
+
+    definitions = build_definitions(database_url=f"sqlite:///{root / 'flokit.db'}", data_dir=str(root))
+    with dg.DagsterInstance.ephemeral() as instance:
+        t0 = time.perf_counter()
+        result = refresh_reports(definitions, instance, _lake(root))
+        return time.perf_counter() - t0, bool(result and result.success)
+
+
+def phase_full(root: Path) -> dict[str, Any]:
+    seconds, ok = _refresh(root)
+    return {"seconds": round(seconds, 2), "success": ok}
+
+
+def phase_incremental(root: Path) -> dict[str, Any]:
+    import polars as pl
+
+    from warehouse.reports import demo, store
+
+    lake = _lake(root)
+    demo.write_event_partitions(lake, pl.read_parquet(root / "held_out.parquet"))
+    stale = store.stale_days(lake)
+    seconds, ok = _refresh(root)
+    return {"seconds": round(seconds, 2), "success": ok, "days_refreshed": [d.isoformat() for d in stale]}
+
+
+def phase_endpoint(root: Path, requests: int, days: int) -> dict[str, Any]:
+    from api.app import create_app
+    from warehouse import migrate
+    from warehouse.db import database_for, utcnow
+    from warehouse.settings import Settings
+    from warehouse.tables import workspaces
+    from warehouse.workspaces import create_key
+
+    settings = Settings(data_dir=root, database_url=f"sqlite:///{root / 'api.db'}")
+    db = database_for(settings.database_url)
+    migrate.upgrade(db)
+    with db.write() as conn:
+        conn.execute(
+            workspaces.insert().values(
+                id=WORKSPACE, name="Bench", reporting_currency="USD", timezone="UTC", created_at=utcnow()
+            )
+        )
+        key = create_key(conn, workspace_id=WORKSPACE, scope="read_only").api_key
+    client = create_app(settings).test_client()
+    headers = {"Authorization": f"Bearer {key}"}
+    end = START + timedelta(days=days - 1)
+    variants = [
+        {"start_date": START.isoformat(), "end_date": end.isoformat(), "group_by": g, "cohort_window_days": w}
+        for g in ("campaign", "creative", "country", "offer", "paywall")
+        for w in (7, 30, 90, 365)
+    ]
+    client.get("/v1/reports/payback", query_string=variants[0], headers=headers)  # first use opens DuckDB
+    timings = []
+    for i in range(requests):
+        t0 = time.perf_counter()
+        response = client.get("/v1/reports/payback", query_string=variants[i % len(variants)], headers=headers)
+        timings.append((time.perf_counter() - t0) * 1000)
+        assert response.status_code == 200, response.json
+    timings.sort()
+    return {
+        "requests": requests,
+        "p50_ms": round(statistics.median(timings), 2),
+        "p95_ms": round(timings[int(len(timings) * 0.95) - 1], 2),
+        "rows_last": len(response.json["data"]),
+    }
+
+
+def _run_phase(args: argparse.Namespace) -> None:
+    root = Path(args.dir)
+    result: dict[str, Any]
+    if args.phase == "generate":
+        result = phase_generate(root, args.users, args.days, args.seed)
+    elif args.phase == "endpoint":
+        result = phase_endpoint(root, args.requests, args.days)
+    else:
+        result = {
+            "polars": phase_polars,
+            "duckdb": phase_duckdb,
+            "compare": phase_compare,
+            "full": phase_full,
+            "incremental": phase_incremental,
+        }[args.phase](root)
+    result["peak_mb"] = round(_peak_mb())
+    print("RESULT " + json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=1_000_000)
+    parser.add_argument("--days", type=int, default=180)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--dir", help="work directory (default: a temp dir, removed afterwards)")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:
+        _run_phase(args)
+        return
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="flokit-bench-"))
+    print(f"payback benchmark: {args.users} users, {args.days} days, seed {args.seed}, in {root}")
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for phase in ("generate", "polars", "duckdb", "compare", "full", "incremental", "endpoint"):
+            argv = [sys.executable, "-m", "tests.bench.payback", "--phase", phase, "--dir", str(root)]
+            argv += ["--users", str(args.users), "--days", str(args.days), "--seed", str(args.seed)]
+            argv += ["--requests", str(args.requests)]
+            out = subprocess.run(argv, capture_output=True, text=True, check=False)
+            lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+            if out.returncode != 0 or not lines:
+                print(f"{phase}: FAILED\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
+                raise SystemExit(1)
+            results[phase] = json.loads(lines[-1].removeprefix("RESULT "))
+            print(f"{phase:<12} {results[phase]}", flush=True)
+    finally:
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+    polars, duck, full, inc = results["polars"], results["duckdb"], results["full"], results["incremental"]
+    print()
+    print(f"events                 {results['generate']['events']:,}")
+    print(f"payback cube, Polars   {polars['seconds']} s, peak {polars['peak_mb']} MB")
+    print(f"payback cube, DuckDB   {duck['seconds']} s, peak {duck['peak_mb']} MB   (baseline)")
+    agree = results["compare"]
+    print(f"tables agree           {agree['same_keys']} (max abs diff {agree['max_abs_diff']:.2e})")
+    print(f"full refresh (Dagster) {full['seconds']} s, peak {full['peak_mb']} MB")
+    print(f"incremental, one day   {inc['seconds']} s  -> {full['seconds'] / max(inc['seconds'], 1e-9):.1f}x faster")
+    print(f"endpoint p50 / p95     {results['endpoint']['p50_ms']} / {results['endpoint']['p95_ms']} ms")
+
+
+if __name__ == "__main__":
+    main()

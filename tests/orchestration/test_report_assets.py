@@ -1,0 +1,118 @@
+"""Report assets materialize for real on temp dirs; a refresh touches only changed days."""
+
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from orchestration.definitions import build_definitions
+from orchestration.reports.assets import acquisitions, payback_cube
+from orchestration.reports.jobs import REFRESH_CRON, reports_first_refresh, reports_schedule
+from orchestration.resources import LakeResource
+from tests.reports_support import START, refresh, seed_lake
+from transforms.reports import quality
+from transforms.reports.schemas import PAYBACK_KEY
+from warehouse.catalog import build_catalog
+from warehouse.lake import Lake
+from warehouse.reports import demo, serving, store
+from warehouse.reports.catalog_views import REPORT_VIEWS
+
+URL = "sqlite:///unused.db"
+README_QUERY = """
+SELECT value AS campaign, sum(spend) AS spend, sum(installs) AS installs,
+       sum(revenue - refunds) FILTER (WHERE day < 30) / nullif(sum(spend), 0) AS roas_30d
+FROM payback
+WHERE dimension = 'campaign' AND cohort_date BETWEEN DATE '2026-06-01' AND DATE '2026-06-30'
+GROUP BY ALL ORDER BY roas_30d DESC
+"""  # the report assets use only the lake
+
+
+@pytest.fixture
+def instance() -> dg.DagsterInstance:
+    with dg.DagsterInstance.ephemeral() as instance:
+        yield instance
+
+
+def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    data = seed_lake(tmp_path, "ws_r", users=800, days=30)
+    lake = Lake(tmp_path / "lake")
+    last_day = date(2026, 6, 30)
+    held_out = data.events.filter(pl.col("occurred_at").dt.date() == last_day)
+    lake.partition_path(store.CANONICAL_EVENTS, last_day).unlink()
+    result = refresh(tmp_path, URL, instance)
+    assert result is not None and result.success
+    done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert done >= {"acquisitions", "subscription_events", "spend", "payback_daily", "cohort_activity", "payback"}
+    assert {"cohort_curves", "ltv_projections", "published_reports"} <= done
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks and all(checks.values()), checks
+    assert len(store.partition_days(lake, store.ACQUISITIONS)) == 30  # spend_raw has the 30th day
+    assert refresh(tmp_path, URL, instance) is None  # nothing changed: nothing runs
+
+    def touched(dataset: str) -> list[date]:
+        now = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, dataset).items()}
+        return [d for d in now if now[d] != before.get(d)]
+
+    # The six-hourly case: a new day arrives; only that day is computed.
+    before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.PAYBACK_DAILY).items()}
+    demo.write_event_partitions(lake, held_out)
+    again = refresh(tmp_path, URL, instance)
+    assert again is not None and again.success
+    assert touched(store.PAYBACK_DAILY) == [last_day]
+    partitions = {e.partition for e in again.get_asset_materialization_events() if e.asset_key == acquisitions.key}
+    assert partitions == {last_day.isoformat()}
+    cube = store.scan_table(lake, store.PAYBACK).collect()
+    assert cube.filter(pl.col("dimension") == "campaign")["installs"].sum() == 800
+
+    # Late events for an old day: that day and the six after it (weekly activity looks back).
+    before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.PAYBACK_DAILY).items()}
+    late_day = date(2026, 6, 10)
+    demo.write_event_partitions(lake, data.events.filter(pl.col("occurred_at").dt.date() == late_day))
+    assert refresh(tmp_path, URL, instance).success
+    assert touched(store.PAYBACK_DAILY) == [date(2026, 6, d) for d in range(10, 17)]
+    assert_frame_equal(store.scan_table(lake, store.PAYBACK).collect(), cube)
+
+    # The analyst catalog views (wired into analyst_catalog at merge) answer the README's query.
+    counts = build_catalog(tmp_path / "warehouse.duckdb", lake, REPORT_VIEWS)
+    assert counts["payback"] == cube.height and counts["cohorts"] > 0 and counts["spend"] > 0
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        rows = con.execute(README_QUERY).fetchall()
+        comment = con.execute(
+            "SELECT comment FROM duckdb_columns() WHERE table_name = 'payback' AND column_name = 'day'"
+        ).fetchone()
+    assert {r[0] for r in rows} >= {"meta_broad", "organic"} and comment[0].startswith("Days since install")
+
+
+def test_schedule_and_first_refresh_sensor_request_the_changed_days(tmp_path: Path) -> None:
+    lake = LakeResource(data_dir=str(tmp_path))
+    context = dg.build_schedule_context(resources={"lake": lake})
+    assert isinstance(reports_schedule(context), dg.SkipReason)
+    assert reports_schedule.cron_schedule == REFRESH_CRON == "0 */6 * * *"
+    seed_lake(tmp_path, "ws_s", users=100, days=5)
+    request = reports_schedule(context)
+    assert isinstance(request, dg.RunRequest)
+    assert set(request.tags.values()) == {START.isoformat(), date(2026, 6, 5).isoformat()}
+    sensor_request = reports_first_refresh(dg.build_sensor_context(resources={"lake": lake}))
+    assert isinstance(sensor_request, dg.RunRequest) and sensor_request.run_key
+    serving.reports_path(tmp_path).write_bytes(b"")  # once published, the schedule owns refreshes
+    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources={"lake": lake})), dg.SkipReason)
+
+
+def test_reports_are_in_the_definitions() -> None:
+    repo = build_definitions().get_repository_def()
+    keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert {"payback", "cohort_curves", "spend", "acquisitions", "subscription_events", "published_reports"} <= keys
+    assert repo.has_schedule_def("reports_schedule") and repo.has_job("refresh_reports")
+    assert payback_cube.key.to_user_string() == "payback"
+
+
+def test_quality_facts_catch_bad_frames() -> None:
+    frame = pl.LazyFrame({k: [1, 1] for k in PAYBACK_KEY} | {"spend": [1.0, -2.0]})
+    assert quality.duplicate_keys(frame, PAYBACK_KEY) == 1
+    assert quality.negative_rows(frame, ["spend"]) == 1
+    assert quality.row_count_drop(1000, 400, 0.5) and not quality.row_count_drop(1000, 900, 0.5)
+    assert not quality.row_count_drop(None, 0, 0.5)

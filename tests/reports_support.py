@@ -1,0 +1,30 @@
+"""Shared by the report tests: a generated history in a temp lake, and a real refresh run."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+
+from orchestration.definitions import build_definitions
+from orchestration.reports.jobs import refresh_reports
+from transforms.demo import DemoConfig, DemoData, generate
+from warehouse.lake import Lake
+from warehouse.reports import demo, store
+
+START = date(2026, 6, 1)
+
+
+def seed_lake(data_dir: Path, workspace_id: str, *, users: int = 1500, days: int = 70, seed: int = 5) -> DemoData:
+    """Canonical event partitions (as ingest writes them) and spend_raw for a workspace."""
+    data = generate(DemoConfig(workspace_id=workspace_id, users=users, days=days, seed=seed, start=START))
+    lake = Lake(data_dir / "lake")
+    demo.write_event_partitions(lake, data.events)
+    store.write_spend_raw(lake, data.spend)
+    return data
+
+
+def refresh(data_dir: Path, database_url: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult | None:
+    definitions = build_definitions(database_url=database_url, data_dir=str(data_dir))
+    return refresh_reports(definitions, instance, Lake(data_dir / "lake"))

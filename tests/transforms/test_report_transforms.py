@@ -1,0 +1,267 @@
+"""Report transforms on tiny literal frames, plus invariants over generated histories."""
+
+import json
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from transforms.demo import DemoConfig, generate
+from transforms.events import CANONICAL_EVENT_SCHEMA
+from transforms.reports import lifecycle, payback
+from transforms.reports.schemas import PAYBACK_SCHEMA, SPEND_SCHEMA
+from transforms.reports.summary import DAILY_SUMS_SCHEMA, payback_summary
+
+D0 = date(2026, 3, 2)
+T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+
+def events(*rows: tuple[str, str, datetime, dict[str, Any]], country: str = "US") -> pl.LazyFrame:
+    """(event_type, user_id, occurred_at, properties) rows as a canonical-event frame."""
+    records = [
+        {name: None for name in CANONICAL_EVENT_SCHEMA}
+        | {
+            "event_id": f"e{i}",
+            "workspace_id": "ws_a",
+            "event_type": kind,
+            "occurred_at": at,
+            "received_at": at,
+            "user_id": user,
+            "country": country,
+            "platform": "ios",
+            "source": "test",
+            "properties": json.dumps(props, sort_keys=True, separators=(",", ":")),
+        }
+        for i, (kind, user, at, props) in enumerate(rows)
+    ]
+    return pl.LazyFrame(records, schema=CANONICAL_EVENT_SCHEMA)
+
+
+def spend_rows(*rows: tuple[date, str, str, str, float]) -> pl.LazyFrame:
+    return pl.LazyFrame(
+        [
+            {
+                "workspace_id": "ws_a",
+                "spend_date": d,
+                "campaign": c,
+                "creative": k,
+                "country": g,
+                "spend": s,
+                "currency": "USD",
+            }
+            for d, c, k, g, s in rows
+        ],
+        schema=SPEND_SCHEMA,
+    )
+
+
+def test_acquisitions_keep_the_first_install_and_default_organic() -> None:
+    frame = events(
+        ("install", "u1", T0 + timedelta(days=1), {"campaign": "late", "creative": "x"}),
+        ("install", "u1", T0, {"campaign": "meta", "creative": "meta_cr1"}),
+        ("install", "u2", T0, {}),
+        ("renewal", "u1", T0, {"revenue": 5}),
+    )
+    got = (
+        lifecycle.acquisitions(frame)
+        .sort("user_id")
+        .select("user_id", "cohort_date", "campaign", "creative", "country")
+    )
+    expected = pl.DataFrame(
+        {
+            "user_id": ["u1", "u2"],
+            "cohort_date": [D0, D0],
+            "campaign": ["meta", "organic"],
+            "creative": ["meta_cr1", "(none)"],
+            "country": ["US", "US"],
+        }
+    )
+    assert_frame_equal(got.collect(), expected)
+
+
+def test_subscription_events_parse_revenue_refunds_and_escaped_values() -> None:
+    frame = events(
+        ("trial_converted", "u1", T0, {"revenue": 6.99, "currency": "USD", "product_id": "weekly"}),
+        ("refund", "u1", T0, {"revenue": -6.99, "currency": "USD", "product_id": "weekly"}),
+        ("renewal", "u1", T0, {"revenue": "7.5", "offer": 'say "hi"'}),
+        ("cancellation", "u1", T0, {"revenue": 3}),
+    )
+    got = lifecycle.subscription_events(frame).sort("event_id").select("event_type", "product_id", "revenue", "refund")
+    expected = pl.DataFrame(
+        {
+            "event_type": ["trial_converted", "refund", "renewal", "cancellation"],
+            "product_id": ["weekly", "weekly", 'say "hi"', None],
+            "revenue": [6.99, 0.0, 7.5, 0.0],
+            "refund": [0.0, 6.99, 0.0, 0.0],
+        }
+    )
+    assert_frame_equal(got.collect(), expected)
+
+
+def test_clean_spend_keeps_the_last_restatement_and_clips_negatives() -> None:
+    raw = spend_rows((D0, "meta", "cr1", "US", 10.0), (D0, "meta", "cr1", "US", 12.5), (D0, "meta", "cr2", "US", -3.0))
+    got = lifecycle.clean_spend(raw).select("creative", "spend").sort("creative").collect()
+    assert_frame_equal(got, pl.DataFrame({"creative": ["cr1", "cr2"], "spend": [12.5, 0.0]}))
+
+
+def test_user_cohorts_take_the_first_paywall_and_offer_of_the_install_day() -> None:
+    frame = events(
+        ("install", "u1", T0, {"campaign": "meta", "creative": "cr1"}),
+        ("install", "u2", T0, {"campaign": "meta", "creative": "cr1"}),
+        ("paywall_impression", "u1", T0 + timedelta(minutes=1), {"paywall_id": "onboarding", "variant_id": "a"}),
+        ("paywall_impression", "u1", T0 + timedelta(days=3), {"paywall_id": "settings", "variant_id": "a"}),
+        ("paywall_offer_tap", "u1", T0 + timedelta(minutes=2), {"paywall_id": "onboarding", "product_id": "weekly"}),
+        ("paywall_offer_tap", "u2", T0 + timedelta(days=1), {"paywall_id": "settings", "product_id": "weekly"}),
+    )
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(frame))
+    got = cohorts.sort("user_id").select("user_id", "paywall", "offer").collect()
+    assert_frame_equal(
+        got, pl.DataFrame({"user_id": ["u1", "u2"], "paywall": ["onboarding", "(none)"], "offer": ["weekly", "(none)"]})
+    )
+
+
+def _pipeline(frame: pl.LazyFrame, spend: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    subscription = lifecycle.subscription_events(frame)
+    return lifecycle.user_cohorts(lifecycle.acquisitions(frame)), subscription
+
+
+def test_payback_cube_by_campaign() -> None:
+    frame = events(
+        ("install", "u1", T0, {"campaign": "meta", "creative": "cr1"}),
+        ("install", "u2", T0, {"campaign": "meta", "creative": "cr1"}),
+        ("trial_start", "u1", T0 + timedelta(hours=1), {"product_id": "weekly"}),
+        ("trial_converted", "u1", T0 + timedelta(days=3), {"revenue": 7.0, "product_id": "weekly"}),
+        ("renewal", "u1", T0 + timedelta(days=10), {"revenue": 7.0, "product_id": "weekly"}),
+        ("refund", "u1", T0 + timedelta(days=12), {"revenue": 7.0, "product_id": "weekly"}),
+    )
+    cohorts, subscription = _pipeline(frame, spend_rows())
+    spend = spend_rows((D0, "meta", "cr1", "US", 10.0))
+    cube = payback.payback_cube(cohorts, subscription, spend).filter(pl.col("dimension") == "campaign").collect()
+    expected = pl.DataFrame(
+        {
+            "workspace_id": ["ws_a"] * 4,
+            "cohort_date": [D0] * 4,
+            "dimension": ["campaign"] * 4,
+            "value": ["meta"] * 4,
+            "day": [0, 3, 10, 12],
+            "installs": [2, 0, 0, 0],
+            "spend": [10.0, 0.0, 0.0, 0.0],
+            "trials": [1, 0, 0, 0],
+            "trial_conversions": [0, 1, 0, 0],
+            "subscriptions": [0, 1, 0, 0],
+            "revenue": [0.0, 7.0, 7.0, 0.0],
+            "refunds": [0.0, 0.0, 0.0, 7.0],
+            "cumulative_revenue": [0.0, 7.0, 14.0, 14.0],
+            "cumulative_net_revenue": [0.0, 7.0, 14.0, 7.0],
+        },
+        schema=PAYBACK_SCHEMA,
+    )
+    assert_frame_equal(cube, expected)
+
+
+def test_spend_is_shared_by_installs_and_unattributed_spend_is_kept() -> None:
+    frame = events(
+        ("install", "u1", T0, {"campaign": "meta", "creative": "cr1"}),
+        ("install", "u2", T0, {"campaign": "meta", "creative": "cr1"}),
+        ("install", "u3", T0, {"campaign": "meta", "creative": "cr1"}),
+        ("paywall_offer_tap", "u1", T0, {"product_id": "weekly"}),
+    )
+    cohorts, subscription = _pipeline(frame, spend_rows())
+    spend = spend_rows((D0, "meta", "cr1", "US", 30.0), (D0, "meta", "cr9", "US", 5.0))
+    cube = payback.payback_cube(cohorts, subscription, spend).filter(pl.col("dimension") == "offer")
+    got = cube.select("value", "installs", "spend").sort("value").collect()
+    assert_frame_equal(got, pl.DataFrame({"value": ["(none)", "weekly"], "installs": [2, 1], "spend": [25.0, 10.0]}))
+
+
+def test_cohort_curves_list_complete_weeks_only() -> None:
+    frame = events(
+        ("install", "u1", T0, {"campaign": "meta"}),
+        ("install", "u2", T0, {"campaign": "meta"}),
+        ("paywall_impression", "u1", T0 + timedelta(days=8), {"paywall_id": "p"}),
+        ("renewal", "u1", T0 + timedelta(days=9), {"revenue": 5.0}),
+        ("paywall_impression", "u2", T0 + timedelta(days=15), {"paywall_id": "p"}),
+    )
+    cohorts, subscription = _pipeline(frame, spend_rows())
+    # As of day 20 weeks 0 and 1 are over (days 0-13); week 2 (days 14-20) is complete too.
+    curves = payback.curves_from_events(cohorts, subscription, D0 + timedelta(days=19)).filter(
+        pl.col("dimension") == "campaign"
+    )
+    got = curves.select("week", "installs", "active_users", "cumulative_net_revenue").collect()
+    expected = pl.DataFrame(
+        {"week": [0, 1], "installs": [2, 2], "active_users": [2, 1], "cumulative_net_revenue": [0.0, 5.0]}
+    )
+    assert_frame_equal(got, expected, check_dtypes=False)
+    later = payback.curves_from_events(cohorts, subscription, D0 + timedelta(days=20)).filter(
+        pl.col("dimension") == "campaign"
+    )
+    assert later.collect()["active_users"].to_list() == [2, 1, 1]
+
+
+@settings(max_examples=15, deadline=None)
+@given(users=st.integers(20, 300), days=st.integers(7, 60), seed=st.integers(0, 10_000))
+def test_cumulative_revenue_never_decreases_and_totals_agree(users: int, days: int, seed: int) -> None:
+    data = generate(DemoConfig("ws_h", users, days, seed, D0))
+    cohorts, subscription = _pipeline(data.events.lazy(), spend_rows())
+    cube = payback.payback_cube(cohorts, subscription, data.spend.lazy()).collect()
+    steps = cube.group_by("workspace_id", "cohort_date", "dimension", "value").agg(
+        pl.col("cumulative_revenue").sort_by("day").diff().min().alias("min_step")
+    )
+    assert (steps["min_step"].fill_null(0) >= 0).all()
+    per_dimension = cube.group_by("dimension").agg(pl.col("installs", "spend", "revenue").sum())
+    assert per_dimension["installs"].unique().to_list() == [users]
+    assert per_dimension["spend"].round(6).unique().len() == 1
+    assert abs(per_dimension["spend"][0] - data.spend["spend"].sum()) < 1e-6
+    assert cube["day"].min() >= 0 and cube["day"].max() < days
+
+
+@settings(max_examples=8, deadline=None)
+@given(users=st.integers(20, 200), days=st.integers(3, 40), seed=st.integers(0, 10_000))
+def test_daily_partitions_add_up_to_the_whole(users: int, days: int, seed: int) -> None:
+    """What the daily assets compute day by day equals the cube and curves computed at once."""
+    data = generate(DemoConfig("ws_p", users, days, seed, D0))
+    events = data.events.with_columns(pl.col("occurred_at").dt.date().alias("d"))
+    acquired = pl.concat([lifecycle.acquisitions(part.drop("d").lazy()).collect() for _, part in events.group_by("d")])
+    cohorts = lifecycle.user_cohorts(acquired.lazy()).collect().lazy()
+    subscription = lifecycle.subscription_events(data.events.lazy()).collect()
+    spend = lifecycle.clean_spend(data.spend.lazy()).collect()
+    assert_frame_equal(
+        cohorts.collect().sort("user_id"),
+        lifecycle.user_cohorts(lifecycle.acquisitions(data.events.lazy())).collect().sort("user_id"),
+    )
+    rows, activity = [], []
+    for offset in range(days):
+        day = D0 + timedelta(days=offset)
+        new = cohorts.filter(pl.col("cohort_date") == day)
+        today = subscription.filter(pl.col("event_date") == day).lazy()
+        week = subscription.filter(pl.col("event_date").is_between(day - timedelta(days=6), day)).lazy()
+        rows.append(payback.daily_rows(cohorts, new, today, spend.filter(pl.col("spend_date") == day).lazy()).collect())
+        activity.append(payback.cohort_activity(cohorts, new, week, (day, day)).collect())
+    whole = payback.payback_cube(cohorts, subscription.lazy(), spend.lazy()).collect()
+    assert_frame_equal(payback.cumulate(pl.concat(rows).lazy()).collect(), whole, check_exact=False)
+    as_of = D0 + timedelta(days=days - 1)
+    curves = payback.curves_from_events(cohorts, subscription.lazy(), as_of).collect()
+    assert_frame_equal(payback.cohort_curves(pl.concat(activity).lazy(), as_of).collect(), curves, check_exact=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    window=st.integers(1, 365),
+    spend=st.floats(0, 500, allow_nan=False),
+    revenue=st.dictionaries(st.integers(0, 364), st.floats(-20, 80, allow_nan=False), max_size=40),
+)
+def test_payback_day_is_within_the_window_and_first_to_cover_spend(
+    window: int, spend: float, revenue: dict[int, float]
+) -> None:
+    rows = [{"value": "a", "day": 0, "installs": 10, "spend": spend, "net_revenue": revenue.pop(0, 0.0)}]
+    rows += [{"value": "a", "day": d, "installs": 0, "spend": 0.0, "net_revenue": r} for d, r in revenue.items()]
+    daily = pl.LazyFrame(rows).with_columns(trials=0, trial_conversions=0, subscriptions=0).cast(DAILY_SUMS_SCHEMA)
+    day = payback_summary(daily, window).collect()["payback_day"][0]
+    running = pl.DataFrame(rows).sort("day").with_columns(pl.col("net_revenue").cum_sum().alias("cum"))
+    covered = running.filter((pl.col("cum") >= spend) & (pl.col("day") < window))
+    if spend == 0 or covered.is_empty():
+        assert day is None
+    else:
+        assert 0 <= day < window and day == covered["day"][0]

@@ -1,0 +1,72 @@
+"""Report storage: the bulk lake path matches landing, stale days, and the published store's reader."""
+
+import os
+import time
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from transforms.demo import DemoConfig, generate
+from warehouse.db import Database
+from warehouse.events import landing
+from warehouse.lake import Lake
+from warehouse.reports import demo, serving, store
+
+
+def test_bulk_partitions_are_byte_identical_to_landed_ones(db: Database, tmp_path: Path) -> None:
+    data = generate(DemoConfig("ws_bytes", users=60, days=3, seed=2, start=date(2026, 4, 1)))
+    assert demo.land_frame(db, data.events, batch=50) == (data.events.height, 0)
+    landed, direct = Lake(tmp_path / "landed"), Lake(tmp_path / "direct")
+    days = demo.write_event_partitions(direct, data.events)
+    for day in days:
+        with db.read() as conn:
+            frame, _ = landing.day_frame(conn, day)
+        landed.write(frame, landed.partition_path(store.CANONICAL_EVENTS, day))
+        a = landed.partition_path(store.CANONICAL_EVENTS, day).read_bytes()
+        assert a == direct.partition_path(store.CANONICAL_EVENTS, day).read_bytes(), day
+
+
+def test_seeding_twice_lands_nothing_new(db: Database, tmp_path: Path) -> None:
+    config = DemoConfig("ws_twice", users=40, days=5, seed=4, start=date(2026, 4, 1))
+    lake = Lake(tmp_path / "lake")
+    first = demo.seed(db, lake, config)
+    again = demo.seed(db, lake, config)
+    assert first.written == first.events and first.duplicate == 0
+    assert again.written == 0 and again.duplicate == first.events
+    spend = store.scan_days(lake, store.SPEND_RAW).collect()
+    assert spend.height == 2 * first.spend_rows  # the same delivery twice; cleaning keeps one per key
+
+
+def test_stale_days_are_the_days_whose_input_changed(tmp_path: Path) -> None:
+    lake = Lake(tmp_path / "lake")
+    data = generate(DemoConfig("ws_s", users=50, days=3, seed=1, start=date(2026, 4, 1)))
+    demo.write_event_partitions(lake, data.events)
+    assert store.stale_days(lake) == [date(2026, 4, 1), date(2026, 4, 2), date(2026, 4, 3)]
+    for day in store.stale_days(lake):
+        for derived in store.DERIVED_FROM:
+            store.write_day(lake, derived, day, pl.DataFrame(schema=store.SCHEMAS[derived]))
+    assert store.stale_days(lake) == []
+    time.sleep(0.01)
+    day2 = data.events.filter(pl.col("occurred_at").dt.date() == date(2026, 4, 2))
+    demo.write_event_partitions(lake, day2)
+    # Day 2 itself, and day 3 whose weekly activity looks back at day 2.
+    assert store.stale_days(lake) == [date(2026, 4, 2), date(2026, 4, 3)]
+
+
+def test_reader_reopens_when_the_store_is_replaced(tmp_path: Path) -> None:
+    lake = Lake(tmp_path / "lake")
+    path = serving.reports_path(tmp_path)
+    reader = serving.ReportReader(path)
+    assert reader.cursor() is None and serving.meta(reader.cursor()).generated_at is None
+    first = datetime(2026, 4, 1, 6, tzinfo=UTC)
+    serving.publish(path, lake, generated_at=first, as_of=date(2026, 3, 31))
+    assert serving.meta(reader.cursor()).generated_at == first
+    inode = os.stat(path).st_ino
+    second = datetime(2026, 4, 1, 12, tzinfo=UTC)
+    serving.publish(path, lake, generated_at=second, as_of=date(2026, 3, 31))
+    assert os.stat(path).st_ino != inode
+    assert serving.meta(reader.cursor()).generated_at == second
+    with duckdb.connect(str(path), read_only=True) as con:  # analysts can open it beside the API
+        assert con.execute("SELECT count(*) FROM payback").fetchone() == (0,)

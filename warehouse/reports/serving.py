@@ -1,0 +1,182 @@
+"""The published report store `reports.duckdb` and the queries the reports API runs on it.
+
+The `published_reports` asset copies the materialized `payback`, `cohort_curves` and `ltv`
+tables into a new DuckDB file (as tables, sorted on the API's filter columns so zone maps skip
+most rows), with the materialization time, closes it and `os.replace`s it over the live name.
+API workers keep one read-only connection each and reopen it when the file's inode changes
+(ARCHITECTURE "Facts": 0.7 ms per query against 32-39 ms to open per request). Nothing here
+opens DuckDB at import or app creation, so gunicorn can fork first.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from transforms.reports.summary import DAILY_SUMS_SCHEMA, ROAS_DAYS, payback_summary
+from warehouse.lake import Lake
+from warehouse.reports.store import COHORT_CURVES, LTV, PAYBACK, scan_table
+
+REPORTS_FILE = "reports.duckdb"
+
+
+def reports_path(data_dir: Path) -> Path:
+    return data_dir / REPORTS_FILE
+
+
+def publish(path: Path, lake: Lake, *, generated_at: datetime, as_of: date | None) -> dict[str, int]:
+    """Build the report store under a temp name and swap it in. Returns rows per table."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    counts: dict[str, int] = {}
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            for name in (PAYBACK, COHORT_CURVES, LTV):
+                frame = scan_table(lake, name).collect().to_arrow()  # noqa: F841  (read by name below)
+                # Table names are our constants, never input; DDL cannot bind identifiers.
+                con.execute(f"CREATE TABLE {name} AS SELECT * FROM frame")  # noqa: S608
+                counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # noqa: S608
+            con.execute(
+                "CREATE TABLE report_meta AS SELECT CAST(? AS TIMESTAMPTZ) AS generated_at, CAST(? AS DATE) AS as_of",
+                [generated_at, as_of],
+            )
+        finally:
+            con.close()
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+    return counts
+
+
+class ReportReader:
+    """One read-only connection per process, reopened when the published file is replaced."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._inode: int | None = None
+
+    def cursor(self) -> duckdb.DuckDBPyConnection | None:
+        """A cursor on the current file (None before the first publish). Cursors are cheap and
+        make concurrent threads safe; a replaced file is picked up on the next call."""
+        try:
+            inode = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            return None
+        with self._lock:
+            if self._con is None or inode != self._inode:
+                # `duckdb.connect(path)` would hand back the process's cached instance of the
+                # OLD file while any connection to it lives; a fresh in-memory database that
+                # ATTACHes the path really opens the new file. The old connection is dropped,
+                # not closed: a thread may still be reading through one of its cursors.
+                con = duckdb.connect()
+                # One thread per query: a worker answers one small request at a time, and under
+                # load thread hand-offs cost more than they save (p50 10 ms -> 5.6 ms measured).
+                con.execute("SET threads = 1")
+                con.execute(f"ATTACH {_literal(str(self.path))} AS reports (READ_ONLY)")
+                self._con, self._inode = con, inode
+            cur = self._con.cursor()
+        cur.execute("USE reports")
+        return cur
+
+
+def _literal(text: str) -> str:
+    """A SQL string literal (ATTACH takes no bound parameters; the path is ours)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class Meta:
+    generated_at: datetime | None
+    as_of: date | None
+
+
+def meta(cur: duckdb.DuckDBPyConnection | None) -> Meta:
+    if cur is None:
+        return Meta(None, None)
+    row = cur.execute("SELECT generated_at, as_of FROM report_meta").fetchone()
+    return Meta(*row) if row else Meta(None, None)
+
+
+_DAILY_SQL = """
+SELECT value, day,
+       sum(installs) AS installs, sum(spend) AS spend, sum(trials) AS trials,
+       sum(trial_conversions) AS trial_conversions, sum(subscriptions) AS subscriptions,
+       sum(revenue - refunds) AS net_revenue
+FROM payback
+WHERE workspace_id = $workspace AND dimension = $dimension
+  AND cohort_date BETWEEN $start AND $end AND day < greatest($window, $roas_days)
+GROUP BY value, day
+"""
+
+_LTV_SQL = "SELECT value, ltv_projected FROM ltv WHERE workspace_id = $workspace AND dimension = $dimension"
+
+_COHORTS_SQL = """
+SELECT value, week,
+       sum(active_users) / sum(installs) AS retained_pct,
+       sum(cumulative_net_revenue) / sum(installs) AS cumulative_revenue
+FROM cohort_curves
+WHERE workspace_id = $workspace AND dimension = $dimension AND cohort_date BETWEEN $start AND $end
+GROUP BY value, week
+ORDER BY value, week
+"""
+
+
+def _ratio(numerator: float | None, denominator: float | None, digits: int) -> float | None:
+    return round(numerator / denominator, digits) if numerator is not None and denominator else None
+
+
+def payback_rows(
+    cur: duckdb.DuckDBPyConnection, *, workspace_id: str, start: date, end: date, dimension: str, window: int
+) -> list[dict[str, Any]]:
+    """Spec "Payback report row" per group value, for cohorts installed in [start, end].
+
+    DuckDB sums the cube per (value, day) (a few hundred rows); `payback_summary` does the rest
+    (measured: the running sums in Polars cost ~1 ms, against ~10 ms as SQL windows here)."""
+    params = {"workspace": workspace_id, "dimension": dimension, "start": start, "end": end}
+    daily = cur.sql(_DAILY_SQL, params={**params, "window": window, "roas_days": ROAS_DAYS}).pl()
+    ltv = dict(cur.execute(_LTV_SQL, {"workspace": workspace_id, "dimension": dimension}).fetchall())
+    # A few hundred rows: the in-memory engine starts faster than the streaming one (1.1 vs 2.5 ms).
+    summary = payback_summary(daily.lazy().cast(DAILY_SUMS_SCHEMA), window).collect(engine="in-memory")  # type: ignore[arg-type]
+    out = []
+    for row in summary.iter_rows(named=True):
+        spend, installs, trials = row["spend"], row["installs"], row["trials"]
+        out.append(
+            {
+                "cohort": row["value"],
+                "spend": round(spend, 2),
+                "cac": _ratio(spend, installs, 2),
+                "trials": int(trials),
+                "trial_conversion_rate": _ratio(row["trial_conversions"], trials, 4) or 0.0,
+                "subscriptions": int(row["subscriptions"]),
+                "roas_30d": _ratio(row["revenue_30d"], spend, 4),
+                "payback_days": row["payback_day"],
+                "ltv_projected": round(ltv.get(row["value"]) or 0.0, 2),
+            }
+        )
+    return out
+
+
+def cohort_curves(
+    cur: duckdb.DuckDBPyConnection, *, workspace_id: str, start: date, end: date, dimension: str
+) -> list[dict[str, Any]]:
+    """Spec "Cohort curve" per group value: complete weeks of the cohorts installed in [start, end]."""
+    rows = cur.execute(
+        _COHORTS_SQL, {"workspace": workspace_id, "dimension": dimension, "start": start, "end": end}
+    ).fetchall()
+    curves: dict[str, list[dict[str, Any]]] = {}
+    for value, week, retained, revenue in rows:
+        curves.setdefault(value, []).append(
+            {"week": int(week), "retained_pct": round(retained, 4), "cumulative_revenue": round(revenue, 2)}
+        )
+    return [{"label": label, "weeks": weeks} for label, weeks in curves.items()]
