@@ -1,4 +1,4 @@
-"""`flokit`: migrate, administer workspaces and keys, run the whole service."""
+"""`flokit`: migrate, administer workspaces, keys and ingest, run the whole service, refresh the warehouse."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import click
 from cli.admin import admin
 from cli.db import db
 from cli.demo import demo
+from cli.ingest import ingest
+from cli.refresh import refresh
 from cli.up import up
 from cli.webhooks import webhooks
 
@@ -21,6 +23,8 @@ main.add_command(db)
 main.add_command(admin)
 main.add_command(up)
 main.add_command(demo)
+main.add_command(refresh)
+admin.add_command(ingest)
 
 
 if __name__ == "__main__":

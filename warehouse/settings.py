@@ -62,6 +62,15 @@ def _positive_number(env: Mapping[str, str], name: str, default: float, *, allow
     return value
 
 
+def _count(env: Mapping[str, str], name: str, default: int, minimum: int, maximum: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not minimum <= int(raw) <= maximum:
+        raise SettingsError(f"{name} must be a whole number from {minimum} to {maximum}, got {raw!r}")
+    return int(raw)
+
+
 def _database_url(env: Mapping[str, str], data_dir: Path) -> str:
     raw = env.get("FLOKIT_DATABASE_URL", "").strip()
     if not raw:
@@ -95,7 +104,11 @@ class Settings:
     webhooks_allow_private: bool = False
     # Multiplier on the webhook retry delays (30 s ... 6 h); tests shrink it, 0 retries at once.
     webhook_backoff_scale: float = 1.0
-    # Minimum interval between evaluations of FloKit's queue sensors (the daemon adds its own ~5 s).
+    # Reverse proxies in front of the ingest gateway that append to X-Forwarded-For. 0: the
+    # socket peer is the client (a header sent by a direct caller is ignored, never trusted).
+    trusted_proxies: int = 0
+    # Minimum seconds between evaluations of FloKit's queue sensors (landed events, webhook
+    # deliveries); the daemon itself evaluates sensors at most about every 5 s.
     sensor_interval_s: int = 5
 
     def __post_init__(self) -> None:
@@ -115,6 +128,7 @@ class Settings:
             surfaces=_surfaces(env),
             api_port=_port(env, "FLOKIT_API_PORT", 8000),
             dagster_port=_port(env, "FLOKIT_DAGSTER_PORT", 3000),
+            trusted_proxies=_count(env, "FLOKIT_TRUSTED_PROXIES", 0, 0, 10),
             dagster_home=Path(dagster_home).expanduser().resolve() if dagster_home else data_dir / "dagster",
             webhooks_allow_private=_flag(env, "FLOKIT_WEBHOOKS_ALLOW_PRIVATE"),
             webhook_backoff_scale=_positive_number(env, "FLOKIT_WEBHOOK_BACKOFF_SCALE", 1.0, allow_zero=True),
@@ -144,5 +158,6 @@ class Settings:
             "DAGSTER_HOME": str(self.dagster_home),
             "FLOKIT_WEBHOOKS_ALLOW_PRIVATE": "1" if self.webhooks_allow_private else "0",
             "FLOKIT_WEBHOOK_BACKOFF_SCALE": repr(self.webhook_backoff_scale),
+            "FLOKIT_TRUSTED_PROXIES": str(self.trusted_proxies),
             "FLOKIT_SENSOR_INTERVAL_S": str(self.sensor_interval_s),
         }

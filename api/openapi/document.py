@@ -140,7 +140,7 @@ def build_document(app: Flask, *, title: str, description: str, surface: str | N
         for status, answer in sorted(op.responses.items()):
             responses[str(status)] = _response(status, answer, refs)
         errors = set(op.errors)
-        if op.query is not None or op.body is not None:
+        if (op.query is not None and op.validate_query) or op.body is not None:
             errors |= {400}
         if op.body is not None:
             errors |= {413}

@@ -23,6 +23,9 @@ class Operation:
     summary: str
     responses: dict[int, type[BaseModel] | str | None]
     query: type[BaseModel] | None = None
+    # False: the query model only documents the parameters; the view reads them itself (ingest
+    # callbacks are never refused for a bad parameter: normalization drops or ignores it).
+    validate_query: bool = True
     body: type[BaseModel] | None = None
     body_required: bool = True
     errors: tuple[int, ...] = ()
@@ -37,6 +40,7 @@ def operation(
     summary: str,
     responses: dict[int, type[BaseModel] | str | None],
     query: type[BaseModel] | None = None,
+    validate_query: bool = True,
     body: type[BaseModel] | None = None,
     body_required: bool = True,
     errors: Iterable[int] = (),
@@ -55,6 +59,7 @@ def operation(
         summary=summary,
         responses=responses,
         query=query,
+        validate_query=validate_query,
         body=body,
         body_required=body_required,
         errors=tuple(errors),
@@ -70,7 +75,7 @@ def operation(
             for name, value in (request.view_args or {}).items():
                 if isinstance(value, str) and "\x00" in value:
                     raise ApiError(400, f"Invalid path parameter '{name}': must not contain NUL characters")
-            if op.query is not None:
+            if op.query is not None and op.validate_query:
                 kwargs["query"] = _validate(op.query, request.args.to_dict(), "query parameter")
             if op.body is not None:
                 raw = request.get_data(cache=True)

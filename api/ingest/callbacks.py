@@ -1,0 +1,108 @@
+"""GET|POST /ingest/<vendor>: one attribution callback -> one ingest outcome.
+
+The hot path is one write transaction: one query (credential, mapping entry, allowlist), then
+for an accepted event the dedup claim and the landed row (`landing.land`). A failure in the
+write rolls both back and the error handler answers 500 `Internal Server Error`, so the
+vendor's retry is processed afresh and counts as `written`, never as `duplicate`.
+"""
+
+from __future__ import annotations
+
+from flask import Response, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.context import state
+from api.errors import ApiError
+from api.ingest import blueprint
+from api.openapi import operation
+from transforms.ingest.attribution import ADAPTERS, Dropped, mapping_key, normalize
+from transforms.ingest.network import address_allowed, client_address
+from warehouse.db import utcnow
+from warehouse.events.landing import land
+from warehouse.ingest.repository import callback_context
+
+UNVERIFIED = "Unverified callback."
+
+
+class CallbackParameters(BaseModel):
+    """The attribution provider's callback parameters (spec "Measurement ingest"); the shared
+    `secret` is the `ingestSecret` security scheme. Documented, not validated: a bad value is
+    dropped or ignored by normalization and counted in the outcome, never answered with 400."""
+
+    model_config = ConfigDict(extra="allow")
+
+    app_token: str = Field(description="Vendor app token; maps to the workspace server-side.")
+    event_token: str | None = Field(None, description="Vendor event token, mapped to a canonical event type.")
+    activity_kind: str | None = Field(None, description="install, reattribution, event, ...")
+    created_at: str | None = Field(None, description="Unix seconds or ISO 8601; missing or invalid: dropped.")
+    os_name: str | None = Field(None, description="Normalized to ios or android.")
+    country: str | None = Field(None, description="ISO 3166-1 alpha-2, uppercased.")
+    adid: str | None = None
+    idfa: str | None = None
+    gps_adid: str | None = None
+    revenue: str | None = Field(None, description="Decimal number, kept in properties.")
+    currency: str | None = Field(None, description="ISO 4217, kept in properties.")
+    user_id: str | None = Field(None, description="FloKit-side user id (partner parameter).")
+    event_id: str | None = Field(None, description="Optional unique id of the callback (stable deduplication id).")
+
+
+class IngestOutcome(BaseModel):
+    """Spec "Ingest outcome": one callback received, and what became of it."""
+
+    received: int
+    written: int
+    duplicate: int
+    dropped: int
+
+
+def _params() -> dict[str, str]:
+    """Query string, then (POST) the form body; a body value wins over the same query name. A
+    value holding NUL is no value (no database text column can store it): without it the
+    callback is verified, mapped or dropped like any other."""
+    params = request.args.to_dict(flat=True)
+    if request.method == "POST":
+        params.update(request.form.to_dict(flat=True))
+    return {name: value for name, value in params.items() if "\x00" not in value}
+
+
+def _outcome(*, written: int = 0, duplicate: int = 0, dropped: int = 0) -> Response:
+    return jsonify({"received": 1, "written": written, "duplicate": duplicate, "dropped": dropped})
+
+
+@blueprint.route("/ingest/<vendor>", methods=["GET", "POST"])
+@operation(
+    summary="Receive one attribution callback",
+    description="One callback per request: GET with query parameters, or POST with them in the query "
+    "string or a form-encoded body. Normalized, deduplicated (30 days) and landed for the warehouse. "
+    "500 is safe to retry: nothing of the callback was kept.",
+    query=CallbackParameters,
+    validate_query=False,
+    responses={200: IngestOutcome},
+    errors=(401, 500),
+    security="ingestSecret",
+    tags=["ingest"],
+    path_params={"vendor": {"type": "string", "enum": sorted(ADAPTERS)}},
+)
+def receive_callback(vendor: str) -> Response:
+    adapter = ADAPTERS.get(vendor)
+    if adapter is None:
+        raise ApiError(404, f"Unknown vendor: {vendor}")
+    app = state()
+    params = _params()
+    caller = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), app.settings.trusted_proxies)
+    key = mapping_key(params)
+    # One transaction per callback: lookup, then (for an accepted event) claim + landed row. An
+    # exception anywhere rolls it all back (401/drop write nothing; a failed write leaves no claim).
+    with app.db.write() as conn:
+        context = callback_context(conn, vendor=vendor, app_token=params.get("app_token"), key=key)
+        if not context.secret_matches(params.get("secret")) or not address_allowed(caller, context.allowlist):
+            raise ApiError(401, UNVERIFIED)
+        assert context.workspace_id is not None  # secret_matches is False for unknown app tokens
+        mapping = {key or "": context.event_type} if context.event_type else {}
+        event = normalize(
+            params, adapter=adapter, workspace_id=context.workspace_id, mapping=mapping, received_at=utcnow()
+        )
+        if isinstance(event, Dropped):
+            return _outcome(dropped=1)
+        landed = land(conn, [event])
+    return _outcome(written=len(landed.written), duplicate=len(landed.duplicate))

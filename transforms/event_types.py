@@ -1,0 +1,40 @@
+"""The canonical event types: the one vocabulary every source maps into.
+
+Vendors speak in their own tokens (an attribution provider's `event_token`, a store's
+notification type); workspace mappings translate those tokens into these names, and every
+downstream model (payback, cohorts, funnels) groups by them. Adding a type is a one-line change
+here; renaming one is a data migration, so names describe the business fact, not a vendor.
+"""
+
+from __future__ import annotations
+
+INSTALL = "install"
+REATTRIBUTION = "reattribution"
+TRIAL_START = "trial_start"
+TRIAL_CONVERTED = "trial_converted"
+SUBSCRIPTION_START = "subscription_start"
+RENEWAL = "renewal"
+CANCELLATION = "cancellation"
+REFUND = "refund"
+PURCHASE = "purchase"
+
+CANONICAL_EVENT_TYPES: frozenset[str] = frozenset(
+    {
+        INSTALL,  # first open attributed by the vendor
+        REATTRIBUTION,  # a returning user re-attributed to a new campaign
+        TRIAL_START,  # free trial begun
+        TRIAL_CONVERTED,  # trial turned into the first paid period
+        SUBSCRIPTION_START,  # first paid period without a trial
+        RENEWAL,  # a later paid period
+        CANCELLATION,  # auto-renew turned off (access may continue to period end)
+        REFUND,  # money returned; revenue negative in reports
+        PURCHASE,  # one-off (non-subscription) purchase
+    }
+)
+
+# Types that carry revenue into payback (a refund subtracts it).
+REVENUE_EVENT_TYPES: frozenset[str] = frozenset({TRIAL_CONVERTED, SUBSCRIPTION_START, RENEWAL, PURCHASE, REFUND})
+
+
+def is_canonical(event_type: str) -> bool:
+    return event_type in CANONICAL_EVENT_TYPES

@@ -1,0 +1,215 @@
+"""Attribution callbacks normalized into canonical events: one pure function for every caller.
+
+The ingest endpoint calls `normalize` per callback; a batch re-normalization (after a mapping
+change, replaying raw callbacks) calls the same function, so both always agree. Mapping rules
+of the spec ("Measurement ingest"):
+
+1. The vendor's event token becomes a canonical type through the workspace mapping; unmapped
+   tokens are dropped. Callbacks without an event token (installs, reattributions) are mapped
+   by the key `activity_kind:<activity_kind>` (see `mapping_key`).
+2. `created_at` (Unix seconds or ISO 8601) becomes `occurred_at`; missing or invalid: dropped.
+3. `os_name` becomes `ios` / `android` (anything else: no platform); `country` is uppercased.
+4. `revenue`, `currency`, `event_token`, `activity_kind` are kept in `properties`.
+5. Device identifiers (`adid`, `idfa`, `gps_adid`) and `user_id` are carried for identity joins.
+
+Beyond the spec: events before the lake's first day or more than a day in the future are
+dropped (no partition can hold them), and over-long values are discarded rather than truncated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Literal
+
+from transforms.event_types import CANONICAL_EVENT_TYPES
+from transforms.events import CanonicalEvent, derived_event_id
+
+# The earliest UTC day of the lake; must equal orchestration.partitions.LAKE_START_DATE (a test
+# checks it). Kept here too because transforms may not import orchestration.
+LAKE_START = date(2024, 1, 1)
+# Vendors' clocks drift; an event stamped up to a day ahead is accepted, later ones are bogus.
+MAX_FUTURE = timedelta(days=1)
+# Identifier columns of `landed_events` are 200 characters; longer values are garbage.
+MAX_IDENTIFIER = 200
+# Mapping key prefix for callbacks that carry no event token (e.g. an install callback).
+ACTIVITY_KIND_KEY = "activity_kind:"
+
+DropReason = Literal["unmapped_event", "missing_created_at", "invalid_created_at", "out_of_range"]
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A vendor's callback dialect: its name (the URL segment) and the parameters it sends."""
+
+    vendor: str
+    parameters: tuple[str, ...]
+    # The parameter carrying the vendor's own unique id for a callback, when its template has one.
+    stable_id_parameter: str | None = None
+
+
+ATTRIBUTION_PROVIDER_A = Adapter(
+    vendor="attribution_provider_a",
+    parameters=(
+        "secret",
+        "app_token",
+        "event_token",
+        "activity_kind",
+        "created_at",
+        "os_name",
+        "country",
+        "adid",
+        "idfa",
+        "gps_adid",
+        "revenue",
+        "currency",
+        "user_id",
+    ),
+    # Optional: vendors can add a per-callback unique id placeholder to the callback URL.
+    stable_id_parameter="event_id",
+)
+
+ADAPTERS: Mapping[str, Adapter] = {a.vendor: a for a in (ATTRIBUTION_PROVIDER_A,)}
+
+
+@dataclass(frozen=True)
+class Dropped:
+    reason: DropReason
+
+
+def _value(params: Mapping[str, str], name: str) -> str | None:
+    raw = params.get(name)
+    if raw is None:
+        return None
+    text = str(raw).strip()
+    return text or None
+
+
+def _identifier(params: Mapping[str, str], name: str) -> str | None:
+    text = _value(params, name)
+    return text if text is not None and len(text) <= MAX_IDENTIFIER else None
+
+
+def mapping_key(params: Mapping[str, str]) -> str | None:
+    """What the workspace mapping is looked up by: the event token, else the activity kind."""
+    token = _value(params, "event_token")
+    if token is not None:
+        return token
+    kind = _value(params, "activity_kind")
+    return f"{ACTIVITY_KIND_KEY}{kind.lower()}" if kind is not None else None
+
+
+_UNIX = re.compile(r"^\d{1,12}(\.\d+)?$")
+
+
+def parse_created_at(raw: str | None) -> datetime | None:
+    """Unix seconds (`1732147200`, `1732147200.5`) or ISO 8601 (naive means UTC); None if invalid."""
+    if raw is None:
+        return None
+    try:
+        if _UNIX.match(raw):
+            return datetime.fromtimestamp(float(raw), UTC)
+        parsed = datetime.fromisoformat(raw)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+_IOS = frozenset({"ios", "iphone os", "ipados", "iphone", "ipad"})
+
+
+def platform(os_name: str | None) -> str | None:
+    name = (os_name or "").strip().lower()
+    if name in _IOS:
+        return "ios"
+    if name == "android":
+        return "android"
+    return None
+
+
+_COUNTRY = re.compile(r"^[A-Za-z]{2}$")
+
+
+def country(raw: str | None) -> str | None:
+    return raw.upper() if raw is not None and _COUNTRY.match(raw) else None
+
+
+def revenue(raw: str | None) -> float | None:
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def stable_event_id(vendor: str, app_token: str, raw_id: str) -> str:
+    """A vendor's own callback id, namespaced by vendor and app (ids are only unique there)."""
+    digest = hashlib.sha256("\x1f".join((vendor, app_token, raw_id)).encode("utf-8")).hexdigest()
+    return f"evt_{digest[:40]}"
+
+
+def normalize(
+    params: Mapping[str, str],
+    *,
+    adapter: Adapter,
+    workspace_id: str,
+    mapping: Mapping[str, str],
+    received_at: datetime,
+) -> CanonicalEvent | Dropped:
+    """One callback's parameters to one canonical event, or the reason it is dropped.
+
+    `mapping` is the workspace's vendor-token -> canonical-type mapping (the endpoint passes the
+    one entry it looked up; a batch passes the whole mapping).
+    """
+    key = mapping_key(params)
+    event_type = mapping.get(key) if key is not None else None
+    if event_type is None or event_type not in CANONICAL_EVENT_TYPES:
+        return Dropped("unmapped_event")
+    raw_created = _value(params, "created_at")
+    if raw_created is None:
+        return Dropped("missing_created_at")
+    occurred_at = parse_created_at(raw_created)
+    if occurred_at is None:
+        return Dropped("invalid_created_at")
+    if occurred_at.date() < LAKE_START or occurred_at > received_at + MAX_FUTURE:
+        return Dropped("out_of_range")
+
+    app_token = _value(params, "app_token") or ""
+    identity = {name: _identifier(params, name) for name in ("user_id", "adid", "idfa", "gps_adid")}
+    event_token = _value(params, "event_token")
+    activity_kind = _value(params, "activity_kind")
+    raw_id = _identifier(params, adapter.stable_id_parameter) if adapter.stable_id_parameter else None
+    if raw_id is not None:
+        event_id = stable_event_id(adapter.vendor, app_token, raw_id)
+    else:
+        event_id = derived_event_id(
+            source=adapter.vendor,
+            app=app_token,
+            # Every identity field, so two devices of one anonymous campaign never collide.
+            user="\x1e".join(v or "" for v in identity.values()),
+            event_type=event_type,
+            occurred_at=occurred_at,
+            raw_event_id=event_token or activity_kind,
+        )
+    currency = _value(params, "currency")
+    return CanonicalEvent(
+        event_id=event_id,
+        workspace_id=workspace_id,
+        event_type=event_type,
+        occurred_at=occurred_at,
+        source=adapter.vendor,
+        received_at=received_at,
+        platform=platform(_value(params, "os_name")),
+        country=country(_value(params, "country")),
+        properties={
+            "revenue": revenue(_value(params, "revenue")),
+            "currency": currency.upper()[:8] if currency else None,
+            "event_token": event_token,
+            "activity_kind": activity_kind,
+        },
+        **identity,
+    )

@@ -1,0 +1,1 @@
+"""Measurement ingest state: vendor credentials, event mappings and IP allowlists."""
