@@ -7,10 +7,32 @@ events of the current UTC day arrive all day long.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from datetime import date
+
 import dagster as dg
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 # The earliest UTC day any FloKit data can belong to. Events that occurred before it are dropped
 # at ingest (an attribution callback two years late is a vendor bug, not a conversion).
 LAKE_START_DATE = "2024-01-01"
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=LAKE_START_DATE, end_offset=1, timezone="UTC")
+
+
+def range_tags(days: Iterable[date]) -> dict[str, str]:
+    """Run tags that make one run cover the daily partitions from the first to the last day
+    (assets with a single-run backfill policy then see the whole range in one run)."""
+    ordered = sorted(days)
+    return {
+        ASSET_PARTITION_RANGE_START_TAG: ordered[0].isoformat(),
+        ASSET_PARTITION_RANGE_END_TAG: ordered[-1].isoformat(),
+    }
+
+
+def range_label(tags: Mapping[str, str]) -> str | None:
+    """`first..last` of a range run's tags (a single day as itself); None for other runs."""
+    first, last = tags.get(ASSET_PARTITION_RANGE_START_TAG), tags.get(ASSET_PARTITION_RANGE_END_TAG)
+    if not first:
+        return None
+    return first if first == last else f"{first}..{last}"

@@ -19,6 +19,11 @@ import polars as pl
 
 from warehouse.lake import Lake
 
+# The file format analysts' tools must read. DuckDB 2.0 writes a storage version that no 1.x
+# DuckDB opens, and the DuckDB CLI on PyPI (`duckdb-cli`, installed with FloKit) is 1.5; v1.0.0
+# storage opens in every DuckDB from 1.0 on. The catalog holds only views, so nothing is lost.
+STORAGE_VERSION = "v1.0.0"
+
 
 @dataclass(frozen=True)
 class CatalogView:
@@ -47,8 +52,10 @@ def build_catalog(path: Path, lake: Lake, views: Iterable[CatalogView]) -> dict[
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     counts: dict[str, int] = {}
     try:
-        con = duckdb.connect(str(tmp))
+        con = duckdb.connect()
         try:
+            con.execute(f"ATTACH {_literal(str(tmp))} AS catalog (STORAGE_VERSION {_literal(STORAGE_VERSION)})")
+            con.execute("USE catalog")
             for view in views:
                 files = sorted(lake.dataset_dir(view.dataset).glob("**/*.parquet"))
                 if files:
@@ -63,6 +70,8 @@ def build_catalog(path: Path, lake: Lake, views: Iterable[CatalogView]) -> dict[
                 for column, comment in view.column_comments.items():
                     con.execute(f"COMMENT ON COLUMN {_quote(view.name)}.{_quote(column)} IS {_literal(comment)}")
                 counts[view.name] = con.execute(f"SELECT count(*) FROM {_quote(view.name)}").fetchone()[0]  # noqa: S608
+            con.execute("USE memory")
+            con.execute("DETACH catalog")
         finally:
             con.close()
         os.replace(tmp, path)

@@ -7,13 +7,15 @@ their derived partition), used by the schedule and by `refresh_reports`.
 
 from __future__ import annotations
 
-from datetime import date
+from collections.abc import Mapping
+from typing import Any
 
 import dagster as dg
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+from orchestration.partitions import range_tags
 from orchestration.reports.assets import GROUP
-from orchestration.resources import LakeResource
+from orchestration.resources import DatabaseResource, LakeResource
+from warehouse.events.landing import pending_days
 from warehouse.lake import Lake
 from warehouse.reports import serving, store
 
@@ -25,14 +27,6 @@ REFRESH_CRON = "0 */6 * * *"
 reports_job = dg.define_asset_job(REPORTS_JOB, selection=REPORTS_SELECTION, description="Refresh the reports.")
 
 
-def range_tags(days: list[date]) -> dict[str, str]:
-    """Tags that make one run cover the daily partitions from the first to the last day."""
-    return {
-        ASSET_PARTITION_RANGE_START_TAG: min(days).isoformat(),
-        ASSET_PARTITION_RANGE_END_TAG: max(days).isoformat(),
-    }
-
-
 def refresh_run_request(lake: Lake) -> dg.RunRequest | dg.SkipReason:
     days = store.stale_days(lake)
     if not days:
@@ -40,18 +34,35 @@ def refresh_run_request(lake: Lake) -> dg.RunRequest | dg.SkipReason:
     return dg.RunRequest(tags=range_tags(days))
 
 
-@dg.schedule(cron_schedule=REFRESH_CRON, job=reports_job, execution_timezone="UTC", description="Six-hourly reports.")
+@dg.schedule(
+    cron_schedule=REFRESH_CRON,
+    job=reports_job,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,  # spec: refreshed every 6 hours, no one has to switch it on
+    description="Six-hourly reports.",
+)
 def reports_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
     return refresh_run_request(lake.lake())
 
 
-@dg.sensor(job=reports_job, minimum_interval_seconds=30, description="First reports as soon as data exists.")
-def reports_first_refresh(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
+@dg.sensor(
+    job=reports_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="First reports as soon as data exists.",
+)
+def reports_first_refresh(
+    context: dg.SensorEvaluationContext, lake: LakeResource, database: DatabaseResource
+) -> dg.RunRequest | dg.SkipReason:
     """A newcomer (`flokit up` seeds a demo history) should not wait up to six hours for the first
-    reports: while nothing is published yet, refresh as soon as input days exist. After the
-    first publish the schedule owns refreshes."""
+    reports: while nothing is published yet, refresh as soon as input days exist and every landed
+    event is in the lake (a first publish from half-written days would then stand for six hours).
+    After the first publish the schedule owns refreshes."""
     if serving.reports_path(lake.settings_data_dir).exists():
         return dg.SkipReason("reports already published; the six-hourly schedule refreshes them")
+    with database.database().read() as conn:
+        if pending_days(conn):
+            return dg.SkipReason("landed events are still being written to canonical_events")
     request = refresh_run_request(lake.lake())
     if isinstance(request, dg.SkipReason):
         return request
@@ -61,11 +72,18 @@ def reports_first_refresh(context: dg.SensorEvaluationContext, lake: LakeResourc
 
 
 def refresh_reports(
-    definitions: dg.Definitions, instance: dg.DagsterInstance, lake: Lake
+    definitions: dg.Definitions,
+    instance: dg.DagsterInstance,
+    lake: Lake,
+    *,
+    tags: Mapping[str, str] | None = None,
+    run_config: Mapping[str, Any] | None = None,
 ) -> dg.ExecuteInProcessResult | None:
-    """Bring the reports up to date now, in this process (tests, benchmarks, one-off CLI use):
+    """Bring the reports up to date now, in this process (`flokit refresh`, tests, benchmarks):
     the same run the schedule would request. None when no input day changed."""
     request = refresh_run_request(lake)
     if isinstance(request, dg.SkipReason):
         return None
-    return definitions.resolve_job_def(REPORTS_JOB).execute_in_process(instance=instance, tags=request.tags)
+    return definitions.resolve_job_def(REPORTS_JOB).execute_in_process(
+        instance=instance, tags={**request.tags, **(tags or {})}, run_config=run_config, raise_on_error=False
+    )

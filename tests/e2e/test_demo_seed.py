@@ -1,4 +1,5 @@
-"""`flokit demo seed` end to end: landed through the real path, then lake, refresh and the API."""
+"""`flokit demo seed` then `flokit refresh`, end to end as processes: landed through the real path,
+then lake, reports, catalog and the API."""
 
 import json
 import os
@@ -7,13 +8,12 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import dagster as dg
+import duckdb
 import pytest
 import sqlalchemy as sa
 
 from api.app import create_app
 from tests.conftest import bearer
-from tests.reports_support import refresh
 from tests.support import ROOT
 from warehouse.db import Database
 from warehouse.events import landing
@@ -26,29 +26,13 @@ pytestmark = pytest.mark.e2e
 FLOKIT = str(Path(sys.executable).parent / "flokit")
 
 
-def seed(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **settings.child_env()}
-    return subprocess.run(
-        [FLOKIT, "demo", "seed", *args, "--json"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return subprocess.run([FLOKIT, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
-def write_landed_days_to_lake(db: Database, lake: Lake) -> None:
-    """What the ingest pipeline's canonical_events asset does for each pending day."""
-    with db.read() as conn:
-        days = landing.pending_days(conn)
-    for day in days:
-        with db.read() as conn:
-            frame, seqs = landing.day_frame(conn, day)
-        lake.write(frame, lake.partition_path(store.CANONICAL_EVENTS, day))
-        with db.write() as conn:
-            landing.mark_in_lake(conn, seqs)
+def seed(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return flokit(settings, "demo", "seed", *args, "--json")
 
 
 def test_seed_lands_events_and_makes_reports_answerable(settings: Settings, db: Database, workspace: dict) -> None:
@@ -65,17 +49,24 @@ def test_seed_lands_events_and_makes_reports_answerable(settings: Settings, db: 
     again = json.loads(seed(settings, *args).stdout)
     assert again["written"] == 0 and again["duplicate"] == result["events"]
 
-    lake = Lake(settings.lake_dir)
-    write_landed_days_to_lake(db, lake)
-    assert len(store.partition_days(lake, store.SPEND_RAW)) > 0
-    with dg.DagsterInstance.ephemeral() as instance:
-        run = refresh(settings.data_dir, settings.database_url, instance)
-        assert run is not None and run.success
+    refreshed = flokit(settings, "refresh", "--json")
+    assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
+    runs = json.loads(refreshed.stdout)["runs"]
+    assert [r["name"] for r in runs] == ["canonical_events", "reports", "analyst_catalog"]
+    assert all(r["success"] for r in runs)
+    assert len(store.partition_days(Lake(settings.lake_dir), store.CANONICAL_EVENTS)) >= 20
+    with db.read() as conn:
+        assert landing.pending_days(conn) == {}
     client = create_app(settings).test_client()
     query = {"start_date": result["first_day"], "end_date": result["last_day"], "group_by": "country"}
     body = client.get("/v1/reports/payback", query_string=query, headers=bearer(workspace["api_key_read_only"])).json
     assert {r["cohort"] for r in body["data"]} == {"US", "GB", "DE", "FR", "BR", "JP"}
     assert body["meta"]["generated_at"] is not None
+    with duckdb.connect(str(settings.catalog_path), read_only=True) as con:
+        events, payback = con.execute(
+            "SELECT (SELECT count(*) FROM canonical_events), (SELECT count(*) FROM payback)"
+        ).fetchone()
+    assert events == result["events"] and payback > 0
 
 
 def test_seed_an_unknown_workspace_fails(settings: Settings) -> None:

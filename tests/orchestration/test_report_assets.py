@@ -12,14 +12,18 @@ from polars.testing import assert_frame_equal
 from orchestration.definitions import build_definitions
 from orchestration.reports.assets import acquisitions, payback_cube
 from orchestration.reports.jobs import REFRESH_CRON, reports_first_refresh, reports_schedule
-from orchestration.resources import LakeResource
+from orchestration.resources import DatabaseResource, LakeResource
 from tests.reports_support import START, refresh, seed_lake
 from transforms.reports import quality
 from transforms.reports.schemas import PAYBACK_KEY
 from warehouse.catalog import build_catalog
+from warehouse.db import Database
+from warehouse.events.tables import landed_events
 from warehouse.lake import Lake
 from warehouse.reports import demo, serving, store
 from warehouse.reports.catalog_views import REPORT_VIEWS
+from warehouse.reports.demo import land_frame
+from warehouse.settings import Settings
 
 URL = "sqlite:///unused.db"
 README_QUERY = """
@@ -76,7 +80,7 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     assert touched(store.PAYBACK_DAILY) == [date(2026, 6, d) for d in range(10, 17)]
     assert_frame_equal(store.scan_table(lake, store.PAYBACK).collect(), cube)
 
-    # The analyst catalog views (wired into analyst_catalog at merge) answer the README's query.
+    # The analyst catalog views answer the README's query.
     counts = build_catalog(tmp_path / "warehouse.duckdb", lake, REPORT_VIEWS)
     assert counts["payback"] == cube.height and counts["cohorts"] > 0 and counts["spend"] > 0
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
@@ -87,19 +91,30 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     assert {r[0] for r in rows} >= {"meta_broad", "organic"} and comment[0].startswith("Days since install")
 
 
-def test_schedule_and_first_refresh_sensor_request_the_changed_days(tmp_path: Path) -> None:
-    lake = LakeResource(data_dir=str(tmp_path))
+def test_schedule_and_first_refresh_sensor_request_the_changed_days(settings: Settings, db: Database) -> None:
+    data_dir = settings.data_dir
+    lake = LakeResource(data_dir=str(data_dir))
+    resources = {"lake": lake, "database": DatabaseResource(url=settings.database_url)}
     context = dg.build_schedule_context(resources={"lake": lake})
     assert isinstance(reports_schedule(context), dg.SkipReason)
     assert reports_schedule.cron_schedule == REFRESH_CRON == "0 */6 * * *"
-    seed_lake(tmp_path, "ws_s", users=100, days=5)
+    data = seed_lake(data_dir, "ws_s", users=100, days=5)
     request = reports_schedule(context)
     assert isinstance(request, dg.RunRequest)
     assert set(request.tags.values()) == {START.isoformat(), date(2026, 6, 5).isoformat()}
-    sensor_request = reports_first_refresh(dg.build_sensor_context(resources={"lake": lake}))
+    sensor_request = reports_first_refresh(dg.build_sensor_context(resources=resources))
     assert isinstance(sensor_request, dg.RunRequest) and sensor_request.run_key
-    serving.reports_path(tmp_path).write_bytes(b"")  # once published, the schedule owns refreshes
-    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources={"lake": lake})), dg.SkipReason)
+
+    # Landed events not yet in the lake: the first publish waits for them.
+    land_frame(db, data.events.head(1).with_columns(pl.lit("evt_pending").alias("event_id")))
+    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources=resources)), dg.SkipReason)
+    with db.write() as conn:
+        conn.execute(landed_events.update().values(in_lake=True))
+    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources=resources)), dg.RunRequest)
+
+    serving.reports_path(data_dir).parent.mkdir(parents=True, exist_ok=True)
+    serving.reports_path(data_dir).write_bytes(b"")  # once published, the schedule owns refreshes
+    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources=resources)), dg.SkipReason)
 
 
 def test_reports_are_in_the_definitions() -> None:
@@ -107,6 +122,9 @@ def test_reports_are_in_the_definitions() -> None:
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert {"payback", "cohort_curves", "spend", "acquisitions", "subscription_events", "published_reports"} <= keys
     assert repo.has_schedule_def("reports_schedule") and repo.has_job("refresh_reports")
+    # Running from the first start of the daemon: nobody has to switch the six-hourly refresh on.
+    assert repo.get_schedule_def("reports_schedule").default_status == dg.DefaultScheduleStatus.RUNNING
+    assert repo.get_sensor_def("reports_first_refresh").default_status == dg.DefaultSensorStatus.RUNNING
     assert payback_cube.key.to_user_string() == "payback"
 
 

@@ -1,4 +1,4 @@
-"""Analyst catalog views of the reports (wired into the `analyst_catalog` asset at merge)."""
+"""Analyst catalog views of the reports (`orchestration/catalog.py` builds them into warehouse.duckdb)."""
 
 from __future__ import annotations
 

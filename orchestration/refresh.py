@@ -1,0 +1,101 @@
+"""Bring the warehouse up to date now (`flokit refresh`): landed events, reports, catalog.
+
+Runs go through the Dagster instance it is given (the one at DAGSTER_HOME), so they appear in
+the UI's run history like the daemon's, and each is the run the daemon itself would request:
+
+1. `canonical_events` over every UTC day with pending landed rows (one run over the range, as
+   `landed_events_sensor` requests it; only the changed days are rewritten);
+2. the reports over every day whose inputs changed (the six-hourly schedule's run);
+3. `analyst_catalog`, last, since it reads what the others wrote.
+
+A step that has nothing to do starts no run. The refresh stops at the first failed run:
+whatever is downstream of a failure would be stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from orchestration.catalog import analyst_catalog
+from orchestration.events.assets import ASSET as EVENTS
+from orchestration.events.sensors import events_run_request, requestable_days
+from orchestration.partitions import range_label
+from orchestration.reports.jobs import refresh_reports
+from warehouse.db import Database
+from warehouse.events.landing import pending_days
+from warehouse.lake import Lake
+
+REFRESH_TAG = "flokit/refresh"
+# Dagster's console logger prints every step event at DEBUG; the refresh prints its own progress
+# and the full event log stays in the instance (Dagster UI).
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass
+class RunOutcome:
+    name: str
+    partition: str | None  # the day, or `first..last` for a range run
+    run_id: str
+    success: bool
+    assets: list[str] = field(default_factory=list)
+
+
+def refresh(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    database: Database,
+    lake: Lake,
+    progress: Callable[[str], None] = lambda _line: None,
+) -> list[RunOutcome]:
+    """Run the three steps; returns one outcome per run started."""
+    outcomes: list[RunOutcome] = []
+    job = defs.resolve_implicit_global_asset_job_def()
+
+    def record(name: str, result: dg.ExecuteInProcessResult) -> bool:
+        materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+        outcome = RunOutcome(
+            name, range_label(result.dagster_run.tags), result.run_id, result.success, sorted(materialized)
+        )
+        outcomes.append(outcome)
+        where = f" [{outcome.partition}]" if outcome.partition else ""
+        verdict = "succeeded" if outcome.success else "FAILED"
+        progress(f"  run {outcome.run_id} {verdict}: {', '.join(outcome.assets) or 'nothing new'}{where}")
+        return result.success
+
+    with database.read() as conn:
+        days = requestable_days(pending_days(conn), datetime.now(UTC).date())
+    progress(f"{len(days)} day(s) with new landed events")
+    if days:
+        request = events_run_request(days)
+        progress(f"materializing canonical_events [{range_label(request.tags)}] ...")
+        result = job.execute_in_process(
+            instance=instance,
+            asset_selection=[EVENTS],
+            tags={**request.tags, REFRESH_TAG: "true"},
+            raise_on_error=False,
+            run_config=QUIET,
+        )
+        if not record("canonical_events", result):
+            return outcomes
+
+    progress("refreshing the reports (days whose inputs changed) ...")
+    reports = refresh_reports(defs, instance, lake, tags={REFRESH_TAG: "true"}, run_config=QUIET)
+    if reports is None:
+        progress("  reports are up to date")
+    elif not record("reports", reports):
+        return outcomes
+
+    progress("rebuilding the analyst catalog ...")
+    catalog = job.execute_in_process(
+        instance=instance,
+        asset_selection=[analyst_catalog.key],
+        tags={REFRESH_TAG: "true"},
+        raise_on_error=False,
+        run_config=QUIET,
+    )
+    record("analyst_catalog", catalog)
+    return outcomes
