@@ -4,8 +4,10 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import psutil
 import pytest
 import requests
@@ -28,11 +30,15 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signa
     }
     env.pop("DAGSTER_HOME", None)
     env.pop("FLOKIT_DATABASE_URL", None)
+    # A file, not a pipe: nobody reads a pipe until the end, and once its 64 KB buffer is full
+    # every child writing its log (the daemon, gunicorn's access log) would block.
+    log_path = tmp_path / "up.log"
+    log = log_path.open("w")
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "flokit"), "up", "--workers", "1"],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
     )
@@ -44,10 +50,14 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signa
         assert "gunicorn" in names and "dagster-webserver" in names and "dagster-daemon" in names
         assert (tmp_path / "data" / "dagster" / "dagster.yaml").exists()
         assert requests.get(f"http://127.0.0.1:{api_port}/v1/workspace", timeout=5).status_code == 401
-        assert_demo_queue_is_listed(f"http://127.0.0.1:{api_port}", tmp_path / "data" / "flokit.db")
+        key = assert_demo_queue_is_listed(f"http://127.0.0.1:{api_port}", tmp_path / "data" / "flokit.db")
+        if stop_signal == signal.SIGINT:  # once is enough: the daemon's pipeline takes a minute
+            assert_daemon_brings_the_demo_to_reports_and_catalog(f"http://127.0.0.1:{api_port}", key, tmp_path / "data")
     finally:
         proc.send_signal(stop_signal)
-        output, _ = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+        log.close()
+    output = log_path.read_text()
     assert proc.returncode == 0, output[-3000:]
     assert "api_key_read_write" in output  # demo workspace keys printed once on first run
     assert f"http://127.0.0.1:{api_port}" in output and f"http://127.0.0.1:{ui_port}" in output
@@ -55,8 +65,9 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signa
     assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
 
 
-def assert_demo_queue_is_listed(base: str, sqlite_path: Path) -> None:
-    """A newcomer's first GET /v1/actions shows the demo queue in several statuses."""
+def assert_demo_queue_is_listed(base: str, sqlite_path: Path) -> str:
+    """A newcomer's first GET /v1/actions shows the demo queue in several statuses. Returns a
+    read-only key of the demo workspace."""
     db = Database(f"sqlite:///{sqlite_path}")
     try:
         with db.write() as conn:
@@ -68,3 +79,31 @@ def assert_demo_queue_is_listed(base: str, sqlite_path: Path) -> None:
     assert r.status_code == 200
     statuses = {a["status"] for a in r.json()["actions"]}
     assert statuses == {"draft", "ready", "approved", "running", "completed", "rejected", "rolled_back"}
+    return key
+
+
+def assert_daemon_brings_the_demo_to_reports_and_catalog(base: str, key: str, data_dir: Path) -> None:
+    """Nobody runs `flokit refresh`: the daemon's sensors take the landed demo history into the
+    lake (landed_events_sensor), publish the first reports once every landed event is in the
+    lake (reports_first_refresh) and build the analyst catalog (analyst_catalog_sensor)."""
+    today = datetime.now(UTC).date()
+    query = {"start_date": (today - timedelta(days=90)).isoformat(), "end_date": today.isoformat()}
+
+    def reports_answer() -> bool:
+        r = requests.get(
+            f"{base}/v1/reports/payback", params=query, headers={"Authorization": f"Bearer {key}"}, timeout=5
+        )
+        return r.status_code == 200 and len(r.json()["data"]) > 0
+
+    wait_for(reports_answer, 300, "the first reports from the daemon")
+    catalog = data_dir / "warehouse.duckdb"
+
+    def catalog_has_payback() -> bool:
+        if not catalog.exists():
+            return False
+        with duckdb.connect(str(catalog), read_only=True) as con:
+            return con.execute("SELECT count(*) FROM payback").fetchone()[0] > 0
+
+    wait_for(catalog_has_payback, 120, "the analyst catalog with the reports")
+    with duckdb.connect(str(catalog), read_only=True) as con:
+        assert con.execute("SELECT count(DISTINCT occurred_at::DATE) FROM canonical_events").fetchone()[0] >= 60
