@@ -1,8 +1,9 @@
 """GET|POST /ingest/<vendor>: one attribution callback -> one ingest outcome.
 
-The hot path is one write transaction: one query (credential, mapping entry, allowlist), then
-for an accepted event the dedup claim and the landed row (`landing.land`). A failure in the
-write rolls both back and the error handler answers 500 `Internal Server Error`, so the
+The hot path is one query (credential, mapping entry, allowlist), then for an accepted event
+the dedup claim and the landed row (`landing.land`), atomically: in one transaction on SQLite,
+in one statement on PostgreSQL (`landing.single_event_connection`). A failure in the write
+keeps neither and the error handler answers 500 `Internal Server Error`, so the
 vendor's retry is processed afresh and counts as `written`, never as `duplicate`.
 """
 
@@ -18,7 +19,7 @@ from api.openapi import operation
 from transforms.ingest.attribution import ADAPTERS, Dropped, mapping_key, normalize
 from transforms.ingest.network import address_allowed, client_address
 from warehouse.db import utcnow
-from warehouse.events.landing import land
+from warehouse.events.landing import land, single_event_connection
 from warehouse.ingest.repository import callback_context
 
 UNVERIFIED = "Unverified callback."
@@ -91,9 +92,9 @@ def receive_callback(vendor: str) -> Response:
     params = _params()
     caller = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), app.settings.trusted_proxies)
     key = mapping_key(params)
-    # One transaction per callback: lookup, then (for an accepted event) claim + landed row. An
-    # exception anywhere rolls it all back (401/drop write nothing; a failed write leaves no claim).
-    with app.db.write() as conn:
+    # Lookup, then (for an accepted event) claim + landed row, atomically: one transaction on
+    # SQLite, one statement on PostgreSQL. A failure leaves no claim (401/drop write nothing).
+    with single_event_connection(app.db) as conn:
         context = callback_context(conn, vendor=vendor, app_token=params.get("app_token"), key=key)
         if not context.secret_matches(params.get("secret")) or not address_allowed(caller, context.allowlist):
             raise ApiError(401, UNVERIFIED)

@@ -2,14 +2,17 @@
 
 The caller passes the write transaction (`with db.write() as conn: land(conn, events)`), so a
 failure anywhere before commit releases every claim it made: the vendor's retry is then
-`written`, not `duplicate`. Concurrent identical deliveries race on the claim's primary key;
-exactly one wins (`INSERT ... ON CONFLICT DO NOTHING RETURNING` on both databases).
+`written`, not `duplicate`. The one-event hot path may instead run on `single_event_connection`,
+where on PostgreSQL the claim and the row are ONE statement and so atomic without a
+transaction. Concurrent identical deliveries race on the claim's primary key; exactly one
+wins (`INSERT ... ON CONFLICT DO NOTHING RETURNING` on both databases).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -20,7 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from transforms.events import CANONICAL_EVENT_SCHEMA, CanonicalEvent
-from warehouse.db import utcnow
+from warehouse.db import Database, utcnow
 from warehouse.driver import driver_statement
 from warehouse.events.tables import event_claims, landed_events
 
@@ -102,6 +105,23 @@ def _land_one(conn: Connection, event: CanonicalEvent) -> LandingResult:
     return LandingResult(written=(event.event_id,), duplicate=()) if landed else LandingResult((), (event.event_id,))
 
 
+@contextmanager
+def single_event_connection(db: Database) -> Iterator[Connection]:
+    """The connection to look up a callback's context and `land` its ONE event on.
+
+    PostgreSQL: autocommit. Each statement is atomic alone (the landing is one data-modifying
+    CTE), so a transaction would only add the BEGIN and COMMIT round trips: a callback costs two
+    round trips instead of four. SQLite: a write transaction (the claim and the row are two
+    statements there, and SQLite has no network round trips to save).
+    """
+    if db.is_sqlite:
+        with db.write() as conn:
+            yield conn
+    else:
+        with db.autocommit() as conn:
+            yield conn
+
+
 def land(conn: Connection, events: Sequence[CanonicalEvent]) -> LandingResult:
     """Claim each event id and land the events whose claim is new. Duplicates within the batch
     count once as written and then as duplicates."""
@@ -109,6 +129,8 @@ def land(conn: Connection, events: Sequence[CanonicalEvent]) -> LandingResult:
         return LandingResult((), ())
     if len(events) == 1 and conn.dialect.name in ("postgresql", "sqlite"):
         return _land_one(conn, events[0])  # the ingest hot path: one callback, one event
+    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        raise ValueError("a batch lands in a transaction (db.write()), never on an autocommit connection")
     now = utcnow()
     claims = list({(e.workspace_id, e.event_id): e for e in events}.values())
     params = [{"workspace_id": e.workspace_id, "event_id": e.event_id, "claimed_at": now} for e in claims]

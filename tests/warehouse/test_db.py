@@ -1,0 +1,45 @@
+"""SQLite writers from several processes queue on the writer lock: none fails, none overlaps."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from tests.support import ROOT
+from warehouse import migrate
+from warehouse.db import Database
+
+HOLDER = """
+import sys, time
+from warehouse.db import Database
+db = Database(sys.argv[1])
+with db.write() as conn:
+    conn.exec_driver_sql("INSERT INTO probe VALUES ('holder', 1)")
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_second_process_waits_for_the_writer_and_then_writes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flokit.db'}"
+    db = Database(url)
+    migrate.upgrade(db)
+    with db.write() as conn:
+        conn.exec_driver_sql("CREATE TABLE probe (who TEXT, n INTEGER)")
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, url, "1.0"], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        started = time.monotonic()
+        with db.write() as conn:  # queued behind the other process's open transaction
+            waited = time.monotonic() - started
+            seen = conn.exec_driver_sql("SELECT count(*) FROM probe").scalar()
+            conn.exec_driver_sql("INSERT INTO probe VALUES ('second', 2)")
+    assert holder.returncode == 0
+    assert waited > 0.5 and seen == 1  # it began only after the holder committed
+    with db.read() as conn:
+        assert conn.execute(sa.text("SELECT who FROM probe ORDER BY n")).scalars().all() == ["holder", "second"]
+    assert (tmp_path / "flokit.db.writers").exists()
+    db.dispose()
