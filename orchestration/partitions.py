@@ -13,9 +13,11 @@ from datetime import date
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-# The earliest UTC day any FloKit data can belong to. Events that occurred before it are dropped
-# at ingest (an attribution callback two years late is a vendor bug, not a conversion).
-LAKE_START_DATE = "2024-01-01"
+from transforms.events import LAKE_START
+
+# The earliest UTC day any FloKit data can belong to (transforms.events.LAKE_START): sources
+# refuse or drop events before it.
+LAKE_START_DATE = LAKE_START.isoformat()
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=LAKE_START_DATE, end_offset=1, timezone="UTC")
 

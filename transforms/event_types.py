@@ -10,6 +10,8 @@ from __future__ import annotations
 
 INSTALL = "install"
 REATTRIBUTION = "reattribution"
+PAYWALL_IMPRESSION = "paywall_impression"
+PAYWALL_OFFER_TAP = "paywall_offer_tap"
 TRIAL_START = "trial_start"
 TRIAL_CONVERTED = "trial_converted"
 SUBSCRIPTION_START = "subscription_start"
@@ -22,6 +24,8 @@ CANONICAL_EVENT_TYPES: frozenset[str] = frozenset(
     {
         INSTALL,  # first open attributed by the vendor
         REATTRIBUTION,  # a returning user re-attributed to a new campaign
+        PAYWALL_IMPRESSION,  # a paywall shown (properties: paywall_id, variant_id)
+        PAYWALL_OFFER_TAP,  # an offer tapped on a paywall (properties: paywall_id, product_id)
         TRIAL_START,  # free trial begun
         TRIAL_CONVERTED,  # trial turned into the first paid period
         SUBSCRIPTION_START,  # first paid period without a trial

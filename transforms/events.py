@@ -8,10 +8,24 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import polars as pl
+
+# The earliest UTC day of the lake (its first daily partition). An event before it has no day
+# to live in: sources refuse or drop it (an attribution callback two years late is a vendor
+# bug, not a conversion).
+LAKE_START = date(2024, 1, 1)
+# Clocks drift: an event stamped up to a day ahead is accepted (its day is written once that
+# UTC day has begun); later ones are bogus.
+MAX_FUTURE = timedelta(days=1)
+
+
+def lake_can_hold(occurred_at: datetime, received_at: datetime) -> bool:
+    """Whether an event's time falls in a day the lake has (or will have within a day)."""
+    return occurred_at.date() >= LAKE_START and occurred_at <= received_at + MAX_FUTURE
+
 
 # Lake and catalog column contract of `canonical_events` (properties are JSON text in Parquet,
 # so any key survives the round trip and DuckDB reads them with json_extract).

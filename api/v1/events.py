@@ -12,6 +12,7 @@ from api.context import state
 from api.openapi import operation
 from api.v1 import blueprint
 from transforms.api_events import api_event, canonical_json
+from transforms.events import LAKE_START, lake_can_hold
 from transforms.timefmt import parse_iso8601
 from warehouse.db import utcnow
 from warehouse.events import landing
@@ -27,7 +28,7 @@ class EventBody(BaseModel):
     user_id: str = Field(min_length=1, max_length=200, description="FloKit-side user id.")
     timestamp: str = Field(
         json_schema_extra={"format": "date-time"},
-        description="ISO 8601; no offset means UTC; between 2000-01-01 and 2100-01-01.",
+        description="ISO 8601; no offset means UTC; from 2024-01-01 to one day ahead of now.",
     )
     properties: dict[str, Any] = Field(
         default_factory=dict, description="e.g. campaign_id, creative_id, product_id, price, currency."
@@ -43,7 +44,9 @@ class EventBody(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _timestamp(cls, value: str) -> str:
-        parse_iso8601(value)
+        if not lake_can_hold(parse_iso8601(value), utcnow()):
+            # Accepted but never in the lake would be an event lost in silence: refuse it instead.
+            raise ValueError(f"must be on or after {LAKE_START.isoformat()} and at most one day ahead of now")
         return value
 
     @field_validator("properties")

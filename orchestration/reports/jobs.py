@@ -8,10 +8,12 @@ their derived partition), used by the schedule and by `refresh_reports`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
 
+from orchestration.events.sensors import requestable_days
 from orchestration.partitions import range_tags
 from orchestration.reports.assets import GROUP
 from orchestration.resources import DatabaseResource, LakeResource
@@ -61,7 +63,9 @@ def reports_first_refresh(
     if serving.reports_path(lake.settings_data_dir).exists():
         return dg.SkipReason("reports already published; the six-hourly schedule refreshes them")
     with database.database().read() as conn:
-        if pending_days(conn):
+        # Only days the lake has (yet): an event stamped for tomorrow waits for its day, and
+        # must not hold back the first reports until then.
+        if requestable_days(pending_days(conn), datetime.now(UTC).date()):
             return dg.SkipReason("landed events are still being written to canonical_events")
     request = refresh_run_request(lake.lake())
     if isinstance(request, dg.SkipReason):

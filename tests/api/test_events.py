@@ -53,6 +53,8 @@ def test_resent_events_are_duplicates(client: FlaskClient, db: Database, workspa
         ({"user_id": 42}, "user_id"),
         ({"timestamp": "yesterday"}, "timestamp"),
         ({"timestamp": 1732125845}, "timestamp"),
+        ({"timestamp": "2023-12-31T23:59:59Z"}, "timestamp"),  # before the lake's first day
+        ({"timestamp": "2099-01-01T00:00:00Z"}, "timestamp"),  # more than a day ahead
         ({"properties": ["a"]}, "properties"),
         ({"event_id": ""}, "event_id"),
     ],

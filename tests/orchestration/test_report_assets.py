@@ -1,6 +1,6 @@
 """Report assets materialize for real on temp dirs; a refresh touches only changed days."""
 
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -110,6 +110,12 @@ def test_schedule_and_first_refresh_sensor_request_the_changed_days(settings: Se
     assert isinstance(reports_first_refresh(dg.build_sensor_context(resources=resources)), dg.SkipReason)
     with db.write() as conn:
         conn.execute(landed_events.update().values(in_lake=True))
+    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources=resources)), dg.RunRequest)
+    # An event stamped for a day that has not begun waits for its day; it holds nothing back.
+    ahead = datetime.now(UTC) + timedelta(days=2)
+    land_frame(
+        db, data.events.head(1).with_columns(pl.lit("evt_ahead").alias("event_id"), pl.lit(ahead).alias("occurred_at"))
+    )
     assert isinstance(reports_first_refresh(dg.build_sensor_context(resources=resources)), dg.RunRequest)
 
     serving.reports_path(data_dir).parent.mkdir(parents=True, exist_ok=True)

@@ -23,17 +23,12 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Literal
 
 from transforms.event_types import CANONICAL_EVENT_TYPES
-from transforms.events import CanonicalEvent, derived_event_id
+from transforms.events import CanonicalEvent, derived_event_id, lake_can_hold
 
-# The earliest UTC day of the lake; must equal orchestration.partitions.LAKE_START_DATE (a test
-# checks it). Kept here too because transforms may not import orchestration.
-LAKE_START = date(2024, 1, 1)
-# Vendors' clocks drift; an event stamped up to a day ahead is accepted, later ones are bogus.
-MAX_FUTURE = timedelta(days=1)
 # Identifier columns of `landed_events` are 200 characters; longer values are garbage.
 MAX_IDENTIFIER = 200
 # Mapping key prefix for callbacks that carry no event token (e.g. an install callback).
@@ -175,7 +170,7 @@ def normalize(
     occurred_at = parse_created_at(raw_created)
     if occurred_at is None:
         return Dropped("invalid_created_at")
-    if occurred_at.date() < LAKE_START or occurred_at > received_at + MAX_FUTURE:
+    if not lake_can_hold(occurred_at, received_at):
         return Dropped("out_of_range")
 
     app_token = _value(params, "app_token") or ""

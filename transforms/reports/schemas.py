@@ -1,7 +1,7 @@
 """Column contracts of the report datasets, declared once.
 
-Canonical event types these transforms read (the ingest issue owns the list; reconciled at
-merge): `install`, `paywall_impression`, `paywall_offer_tap`, `trial_start`, `trial_converted`,
+Canonical event types these transforms read (from the one vocabulary, `transforms/event_types.py`):
+`install`, `paywall_impression`, `paywall_offer_tap`, `trial_start`, `trial_converted`,
 `subscription_start`, `renewal`, `cancellation`, `refund`. Properties read: installs carry
 `campaign`, `creative` (country is the event's own column); paywall events carry `paywall_id`,
 `variant_id` and the offer as `product_id` (`offer` accepted as an alias); revenue events
@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import polars as pl
 
-INSTALL = "install"
-PAYWALL_IMPRESSION = "paywall_impression"
-PAYWALL_OFFER_TAP = "paywall_offer_tap"
-TRIAL_START = "trial_start"
-TRIAL_CONVERTED = "trial_converted"
-SUBSCRIPTION_START = "subscription_start"
-RENEWAL = "renewal"
-CANCELLATION = "cancellation"
-REFUND = "refund"
+from transforms.event_types import (
+    CANCELLATION,
+    INSTALL,
+    PAYWALL_IMPRESSION,
+    PAYWALL_OFFER_TAP,
+    REFUND,
+    RENEWAL,
+    SUBSCRIPTION_START,
+    TRIAL_CONVERTED,
+    TRIAL_START,
+)
+
+# The canonical types the reports read (the demo generator produces exactly these).
 EVENT_TYPES = (
     INSTALL,
     PAYWALL_IMPRESSION,

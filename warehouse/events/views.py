@@ -17,8 +17,8 @@ CANONICAL_EVENTS_VIEW = CatalogView(
         "event_id": "Stable id: the vendor's own id hashed with vendor and app, else derived from "
         "vendor, app, identity, type, time and vendor token. Unique per workspace.",
         "workspace_id": "Tenant (ws_...).",
-        "event_type": "Canonical type: install, reattribution, trial_start, trial_converted, "
-        "subscription_start, renewal, cancellation, refund, purchase.",
+        "event_type": "Canonical type: install, reattribution, paywall_impression, paywall_offer_tap, "
+        "trial_start, trial_converted, subscription_start, renewal, cancellation, refund, purchase.",
         "occurred_at": "When it happened (UTC), from the vendor's created_at.",
         "platform": "ios or android; NULL when the vendor's os_name was neither.",
         "country": "ISO 3166-1 alpha-2, uppercase.",
