@@ -138,6 +138,23 @@ class Database:
             yield conn
 
     @contextmanager
+    def driver_write(self) -> Iterator[Connection]:
+        """SQLite: a write transaction begun and ended on the DBAPI connection itself, for code
+        that runs only driver statements (`warehouse/driver.py`): SQLAlchemy's begin and commit
+        bookkeeping was the largest cost left above the database on the ingest hot path. A
+        statement through SQLAlchemy inside it would begin a second transaction and fail loudly."""
+        assert self._writers is not None, "driver_write is for SQLite files"
+        with self.engine.connect() as conn, self._writers.hold():
+            dbapi = conn.connection.driver_connection
+            dbapi.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                dbapi.execute("ROLLBACK")
+                raise
+            dbapi.execute("COMMIT")
+
+    @contextmanager
     def autocommit(self) -> Iterator[Connection]:
         """Each statement commits on its own: for hot paths whose every write is ONE statement
         (atomic by itself), saving the BEGIN and COMMIT round trips of a transaction."""

@@ -115,7 +115,7 @@ def single_event_connection(db: Database) -> Iterator[Connection]:
     statements there, and SQLite has no network round trips to save).
     """
     if db.is_sqlite:
-        with db.write() as conn:
+        with db.driver_write() as conn:
             yield conn
     else:
         with db.autocommit() as conn:
