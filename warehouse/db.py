@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,68 @@ class WriterQueue:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+class PinnedConnections:
+    """One connection per thread, checked out of the engine's pool once and kept (see
+    `Database._pinned`). A forked process never uses its parent's: it pins its own."""
+
+    def __init__(self, engine: Engine, *, autocommit: bool) -> None:
+        self._engine = engine
+        self._autocommit = autocommit
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._all: list[Connection] = []
+
+    def take(self) -> Connection:
+        pinned: tuple[int, Connection] | None = getattr(self._local, "pinned", None)
+        if pinned is not None and pinned[0] == os.getpid():
+            if _alive(pinned[1]):
+                return pinned[1]
+            self.drop()
+        conn = self._engine.connect()
+        if self._autocommit:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        self._local.pinned = (os.getpid(), conn)
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    def drop(self) -> None:
+        """Forget this thread's connection and close it (SQLAlchemy discards a broken one)."""
+        pinned: tuple[int, Connection] | None = getattr(self._local, "pinned", None)
+        self._local.pinned = None
+        if pinned is None or pinned[0] != os.getpid():
+            return
+        with self._lock:
+            self._all = [c for c in self._all if c is not pinned[1]]
+        with suppress(Exception):  # already dead: nothing left to close
+            pinned[1].invalidate()  # closes the DBAPI connection rather than pooling it again
+
+    def close_all(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            with suppress(Exception):  # closing a dead connection must not fail dispose()
+                conn.close()
+
+
+def _alive(conn: Connection) -> bool:
+    """False if the DBAPI connection is closed, or is an idle socket with something to read
+    (the server's goodbye or EOF: it was terminated or restarted). SQLite is always alive."""
+    if conn.invalidated or conn.closed:
+        return False
+    dbapi = conn.connection.driver_connection
+    fileno = getattr(dbapi, "fileno", None)
+    if fileno is None:
+        return True
+    if getattr(dbapi, "closed", False) or getattr(dbapi, "broken", False):
+        return False
+    try:
+        readable, _, _ = select.select([fileno()], [], [], 0)
+    except Exception:  # a connection that cannot say its socket is not usable
+        return False
+    return not readable
+
+
 class Database:
     """One engine per process, with explicit read and write transactions."""
 
@@ -128,6 +191,7 @@ class Database:
         self.is_sqlite = url.startswith("sqlite")
         path = url.removeprefix("sqlite:///") if self.is_sqlite else ""
         self._writers = WriterQueue(Path(path)) if path and path != ":memory:" else None
+        self._pins = PinnedConnections(self.engine, autocommit=not self.is_sqlite)
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -142,9 +206,10 @@ class Database:
         """SQLite: a write transaction begun and ended on the DBAPI connection itself, for code
         that runs only driver statements (`warehouse/driver.py`): SQLAlchemy's begin and commit
         bookkeeping was the largest cost left above the database on the ingest hot path. A
-        statement through SQLAlchemy inside it would begin a second transaction and fail loudly."""
+        statement through SQLAlchemy inside it would begin a second transaction and fail loudly.
+        Runs on this thread's pinned connection (`_pinned`)."""
         assert self._writers is not None, "driver_write is for SQLite files"
-        with self.engine.connect() as conn, self._writers.hold():
+        with self._pinned() as conn, self._writers.hold():
             dbapi = conn.connection.driver_connection
             dbapi.execute("BEGIN IMMEDIATE")
             try:
@@ -155,11 +220,34 @@ class Database:
             dbapi.execute("COMMIT")
 
     @contextmanager
-    def autocommit(self) -> Iterator[Connection]:
-        """Each statement commits on its own: for hot paths whose every write is ONE statement
-        (atomic by itself), saving the BEGIN and COMMIT round trips of a transaction."""
-        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+    def driver_autocommit(self) -> Iterator[Connection]:
+        """Each statement commits on its own: for hot paths whose every write is ONE driver
+        statement (atomic by itself), saving the BEGIN and COMMIT round trips of a transaction.
+        Runs on this thread's pinned connection (`_pinned`)."""
+        with self._pinned() as conn:
             yield conn
+
+    @contextmanager
+    def _pinned(self) -> Iterator[Connection]:
+        """This thread's long-lived connection, for the hot paths above.
+
+        Checking a connection out of the pool and back in costs about as much as a statement
+        (SQLAlchemy's bookkeeping, the reset on return, and on PostgreSQL `pool_pre_ping`'s
+        `SELECT 1` round trip). A pinned connection skips all three. What the ping was for, a
+        server restart, is caught instead by a poll of the idle socket: the server only writes
+        to an idle connection to say it is closing it, so a readable socket means a dead
+        connection, replaced before use. A connection that raised a database error is dropped
+        (replaced on the next use), never reused in an unknown state.
+        """
+        conn = self._pins.take()
+        try:
+            yield conn
+        except BaseException as exc:
+            if isinstance(exc, (sa.exc.DBAPIError, self.engine.dialect.loaded_dbapi.Error)):
+                self._pins.drop()
+            raise
+        if conn.in_transaction():  # someone ran a SQLAlchemy statement on it: never carry that over
+            self._pins.drop()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -167,6 +255,7 @@ class Database:
             yield conn
 
     def dispose(self) -> None:
+        self._pins.close_all()
         self.engine.dispose()
 
 

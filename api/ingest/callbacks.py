@@ -9,7 +9,10 @@ vendor's retry is processed afresh and counts as `written`, never as `duplicate`
 
 from __future__ import annotations
 
-from flask import Response, jsonify, request
+import json
+from urllib.parse import parse_qsl
+
+from flask import Response, request
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.context import state
@@ -57,17 +60,32 @@ class IngestOutcome(BaseModel):
 
 
 def _params() -> dict[str, str]:
-    """Query string, then (POST) the form body; a body value wins over the same query name. A
-    value holding NUL is no value (no database text column can store it): without it the
-    callback is verified, mapped or dropped like any other."""
-    params = request.args.to_dict(flat=True)
+    """Query string, then (POST) the form body; a body value wins over the same query name, and
+    the first of a repeated name wins (as `MultiDict.to_dict`). A value holding NUL is no value
+    (no database text column can store it): without it the callback is verified, mapped or
+    dropped like any other. The query string is parsed straight into a dict: the request's
+    `args` MultiDict is built for repeated names this endpoint never reads."""
+    params: dict[str, str] = {}
+    for name, value in parse_qsl(
+        request.query_string.decode("utf-8", "replace"), keep_blank_values=True, encoding="utf-8", errors="replace"
+    ):
+        params.setdefault(name, value)
     if request.method == "POST":
         params.update(request.form.to_dict(flat=True))
     return {name: value for name, value in params.items() if "\x00" not in value}
 
 
-def _outcome(*, written: int = 0, duplicate: int = 0, dropped: int = 0) -> Response:
-    return jsonify({"received": 1, "written": written, "duplicate": duplicate, "dropped": dropped})
+def _outcome_body(written: int = 0, duplicate: int = 0, dropped: int = 0) -> bytes:
+    body = {"received": 1, "written": written, "duplicate": duplicate, "dropped": dropped}
+    return (json.dumps(body, separators=(",", ":")) + "\n").encode()
+
+
+# The only three outcomes of one callback, serialized once (the same bytes `jsonify` writes).
+_OUTCOMES = {kind: _outcome_body(**{kind: 1}) for kind in ("written", "duplicate", "dropped")}
+
+
+def _outcome(kind: str) -> Response:
+    return Response(_OUTCOMES[kind], mimetype="application/json")
 
 
 @blueprint.route("/ingest/<vendor>", methods=["GET", "POST"])
@@ -104,6 +122,6 @@ def receive_callback(vendor: str) -> Response:
             params, adapter=adapter, workspace_id=context.workspace_id, mapping=mapping, received_at=utcnow()
         )
         if isinstance(event, Dropped):
-            return _outcome(dropped=1)
+            return _outcome("dropped")
         landed = land(conn, [event])
-    return _outcome(written=len(landed.written), duplicate=len(landed.duplicate))
+    return _outcome("written" if landed.written else "duplicate")

@@ -1,5 +1,6 @@
 """GET|POST /ingest/<vendor> on both databases: outcomes, mapping rules, auth, allowlist, faults."""
 
+import time
 from typing import Any
 
 import polars as pl
@@ -199,3 +200,34 @@ def test_the_callback_is_documented_without_being_validated(client: FlaskClient)
     assert {"vendor", "app_token", "event_token", "created_at", "user_id"} <= names and "secret" not in names
     assert get["security"] == [{"ingestSecret": []}]
     assert set(get["responses"]) == {"200", "401", "404", "500"}  # never 400: bad values are dropped
+
+
+def test_a_connection_the_database_ended_costs_no_callback(client: FlaskClient, workspace: dict, db: Database) -> None:
+    """The hot path keeps one connection per worker thread between callbacks (no pool checkout,
+    no ping). When the server ends it (a restart, an administrator), the next callback notices
+    before using it and takes a new one: no callback answers 500 for it."""
+    if db.is_sqlite:
+        pytest.skip("SQLite has no server that could end a connection")
+    assert client.get(PATH, query_string=callback(workspace, adid="before")).json == outcome(written=1)
+    with db.read() as conn:
+        ended = [
+            pid
+            for pid, terminated in conn.execute(
+                sa.text(
+                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+            if terminated
+        ]
+    assert ended  # the callback's pinned connection was among them
+    with db.read() as conn:  # terminated sessions leave pg_stat_activity once they have said goodbye
+        for _ in range(200):
+            alive = conn.execute(
+                sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:pids)"), {"pids": ended}
+            ).scalar_one()
+            if not alive:
+                break
+            time.sleep(0.01)
+    assert client.get(PATH, query_string=callback(workspace, adid="after")).json == outcome(written=1)
+    assert counts(db) == (2, 2)

@@ -43,3 +43,19 @@ def test_a_second_process_waits_for_the_writer_and_then_writes(tmp_path: Path) -
         assert conn.execute(sa.text("SELECT who FROM probe ORDER BY n")).scalars().all() == ["holder", "second"]
     assert (tmp_path / "flokit.db.writers").exists()
     db.dispose()
+
+
+def test_the_hot_path_keeps_its_connection_but_never_a_transaction(db: Database) -> None:
+    """`driver_autocommit` pins one connection per thread; a SQLAlchemy statement run on it
+    (which would leave a transaction open into the next request) gets it replaced."""
+    with db.driver_autocommit() as first:
+        pass
+    with db.driver_autocommit() as again:
+        assert again is first
+        again.execute(sa.text("SELECT 1"))  # SQLAlchemy begins a transaction here
+    assert first.invalidated or first.closed
+    with db.driver_autocommit() as fresh:
+        assert fresh is not first and not fresh.in_transaction()
+        assert fresh.connection.driver_connection.execute("SELECT 1").fetchone() == (1,)
+    db.dispose()
+    assert fresh.closed

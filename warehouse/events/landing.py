@@ -118,7 +118,7 @@ def single_event_connection(db: Database) -> Iterator[Connection]:
         with db.driver_write() as conn:
             yield conn
     else:
-        with db.autocommit() as conn:
+        with db.driver_autocommit() as conn:
             yield conn
 
 
