@@ -10,7 +10,6 @@ vendor's retry is processed afresh and counts as `written`, never as `duplicate`
 from __future__ import annotations
 
 import json
-from urllib.parse import parse_qsl
 
 from flask import Response, request
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +20,7 @@ from api.ingest import blueprint
 from api.openapi import operation
 from transforms.ingest.attribution import ADAPTERS, Dropped, mapping_key, normalize
 from transforms.ingest.network import address_allowed, client_address
+from transforms.ingest.query import query_parameters
 from warehouse.db import utcnow
 from warehouse.events.landing import land, single_event_connection
 from warehouse.ingest.repository import callback_context
@@ -63,13 +63,9 @@ def _params() -> dict[str, str]:
     """Query string, then (POST) the form body; a body value wins over the same query name, and
     the first of a repeated name wins (as `MultiDict.to_dict`). A value holding NUL is no value
     (no database text column can store it): without it the callback is verified, mapped or
-    dropped like any other. The query string is parsed straight into a dict: the request's
-    `args` MultiDict is built for repeated names this endpoint never reads."""
-    params: dict[str, str] = {}
-    for name, value in parse_qsl(
-        request.query_string.decode("utf-8", "replace"), keep_blank_values=True, encoding="utf-8", errors="replace"
-    ):
-        params.setdefault(name, value)
+    dropped like any other. The query string is parsed straight into a dict (`query_parameters`):
+    the request's `args` MultiDict is built for repeated names this endpoint never reads."""
+    params = query_parameters(request.query_string.decode("utf-8", "replace"))
     if request.method == "POST":
         params.update(request.form.to_dict(flat=True))
     return {name: value for name, value in params.items() if "\x00" not in value}
