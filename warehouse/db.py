@@ -13,7 +13,7 @@ import os
 import select
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -219,13 +219,11 @@ class Database:
                 raise
             dbapi.execute("COMMIT")
 
-    @contextmanager
-    def driver_autocommit(self) -> Iterator[Connection]:
+    def driver_autocommit(self) -> AbstractContextManager[Connection]:
         """Each statement commits on its own: for hot paths whose every write is ONE driver
         statement (atomic by itself), saving the BEGIN and COMMIT round trips of a transaction.
         Runs on this thread's pinned connection (`_pinned`)."""
-        with self._pinned() as conn:
-            yield conn
+        return self._pinned()
 
     @contextmanager
     def _pinned(self) -> Iterator[Connection]:

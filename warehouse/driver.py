@@ -37,13 +37,14 @@ class DriverStatement:
 
     def execute(self, conn: Connection, values: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Run inside the caller's transaction (same DBAPI connection); rows if the statement returns any."""
-        values = {**self.defaults, **values}
+        if self.defaults:
+            values = {**self.defaults, **values}
         converted = [p(values[n]) if p else values[n] for n, p in zip(self.names, self.processors, strict=True)]
         params: Any = tuple(converted) if self.positional else dict(zip(self.names, converted, strict=True))
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        # Both drivers' `Connection.execute` opens a cursor, executes and returns it.
+        cursor = conn.connection.driver_connection.execute(self.sql, params)  # type: ignore[union-attr]
         try:
-            cursor.execute(self.sql, params)
-            return list(cursor.fetchall()) if cursor.description else []
+            return cursor.fetchall() if cursor.description else []
         finally:
             cursor.close()
 

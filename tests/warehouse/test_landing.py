@@ -108,6 +108,37 @@ def test_prune_claims_drops_only_old_ones(db: Database) -> None:
         assert landing.prune_claims(conn, datetime.now(UTC) + timedelta(seconds=1)) == 1
 
 
+def test_prune_claims_keeps_the_window_exact_over_many_claims(db: Database) -> None:
+    """Claims of 40 days, 25 a day, in insertion order; then three claims whose clock went
+    backwards. Pruning at 30 days drops exactly the claims older than the cutoff that precede
+    the first young one (SQLite walks the rowid), and never a claim younger than the cutoff."""
+    now = datetime.now(UTC)
+    claims = [
+        (f"e{day:02d}-{i:02d}", now - timedelta(days=40 - day) + timedelta(minutes=i))
+        for day in range(40)
+        for i in range(25)
+    ]
+    skewed = [
+        ("late-old", now - timedelta(days=35)),
+        ("young", now - timedelta(days=1)),
+        ("old-again", now - timedelta(days=31)),
+    ]
+    with db.write() as conn:
+        for event_id, at in [*claims, *skewed]:
+            conn.execute(event_claims.insert().values(workspace_id="ws_a", event_id=event_id, claimed_at=at))
+    cutoff = now - timedelta(days=30)
+    with db.write() as conn:
+        pruned = landing.prune_claims(conn, cutoff)
+    with db.read() as conn:
+        left = dict(conn.execute(sa.select(event_claims.c.event_id, event_claims.c.claimed_at)).all())
+    assert all(at >= cutoff for event_id, at in left.items() if not event_id.startswith(("late", "old")))
+    assert {event_id for event_id, at in claims if at >= cutoff} | {"young"} <= set(left)
+    assert pruned == len(claims) + len(skewed) - len(left)
+    # The two out-of-order old claims after the young ones survive on SQLite (a later prune, once
+    # the claims before them are gone, takes them); PostgreSQL's index finds them at once.
+    assert {"late-old", "old-again"} & set(left) == (set() if not db.is_sqlite else {"late-old", "old-again"})
+
+
 def test_derived_ids_are_stable_and_field_sensitive() -> None:
     base = {"source": "v", "app": "a", "user": "u", "event_type": "install", "occurred_at": T0, "raw_event_id": None}
     assert derived_event_id(**base) == derived_event_id(**base)

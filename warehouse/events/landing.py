@@ -11,8 +11,8 @@ wins (`INSERT ... ON CONFLICT DO NOTHING RETURNING` on both databases).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -105,8 +105,7 @@ def _land_one(conn: Connection, event: CanonicalEvent) -> LandingResult:
     return LandingResult(written=(event.event_id,), duplicate=()) if landed else LandingResult((), (event.event_id,))
 
 
-@contextmanager
-def single_event_connection(db: Database) -> Iterator[Connection]:
+def single_event_connection(db: Database) -> AbstractContextManager[Connection]:
     """The connection to look up a callback's context and `land` its ONE event on.
 
     PostgreSQL: autocommit. Each statement is atomic alone (the landing is one data-modifying
@@ -114,12 +113,7 @@ def single_event_connection(db: Database) -> Iterator[Connection]:
     round trips instead of four. SQLite: a write transaction (the claim and the row are two
     statements there, and SQLite has no network round trips to save).
     """
-    if db.is_sqlite:
-        with db.driver_write() as conn:
-            yield conn
-    else:
-        with db.driver_autocommit() as conn:
-            yield conn
+    return db.driver_write() if db.is_sqlite else db.driver_autocommit()
 
 
 def land(conn: Connection, events: Sequence[CanonicalEvent]) -> LandingResult:
@@ -182,7 +176,7 @@ def pending_days(conn: Connection) -> dict[date, int]:
     (a stable fingerprint of the pending state, usable in run keys)."""
     rows = conn.execute(
         sa.select(landed_events.c.day, sa.func.max(landed_events.c.seq))
-        .where(landed_events.c.in_lake.is_(sa.false()))
+        .where(landed_events.c.in_lake == sa.false())  # a range of ix_landed_events_lake_day
         .group_by(landed_events.c.day)
     ).all()
     return {date.fromisoformat(day): seq for day, seq in rows}
@@ -190,9 +184,7 @@ def pending_days(conn: Connection) -> dict[date, int]:
 
 def day_frame(conn: Connection, day: date) -> tuple[pl.DataFrame, list[int]]:
     """Every landed event of a UTC day as a lake frame, and the seqs of those still pending."""
-    rows = conn.execute(
-        sa.select(landed_events).where(landed_events.c.day == day.isoformat()).order_by(landed_events.c.seq)
-    ).all()
+    rows = conn.execute(sa.select(landed_events).where(day_rows(day)).order_by(landed_events.c.seq)).all()
     frame = pl.DataFrame(
         {
             name: [
@@ -219,6 +211,41 @@ def mark_in_lake(conn: Connection, seqs: Sequence[int]) -> int:
     return done
 
 
+def day_rows(day: date) -> sa.ColumnElement[bool]:
+    """Every landed row of a day, as two probes of the `(in_lake, day)` index (neither
+    database skips a leading index column by itself)."""
+    return sa.and_(landed_events.c.in_lake.in_([False, True]), landed_events.c.day == day.isoformat())
+
+
 def prune_claims(conn: Connection, older_than: datetime) -> int:
-    """Drop dedup claims past the window (spec: 30 days)."""
-    return conn.execute(event_claims.delete().where(event_claims.c.claimed_at < older_than)).rowcount
+    """Drop dedup claims past the window (spec: 30 days).
+
+    PostgreSQL finds them through the BRIN index on `claimed_at`. SQLite has no index on it (one
+    fewer b-tree written per callback) and walks the rowid instead: claims are appended in
+    commit order with `claimed_at` taken inside the write transaction, so `claimed_at` grows
+    with the rowid and the old claims are a prefix, found by binary search. The delete still
+    checks `claimed_at`, so a clock step backwards can delay a prune, never cut a window short.
+    """
+    old = event_claims.c.claimed_at < older_than
+    if conn.dialect.name != "sqlite":
+        return conn.execute(event_claims.delete().where(old)).rowcount
+    boundary = _last_rowid_claimed_before(conn, older_than)
+    if boundary is None:
+        return 0
+    return conn.execute(event_claims.delete().where(sa.column("rowid") <= boundary, old)).rowcount
+
+
+def _last_rowid_claimed_before(conn: Connection, moment: datetime) -> int | None:
+    rowid = sa.column("rowid")
+    low, high = conn.execute(sa.select(sa.func.min(rowid), sa.func.max(rowid)).select_from(event_claims)).one()
+    found = None
+    while low is not None and low <= high:
+        middle = (low + high) // 2
+        row = conn.execute(
+            sa.select(rowid, event_claims.c.claimed_at).where(rowid >= middle).order_by(rowid).limit(1)
+        ).first()
+        if row is None or row.claimed_at >= moment:
+            high = middle - 1
+        else:
+            found, low = row.rowid, row.rowid + 1
+    return found

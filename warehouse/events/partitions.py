@@ -15,5 +15,5 @@ def in_lake_count(conn: Connection, day: date) -> int:
     return conn.execute(
         sa.select(sa.func.count())
         .select_from(landed_events)
-        .where(landed_events.c.day == day.isoformat(), landed_events.c.in_lake.is_(sa.true()))
+        .where(landed_events.c.day == day.isoformat(), landed_events.c.in_lake == sa.true())
     ).scalar_one()

@@ -4,6 +4,13 @@
 event until the lake has it; `in_lake` marks the rows a `canonical_events` partition run has
 written, so a sensor finds pending days with one indexed query. Claims and landed rows are
 written in one transaction, so a failed write leaves neither (spec: "the dedup claim is released").
+
+Every ingest callback inserts into these tables, and each index is one more b-tree written per
+callback (measured on SQLite: about 10 µs of a 57 µs claim-and-land transaction per index). So
+each table has as few indexes as its readers need: `landed_events` one `(in_lake, day)` index
+that serves both the pending-days query and a day's read, and `event_claims` none beyond its
+key on SQLite, where the daily prune walks the rowid (claims are appended in time order,
+`landing.prune_claims`), and a BRIN index on PostgreSQL, which costs an append almost nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +28,9 @@ event_claims = sa.Table(
     metadata,
     sa.Column("workspace_id", sa.String(40), primary_key=True),
     sa.Column("event_id", sa.String(80), primary_key=True),
-    sa.Column("claimed_at", UTCDateTime(), nullable=False, index=True),
+    sa.Column("claimed_at", UTCDateTime(), nullable=False),
 )
+sa.Index("ix_event_claims_claimed_at", event_claims.c.claimed_at, postgresql_using="brin").ddl_if(dialect="postgresql")
 
 landed_events = sa.Table(
     "landed_events",
@@ -44,8 +52,6 @@ landed_events = sa.Table(
     sa.Column("source", sa.String(64), nullable=False),
     sa.Column("received_at", UTCDateTime(), nullable=False),
     sa.Column("in_lake", sa.Boolean, nullable=False, server_default=sa.false()),
-    sa.Index("ix_landed_events_day", "day"),
-    sa.Index(
-        "ix_landed_events_pending", "day", sqlite_where=sa.text("NOT in_lake"), postgresql_where=sa.text("NOT in_lake")
-    ),
+    # Leading `in_lake`: pending days are one range; a day's rows are two probes (`day_rows`).
+    sa.Index("ix_landed_events_lake_day", "in_lake", "day"),
 )
