@@ -176,10 +176,11 @@ def _alive(conn: Connection) -> bool:
     if getattr(dbapi, "closed", False) or getattr(dbapi, "broken", False):
         return False
     try:
-        readable, _, _ = select.select([fileno()], [], [], 0)
+        poller = select.poll()  # not select.select: no limit on descriptor numbers
+        poller.register(fileno(), select.POLLIN)
+        return not poller.poll(0)
     except Exception:  # a connection that cannot say its socket is not usable
         return False
-    return not readable
 
 
 class Database:
