@@ -129,20 +129,23 @@ class PinnedConnections:
         self._autocommit = autocommit
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[Connection] = []
+        self._all: list[tuple[int, Connection]] = []  # (pid of the process that opened it, connection)
 
     def take(self) -> Connection:
+        pid = os.getpid()
         pinned: tuple[int, Connection] | None = getattr(self._local, "pinned", None)
-        if pinned is not None and pinned[0] == os.getpid():
+        if pinned is not None and pinned[0] == pid:
             if _alive(pinned[1]):
                 return pinned[1]
             self.drop()
         conn = self._engine.connect()
         if self._autocommit:
             conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        self._local.pinned = (os.getpid(), conn)
+        self._local.pinned = (pid, conn)
         with self._lock:
-            self._all.append(conn)
+            # A forked child forgets its parent's connections: closing them is the parent's to do.
+            self._all = [(owner, c) for owner, c in self._all if owner == pid]
+            self._all.append((pid, conn))
         return conn
 
     def drop(self) -> None:
@@ -152,13 +155,14 @@ class PinnedConnections:
         if pinned is None or pinned[0] != os.getpid():
             return
         with self._lock:
-            self._all = [c for c in self._all if c is not pinned[1]]
+            self._all = [(owner, c) for owner, c in self._all if c is not pinned[1]]
         with suppress(Exception):  # already dead: nothing left to close
             pinned[1].invalidate()  # closes the DBAPI connection rather than pooling it again
 
     def close_all(self) -> None:
         with self._lock:
-            conns, self._all = self._all, []
+            conns = [c for owner, c in self._all if owner == os.getpid()]
+            self._all = []
         for conn in conns:
             with suppress(Exception):  # closing a dead connection must not fail dispose()
                 conn.close()

@@ -1,5 +1,6 @@
 """SQLite writers from several processes queue on the writer lock: none fails, none overlaps."""
 
+import multiprocessing
 import subprocess
 import sys
 import time
@@ -59,3 +60,26 @@ def test_the_hot_path_keeps_its_connection_but_never_a_transaction(db: Database)
         assert fresh.connection.driver_connection.execute("SELECT 1").fetchone() == (1,)
     db.dispose()
     assert fresh.closed
+
+
+def test_a_forked_process_pins_its_own_connection_and_leaves_the_parents(db: Database) -> None:
+    """A worker forked after the parent pinned a connection opens its own, and closing its
+    database (dispose) never closes the parent's: on PostgreSQL that would end the parent's
+    session through the shared socket."""
+    with db.driver_autocommit() as parent:
+        assert parent.connection.driver_connection.execute("SELECT 1").fetchone() == (1,)
+    fork = multiprocessing.get_context("fork")
+    answers = fork.Queue()
+
+    def child() -> None:
+        with db.driver_autocommit() as own:
+            answers.put(own is not parent and own.connection.driver_connection.execute("SELECT 1").fetchone() == (1,))
+        db.dispose()
+
+    worker = fork.Process(target=child)
+    worker.start()
+    worker.join(30)
+    assert answers.get(timeout=5) is True and worker.exitcode == 0
+    with db.driver_autocommit() as again:
+        assert again is parent
+        assert again.connection.driver_connection.execute("SELECT 1").fetchone() == (1,)
