@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import requests
 from werkzeug.serving import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
@@ -53,6 +56,31 @@ def live_server(app: Any) -> Iterator[str]:
         server.shutdown()
         thread.join(timeout=10)
         server.server_close()
+
+
+@dataclass
+class GunicornServer:
+    base: str
+    process: subprocess.Popen[bytes]
+    stderr: Path  # gunicorn's error log, complete once the context has exited
+
+
+@contextmanager
+def gunicorn_server(env: dict[str, str], *, workers: int, log_dir: Path) -> Iterator[GunicornServer]:
+    """gunicorn serving `api.app:create_app()` with `env` on a free port, ready (/healthz answers);
+    stopped with SIGTERM and waited for on exit, so callers can check it shut down cleanly."""
+    port = free_port()
+    stderr = log_dir / f"gunicorn-{port}.log"
+    argv = [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "api.app:create_app()"]
+    with stderr.open("wb") as sink:
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=sink)
+        server = GunicornServer(f"http://127.0.0.1:{port}", process, stderr)
+        try:
+            wait_for(http_ok(f"{server.base}/healthz"), 30, "gunicorn /healthz", process)
+            yield server
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 def run_together(*calls: Callable[[], Any]) -> list[Any]:

@@ -4,7 +4,6 @@ subprocess, the DuckDB catalog read by an analyst's read-only connection."""
 import json
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,32 +13,18 @@ import pytest
 import requests
 
 from tests.ingest_support import PATH, VENDOR, callback, counts
-from tests.support import ROOT, free_port, http_ok, wait_for
+from tests.support import BIN, ROOT, free_port, gunicorn_server, http_ok, wait_for
 from warehouse.db import Database
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e
-BIN = Path(sys.executable).parent
 
 
 @pytest.fixture
-def ingest_server(settings: Settings) -> Iterator[str]:
-    port = free_port()
+def ingest_server(settings: Settings, tmp_path: Path) -> Iterator[str]:
     env = {**os.environ, **settings.child_env(), "FLOKIT_SURFACES": "ingest"}
-    proc = subprocess.Popen(
-        [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", "4", "api.app:create_app()"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(http_ok(f"{base}/healthz"), 30, "gunicorn /healthz", proc)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with gunicorn_server(env, workers=4, log_dir=tmp_path) as server:
+        yield server.base
 
 
 def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
