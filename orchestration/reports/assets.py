@@ -1,4 +1,4 @@
-"""Report assets: daily inputs (acquisitions, subscription events, spend), then the payback cube,
+"""Report assets: daily inputs (acquisitions, subscription events, active days, spend), then the payback cube,
 cohort curves, LTV projections and the published report store the API reads.
 
 The daily assets are partitioned by UTC day with a single-run backfill policy: a refresh of a
@@ -70,7 +70,7 @@ def _from_raw(
 def acquisitions(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
     store_ = lake.lake()
-    compute = _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.acquisitions)
+    compute = _from_raw(store_, store.CANONICAL_EVENTS, lambda events: lifecycle.acquisitions(events).lazy())
     return _daily(context, store_, store.ACQUISITIONS, compute)
 
 
@@ -79,13 +79,26 @@ def acquisitions(context: AssetExecutionContext, lake: LakeResource) -> dg.Mater
     deps=[CANONICAL_EVENTS],
     partitions_def=daily_partitions,
     backfill_policy=SINGLE_RUN,
-    description="Paywall, trial, subscription, renewal, cancellation and refund events of the day, parsed once.",
+    description="Trial, subscription, renewal, cancellation and refund events of the day, parsed once.",
 )
 def subscription_events(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
     store_ = lake.lake()
     compute = _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.subscription_events)
     return _daily(context, store_, store.SUBSCRIPTION_EVENTS, compute)
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[CANONICAL_EVENTS],
+    partitions_def=daily_partitions,
+    backfill_policy=SINGLE_RUN,
+    description="Each user active on the day (any event but an install): what cohort retention counts.",
+)
+def active_days(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
+    store_ = lake.lake()
+    return _daily(context, store_, store.ACTIVE_DAYS, _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.active_days))
 
 
 @dg.asset(
@@ -103,7 +116,7 @@ def spend(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeR
 
 def _cohorts(lake: Lake) -> pl.LazyFrame:
     """Every user's first acquisition, read once per run (tens of MB per million users)."""
-    return lifecycle.user_cohorts(store.scan_days(lake, store.ACQUISITIONS)).collect().lazy()
+    return lifecycle.user_cohorts(store.scan_days(lake, store.ACQUISITIONS)).lazy()
 
 
 @dg.asset(
@@ -131,7 +144,7 @@ def payback_daily(context: AssetExecutionContext, lake: LakeResource) -> dg.Mate
 
 @dg.asset(
     group_name=GROUP,
-    deps=[acquisitions, subscription_events],
+    deps=[acquisitions, subscription_events, active_days],
     partitions_def=daily_partitions,
     backfill_policy=SINGLE_RUN,
     description="Weekly activations (first event of a week since install) and net revenue of the day, per group.",
@@ -146,6 +159,7 @@ def cohort_activity(context: AssetExecutionContext, lake: LakeResource) -> dg.Ma
         return payback.cohort_activity(
             cohorts,
             cohorts.filter(pl.col("cohort_date") == day),
+            store.scan_days(store_, store.ACTIVE_DAYS, window),
             store.scan_days(store_, store.SUBSCRIPTION_EVENTS, window),
             (day, day),
         )
@@ -223,6 +237,6 @@ def published_reports(lake: LakeResource) -> dg.MaterializeResult:
     )
 
 
-DAILY_ASSETS = [acquisitions, subscription_events, spend, payback_daily, cohort_activity]
+DAILY_ASSETS = [acquisitions, subscription_events, active_days, spend, payback_daily, cohort_activity]
 TABLE_ASSETS = [payback_cube, cohort_curves, ltv_projections, published_reports]
 ASSETS = [*DAILY_ASSETS, *TABLE_ASSETS]

@@ -74,7 +74,7 @@ def phase_polars(root: Path) -> dict[str, Any]:
     # Like the assets: the parsed events and the user cohorts are materialized once, then reused.
     events = store.scan_days(lake, store.CANONICAL_EVENTS)
     subscription = lifecycle.subscription_events(events).collect().lazy()
-    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events)).collect().lazy()
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events).lazy()).lazy()
     spend = lifecycle.clean_spend(store.scan_days(lake, store.SPEND_RAW))
     cube = payback.payback_cube(cohorts, subscription, spend).collect()
     elapsed = time.perf_counter() - t0

@@ -50,7 +50,15 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     result = refresh(tmp_path, URL, instance)
     assert result is not None and result.success
     done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
-    assert done >= {"acquisitions", "subscription_events", "spend", "payback_daily", "cohort_activity", "payback"}
+    assert done >= {
+        "acquisitions",
+        "subscription_events",
+        "active_days",
+        "spend",
+        "payback_daily",
+        "cohort_activity",
+        "payback",
+    }
     assert {"cohort_curves", "ltv_projections", "published_reports"} <= done
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks and all(checks.values()), checks

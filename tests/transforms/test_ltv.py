@@ -27,10 +27,12 @@ def test_projection_matches_held_out_weeks_of_generated_data() -> None:
     data = generate(DemoConfig("ws_ltv", users=30_000, days=21 * 7, seed=11, start=start))
     events = data.events.lazy()
     subscription = lifecycle.subscription_events(events).collect().lazy()
-    early = lifecycle.acquisitions(events).filter(pl.col("cohort_date") < date(2026, 1, 26))
-    cohorts = lifecycle.user_cohorts(early).collect().lazy()
+    early = lifecycle.acquisitions(events).lazy().filter(pl.col("cohort_date") < date(2026, 1, 26))
+    cohorts = lifecycle.user_cohorts(early).lazy()
     as_of = date(2026, 5, 31)  # the last day of the history: every early cohort has 20 complete weeks
-    curves = payback.curves_from_events(cohorts, subscription, as_of).filter(pl.col("dimension") == "country").collect()
+    active = lifecycle.active_days(events).collect().lazy()
+    curves = payback.curves_from_events(cohorts, active, subscription, as_of)
+    curves = curves.filter(pl.col("dimension") == "country").collect()
     pooled = curves.group_by("week").agg(pl.col("installs", "active_users", "net_revenue").sum()).sort("week")
     assert pooled.height >= 20
     train = pooled.filter(pl.col("week") < 8)
@@ -46,8 +48,10 @@ def test_ltv_projections_give_one_row_per_group() -> None:
     data = generate(DemoConfig("ws_l", users=2000, days=60, seed=3, start=date(2026, 1, 5)))
     events = data.events.lazy()
     subscription = lifecycle.subscription_events(events)
-    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events))
-    curves = payback.curves_from_events(cohorts, subscription, date(2026, 3, 5)).collect()
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events).lazy()).lazy()
+    curves = payback.curves_from_events(
+        cohorts, lifecycle.active_days(events), subscription, date(2026, 3, 5)
+    ).collect()
     table = ltv.ltv_projections(curves)
     assert table.select("dimension", "value").is_unique().all()
     assert (table["ltv_projected"] >= 0).all()

@@ -79,7 +79,7 @@ def test_acquisitions_keep_the_first_install_and_default_organic() -> None:
             "country": ["US", "US"],
         }
     )
-    assert_frame_equal(got.collect(), expected)
+    assert_frame_equal(got, expected)
 
 
 def test_subscription_events_parse_revenue_refunds_and_escaped_values() -> None:
@@ -88,6 +88,8 @@ def test_subscription_events_parse_revenue_refunds_and_escaped_values() -> None:
         ("refund", "u1", T0, {"revenue": -6.99, "currency": "USD", "product_id": "weekly"}),
         ("renewal", "u1", T0, {"revenue": "7.5", "offer": 'say "hi"'}),
         ("cancellation", "u1", T0, {"revenue": 3}),
+        ("paywall_impression", "u1", T0, {"paywall_id": "p", "product_id": "weekly"}),
+        ("install", "u1", T0, {"campaign": "meta"}),
     )
     got = lifecycle.subscription_events(frame).sort("event_id").select("event_type", "product_id", "revenue", "refund")
     expected = pl.DataFrame(
@@ -99,6 +101,23 @@ def test_subscription_events_parse_revenue_refunds_and_escaped_values() -> None:
         }
     )
     assert_frame_equal(got.collect(), expected)
+
+
+def test_active_days_are_one_row_per_identified_user_and_day_without_installs() -> None:
+    frame = events(
+        ("install", "u1", T0, {"campaign": "meta"}),
+        ("install", "u3", T0, {}),
+        ("paywall_impression", "u1", T0 + timedelta(minutes=1), {"paywall_id": "p"}),
+        ("paywall_offer_tap", "u1", T0 + timedelta(minutes=2), {"product_id": "weekly"}),
+        ("renewal", "u1", T0 + timedelta(days=2), {"revenue": 5}),
+        ("paywall_impression", "u2", T0 + timedelta(days=2), {"paywall_id": "p"}),
+        ("paywall_impression", None, T0, {"paywall_id": "p"}),
+    )
+    got = lifecycle.active_days(frame).sort("user_id", "event_date").select("user_id", "event_date").collect()
+    expected = pl.DataFrame(
+        {"user_id": ["u1", "u1", "u2"], "event_date": [D0, D0 + timedelta(days=2), D0 + timedelta(days=2)]}
+    )
+    assert_frame_equal(got, expected)
 
 
 def test_clean_spend_keeps_the_last_restatement_and_clips_negatives() -> None:
@@ -116,8 +135,8 @@ def test_user_cohorts_take_the_first_paywall_and_offer_of_the_install_day() -> N
         ("paywall_offer_tap", "u1", T0 + timedelta(minutes=2), {"paywall_id": "onboarding", "product_id": "weekly"}),
         ("paywall_offer_tap", "u2", T0 + timedelta(days=1), {"paywall_id": "settings", "product_id": "weekly"}),
     )
-    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(frame))
-    got = cohorts.sort("user_id").select("user_id", "paywall", "offer").collect()
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(frame).lazy())
+    got = cohorts.sort("user_id").select("user_id", "paywall", "offer")
     assert_frame_equal(
         got, pl.DataFrame({"user_id": ["u1", "u2"], "paywall": ["onboarding", "(none)"], "offer": ["weekly", "(none)"]})
     )
@@ -125,7 +144,14 @@ def test_user_cohorts_take_the_first_paywall_and_offer_of_the_install_day() -> N
 
 def _pipeline(frame: pl.LazyFrame, spend: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     subscription = lifecycle.subscription_events(frame)
-    return lifecycle.user_cohorts(lifecycle.acquisitions(frame)), subscription
+    return lifecycle.user_cohorts(lifecycle.acquisitions(frame).lazy()).lazy(), subscription
+
+
+def _curves(frame: pl.LazyFrame, as_of: date) -> pl.LazyFrame:
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(frame).lazy()).lazy()
+    return payback.curves_from_events(
+        cohorts, lifecycle.active_days(frame), lifecycle.subscription_events(frame), as_of
+    )
 
 
 def test_payback_cube_by_campaign() -> None:
@@ -184,19 +210,14 @@ def test_cohort_curves_list_complete_weeks_only() -> None:
         ("renewal", "u1", T0 + timedelta(days=9), {"revenue": 5.0}),
         ("paywall_impression", "u2", T0 + timedelta(days=15), {"paywall_id": "p"}),
     )
-    cohorts, subscription = _pipeline(frame, spend_rows())
     # As of day 20 weeks 0 and 1 are over (days 0-13); week 2 (days 14-20) is complete too.
-    curves = payback.curves_from_events(cohorts, subscription, D0 + timedelta(days=19)).filter(
-        pl.col("dimension") == "campaign"
-    )
+    curves = _curves(frame, D0 + timedelta(days=19)).filter(pl.col("dimension") == "campaign")
     got = curves.select("week", "installs", "active_users", "cumulative_net_revenue").collect()
     expected = pl.DataFrame(
         {"week": [0, 1], "installs": [2, 2], "active_users": [2, 1], "cumulative_net_revenue": [0.0, 5.0]}
     )
     assert_frame_equal(got, expected, check_dtypes=False)
-    later = payback.curves_from_events(cohorts, subscription, D0 + timedelta(days=20)).filter(
-        pl.col("dimension") == "campaign"
-    )
+    later = _curves(frame, D0 + timedelta(days=20)).filter(pl.col("dimension") == "campaign")
     assert later.collect()["active_users"].to_list() == [2, 1, 1]
 
 
@@ -223,26 +244,28 @@ def test_daily_partitions_add_up_to_the_whole(users: int, days: int, seed: int) 
     """What the daily assets compute day by day equals the cube and curves computed at once."""
     data = generate(DemoConfig("ws_p", users, days, seed, D0))
     events = data.events.with_columns(pl.col("occurred_at").dt.date().alias("d"))
-    acquired = pl.concat([lifecycle.acquisitions(part.drop("d").lazy()).collect() for _, part in events.group_by("d")])
-    cohorts = lifecycle.user_cohorts(acquired.lazy()).collect().lazy()
+    acquired = pl.concat([lifecycle.acquisitions(part.drop("d").lazy()) for _, part in events.group_by("d")])
+    cohorts = lifecycle.user_cohorts(acquired.lazy()).lazy()
     subscription = lifecycle.subscription_events(data.events.lazy()).collect()
+    active = lifecycle.active_days(data.events.lazy()).collect()
     spend = lifecycle.clean_spend(data.spend.lazy()).collect()
     assert_frame_equal(
         cohorts.collect().sort("user_id"),
-        lifecycle.user_cohorts(lifecycle.acquisitions(data.events.lazy())).collect().sort("user_id"),
+        lifecycle.user_cohorts(lifecycle.acquisitions(data.events.lazy()).lazy()).sort("user_id"),
     )
     rows, activity = [], []
     for offset in range(days):
         day = D0 + timedelta(days=offset)
         new = cohorts.filter(pl.col("cohort_date") == day)
         today = subscription.filter(pl.col("event_date") == day).lazy()
-        week = subscription.filter(pl.col("event_date").is_between(day - timedelta(days=6), day)).lazy()
+        in_week = pl.col("event_date").is_between(day - timedelta(days=6), day)
         rows.append(payback.daily_rows(cohorts, new, today, spend.filter(pl.col("spend_date") == day).lazy()).collect())
-        activity.append(payback.cohort_activity(cohorts, new, week, (day, day)).collect())
+        week_active, week_subscription = active.filter(in_week).lazy(), subscription.filter(in_week).lazy()
+        activity.append(payback.cohort_activity(cohorts, new, week_active, week_subscription, (day, day)).collect())
     whole = payback.payback_cube(cohorts, subscription.lazy(), spend.lazy()).collect()
     assert_frame_equal(payback.cumulate(pl.concat(rows).lazy()).collect(), whole, check_exact=False)
     as_of = D0 + timedelta(days=days - 1)
-    curves = payback.curves_from_events(cohorts, subscription.lazy(), as_of).collect()
+    curves = payback.curves_from_events(cohorts, active.lazy(), subscription.lazy(), as_of).collect()
     assert_frame_equal(payback.cohort_curves(pl.concat(activity).lazy(), as_of).collect(), curves, check_exact=False)
 
 

@@ -168,18 +168,29 @@ def payback_cube(cohorts: pl.LazyFrame, subscription: pl.LazyFrame, spend: pl.La
 
 
 def cohort_activity(
-    cohorts: pl.LazyFrame, new_cohorts: pl.LazyFrame, events: pl.LazyFrame, counted: tuple[date, date] | None = None
+    cohorts: pl.LazyFrame,
+    new_cohorts: pl.LazyFrame,
+    active: pl.LazyFrame,
+    subscription: pl.LazyFrame,
+    counted: tuple[date, date] | None = None,
 ) -> pl.LazyFrame:
     """Weekly activity rows (COHORT_ACTIVITY_SCHEMA), additive across days.
 
-    A user counts as active in week w >= 1 on the day of their first event of that week, and in
-    week 0 through the install (new_cohorts). For one daily partition D, `events` are days
-    D-6..D (enough to see an earlier event of the same week) and `counted` is (D, D): only
-    activations and revenue of day D are counted. With `counted` None, every day counts.
+    A user counts as active in week w >= 1 on their first active day of that week (`active`:
+    ACTIVE_DAY_SCHEMA rows), and in week 0 through the install (new_cohorts); net revenue comes
+    from `subscription`. For one daily partition D, both inputs are days D-6..D (enough to see
+    an earlier active day of the same week) and `counted` is (D, D): only activations and
+    revenue of day D are counted. With `counted` None, every day counts.
     """
     keys = ["workspace_id", "user_id"]
     cohorts, new_cohorts = _categorical(cohorts), _categorical(new_cohorts)
     in_range = pl.lit(True) if counted is None else pl.col("event_date").is_between(*counted)
+    events = pl.concat(
+        [
+            active.select(*keys, "event_date", pl.lit(0.0).alias("net")),
+            subscription.select(*keys, "event_date", (pl.col("revenue") - pl.col("refund")).alias("net")),
+        ]
+    )
     weekly = (
         events.join(cohorts.select(*keys, "cohort_date"), on=keys, how="inner")
         .with_columns(_since_install(7).alias("week"))
@@ -187,7 +198,7 @@ def cohort_activity(
         .group_by(*keys, "week")
         .agg(
             pl.col("event_date").min().alias("first_day"),
-            (pl.col("revenue") - pl.col("refund")).filter(in_range).sum().alias("net_revenue"),
+            pl.col("net").filter(in_range).sum().alias("net_revenue"),
         )
         .with_columns(
             ((pl.col("week") > 0) & pl.col("first_day").is_between(*(counted or (date.min, date.max))))
@@ -237,6 +248,8 @@ def cohort_curves(activity: pl.LazyFrame, as_of: date) -> pl.LazyFrame:
     )
 
 
-def curves_from_events(cohorts: pl.LazyFrame, subscription: pl.LazyFrame, as_of: date) -> pl.LazyFrame:
+def curves_from_events(
+    cohorts: pl.LazyFrame, active: pl.LazyFrame, subscription: pl.LazyFrame, as_of: date
+) -> pl.LazyFrame:
     """The whole cohort curves at once (tests, benchmark)."""
-    return cohort_curves(cohort_activity(cohorts, cohorts, subscription), as_of)
+    return cohort_curves(cohort_activity(cohorts, cohorts, active, subscription), as_of)

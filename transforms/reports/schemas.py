@@ -72,10 +72,17 @@ SUBSCRIPTION_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "event_type": pl.String(),
     "occurred_at": pl.Datetime("us", "UTC"),
     "event_date": pl.Date(),
-    "product_id": pl.String(),  # of subscription events; null for paywall views and taps
+    "product_id": pl.String(),
     "revenue": pl.Float64(),  # gross charge, >= 0 (0 for events that charge nothing)
     "refund": pl.Float64(),  # amount refunded, >= 0
     "currency": pl.String(),
+}
+
+# A user active on a day: any event but an install (what cohort retention counts).
+ACTIVE_DAY_SCHEMA: dict[str, pl.DataType] = {
+    "workspace_id": pl.String(),
+    "user_id": pl.String(),
+    "event_date": pl.Date(),
 }
 
 # Raw spend as ad-platform / attribution syncs deliver it (lake dataset `spend_raw`), and the

@@ -2,8 +2,8 @@
 
 Daily datasets (`<lake>/<name>/date=YYYY-MM-DD/part.parquet`): the inputs `canonical_events`
 (written by the ingest pipeline) and `spend_raw` (written by ad-platform syncs, or the demo
-seed), and the derived `acquisitions`, `subscription_events`, `spend`, `payback_daily`,
-`cohort_activity`. Whole-table datasets
+seed), and the derived `acquisitions`, `subscription_events`, `active_days`, `spend`,
+`payback_daily`, `cohort_activity`. Whole-table datasets
 (`<lake>/<name>/data.parquet`): `payback`, `cohort_curves`, `ltv`. Every write is the lake's
 atomic replace, so a re-run of a day rewrites exactly that day.
 """
@@ -20,6 +20,7 @@ import polars as pl
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.reports.schemas import (
     ACQUISITION_SCHEMA,
+    ACTIVE_DAY_SCHEMA,
     COHORT_ACTIVITY_SCHEMA,
     COHORT_CURVE_SCHEMA,
     LTV_SCHEMA,
@@ -35,6 +36,7 @@ CANONICAL_EVENTS = "canonical_events"
 SPEND_RAW = "spend_raw"
 ACQUISITIONS = "acquisitions"
 SUBSCRIPTION_EVENTS = "subscription_events"
+ACTIVE_DAYS = "active_days"
 SPEND = "spend"
 PAYBACK_DAILY = "payback_daily"
 COHORT_ACTIVITY = "cohort_activity"
@@ -47,6 +49,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     SPEND_RAW: SPEND_SCHEMA,
     ACQUISITIONS: ACQUISITION_SCHEMA,
     SUBSCRIPTION_EVENTS: SUBSCRIPTION_EVENT_SCHEMA,
+    ACTIVE_DAYS: ACTIVE_DAY_SCHEMA,
     SPEND: SPEND_SCHEMA,
     PAYBACK_DAILY: PAYBACK_DAILY_SCHEMA,
     COHORT_ACTIVITY: COHORT_ACTIVITY_SCHEMA,
@@ -59,6 +62,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 DERIVED_FROM: dict[str, tuple[tuple[str, int], ...]] = {
     ACQUISITIONS: ((CANONICAL_EVENTS, 0),),
     SUBSCRIPTION_EVENTS: ((CANONICAL_EVENTS, 0),),
+    ACTIVE_DAYS: ((CANONICAL_EVENTS, 0),),
     SPEND: ((SPEND_RAW, 0),),
     PAYBACK_DAILY: ((CANONICAL_EVENTS, 0), (SPEND_RAW, 0)),
     COHORT_ACTIVITY: ((CANONICAL_EVENTS, WEEK_LOOKBACK_DAYS),),
