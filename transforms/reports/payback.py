@@ -49,16 +49,12 @@ def _zeros(*names: str) -> list[pl.Expr]:
     return [pl.lit(0, MEASURES[n]).alias(n) for n in names]
 
 
-def allocated_spend(cohorts: pl.LazyFrame, spend: pl.LazyFrame) -> pl.LazyFrame:
-    """Spend per fine cell. A campaign x creative x country x day cell's spend is shared among
-    the offer/paywall groups of the users it brought, in proportion to their installs; a cell
-    that brought nobody books its spend to offer and paywall "(none)". Totals are preserved."""
-    mix = (
-        cohorts.group_by(*FINE)
-        .agg(pl.len().alias("n"))
-        .with_columns((pl.col("n") / pl.col("n").sum().over(CELL)).alias("share"))
-        .drop("n")
-    )
+def allocated_spend(installs: pl.LazyFrame, spend: pl.LazyFrame) -> pl.LazyFrame:
+    """Spend per fine cell, from installs per fine cell. A campaign x creative x country x day
+    cell's spend is shared among the offer/paywall groups of the users it brought, in proportion
+    to their installs; a cell that brought nobody books its spend to offer and paywall "(none)".
+    Totals are preserved."""
+    mix = installs.select(*FINE, (pl.col("installs") / pl.col("installs").sum().over(CELL)).alias("share"))
     return (
         spend.rename({"spend_date": "cohort_date"})
         .join(mix, on=list(CELL), how="left")
@@ -104,14 +100,13 @@ def _fine_rows(
         )
         .with_columns(*_zeros("installs", "spend"))
     )
-    installs = (
-        new_cohorts.group_by(*FINE)
-        .agg(pl.len().cast(pl.Int64).alias("installs"))
-        .with_columns(pl.lit(0, pl.Int32).alias("day"), *_zeros("spend", "trials", "trial_conversions"))
-        .with_columns(*_zeros("subscriptions", "revenue", "refunds"))
-    )
+    # Read twice (install rows, spend shares): cached so the group-by runs once.
+    per_cell = new_cohorts.group_by(*FINE).agg(pl.len().cast(pl.Int64).alias("installs")).cache()
+    installs = per_cell.with_columns(
+        pl.lit(0, pl.Int32).alias("day"), *_zeros("spend", "trials", "trial_conversions")
+    ).with_columns(*_zeros("subscriptions", "revenue", "refunds"))
     spent = (
-        allocated_spend(new_cohorts, spend)
+        allocated_spend(per_cell, spend)
         .with_columns(pl.lit(0, pl.Int32).alias("day"), *_zeros("installs", "trials", "trial_conversions"))
         .with_columns(*_zeros("subscriptions", "revenue", "refunds"))
     )
