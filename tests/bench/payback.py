@@ -71,8 +71,9 @@ def phase_polars(root: Path) -> dict[str, Any]:
 
     lake = _lake(root)
     t0 = time.perf_counter()
-    # Like the assets: the parsed events and the user cohorts are materialized once, then reused.
-    events = store.scan_days(lake, store.CANONICAL_EVENTS)
+    # The lake is read once (the columns the transforms use); like the assets, the parsed events
+    # and the user cohorts are materialized once, then reused.
+    events = lifecycle.report_events(store.scan_days(lake, store.CANONICAL_EVENTS)).collect().lazy()
     subscription = lifecycle.subscription_events(events).collect().lazy()
     cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events).lazy()).lazy()
     spend = lifecycle.clean_spend(store.scan_days(lake, store.SPEND_RAW))

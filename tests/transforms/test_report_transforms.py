@@ -288,3 +288,13 @@ def test_payback_day_is_within_the_window_and_first_to_cover_spend(
         assert day is None
     else:
         assert 0 <= day < window and day == covered["day"][0]
+
+
+def test_report_events_keep_every_column_the_transforms_read() -> None:
+    """The benchmark reads the lake once through `report_events`: every transform must give the
+    same answer from it as from the full events (a missing column would raise)."""
+    raw = generate(DemoConfig("ws_c", 200, 10, 5, D0)).events.lazy()
+    narrow = lifecycle.report_events(raw).collect().lazy()
+    assert_frame_equal(lifecycle.acquisitions(narrow), lifecycle.acquisitions(raw))
+    for transform in (lifecycle.subscription_events, lifecycle.active_days):
+        assert_frame_equal(transform(narrow).collect(), transform(raw).collect())
