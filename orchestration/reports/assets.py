@@ -36,16 +36,32 @@ def partition_days(context: AssetExecutionContext) -> list[date]:
     return [first + timedelta(days=i) for i in range((last - first).days)]
 
 
+# Days computed together: a batch joins its events against every user's cohort once, where one
+# day at a time repeated that join for each day. Bounded so that a long backfill's memory is a
+# month's data, not the whole range's.
+BATCH_DAYS = 31
+
+
+def _batches(days: list[date]) -> list[list[date]]:
+    return [days[i : i + BATCH_DAYS] for i in range(0, len(days), BATCH_DAYS)]
+
+
 def _daily(
-    context: AssetExecutionContext, lake: Lake, target: str, compute: Callable[[date], pl.LazyFrame]
+    context: AssetExecutionContext,
+    lake: Lake,
+    target: str,
+    compute: Callable[[list[date]], pl.LazyFrame],
+    day_of: pl.Expr,
 ) -> dg.MaterializeResult:
-    """Recompute each day of the run's range and replace that day's partition whole."""
+    """Recompute the run's days, a batch at a time, and replace each day's partition whole.
+    `compute` gives the rows of a batch of consecutive days; `day_of` says which day a row is of."""
     rows, last = 0, pl.DataFrame(schema=store.SCHEMAS[target])
     days = partition_days(context)
-    for day in days:
-        last = compute(day).collect()
-        store.write_day(lake, target, day, last)
-        rows += last.height
+    for batch in _batches(days):
+        frame = compute(batch).collect()
+        written = store.write_days(lake, target, batch, frame, day_of)
+        rows += sum(written.values())
+        last = frame.filter(day_of == batch[-1])
     return dg.MaterializeResult(
         metadata=frame_metadata(last, days=len(days), rows_written=rows) | {"dagster/row_count": rows}
     )
@@ -53,8 +69,8 @@ def _daily(
 
 def _from_raw(
     lake: Lake, source: str, transform: Callable[[pl.LazyFrame], pl.LazyFrame]
-) -> Callable[[date], pl.LazyFrame]:
-    return lambda day: transform(store.scan_days(lake, source, [day]))
+) -> Callable[[list[date]], pl.LazyFrame]:
+    return lambda days: transform(store.scan_days(lake, source, days))
 
 
 @dg.asset(
@@ -71,7 +87,7 @@ def acquisitions(context: AssetExecutionContext, lake: LakeResource) -> dg.Mater
     """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
     store_ = lake.lake()
     compute = _from_raw(store_, store.CANONICAL_EVENTS, lambda events: lifecycle.acquisitions(events).lazy())
-    return _daily(context, store_, store.ACQUISITIONS, compute)
+    return _daily(context, store_, store.ACQUISITIONS, compute, pl.col("cohort_date"))
 
 
 @dg.asset(
@@ -85,7 +101,7 @@ def subscription_events(context: AssetExecutionContext, lake: LakeResource) -> d
     """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
     store_ = lake.lake()
     compute = _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.subscription_events)
-    return _daily(context, store_, store.SUBSCRIPTION_EVENTS, compute)
+    return _daily(context, store_, store.SUBSCRIPTION_EVENTS, compute, pl.col("event_date"))
 
 
 @dg.asset(
@@ -98,7 +114,8 @@ def subscription_events(context: AssetExecutionContext, lake: LakeResource) -> d
 def active_days(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
     store_ = lake.lake()
-    return _daily(context, store_, store.ACTIVE_DAYS, _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.active_days))
+    compute = _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.active_days)
+    return _daily(context, store_, store.ACTIVE_DAYS, compute, pl.col("event_date"))
 
 
 @dg.asset(
@@ -111,7 +128,8 @@ def active_days(context: AssetExecutionContext, lake: LakeResource) -> dg.Materi
 def spend(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Idempotent: each day is recomputed from its spend_raw partition and replaced whole."""
     store_ = lake.lake()
-    return _daily(context, store_, store.SPEND, _from_raw(store_, store.SPEND_RAW, lifecycle.clean_spend))
+    compute = _from_raw(store_, store.SPEND_RAW, lifecycle.clean_spend)
+    return _daily(context, store_, store.SPEND, compute, pl.col("spend_date"))
 
 
 def _cohorts(lake: Lake) -> pl.LazyFrame:
@@ -131,15 +149,16 @@ def payback_daily(context: AssetExecutionContext, lake: LakeResource) -> dg.Mate
     store_ = lake.lake()
     cohorts = _cohorts(store_)
 
-    def compute(day: date) -> pl.LazyFrame:
+    def compute(days: list[date]) -> pl.LazyFrame:
         return payback.daily_rows(
             cohorts,
-            cohorts.filter(pl.col("cohort_date") == day),
-            store.scan_days(store_, store.SUBSCRIPTION_EVENTS, [day]),
-            store.scan_days(store_, store.SPEND, [day]),
+            cohorts.filter(pl.col("cohort_date").is_between(days[0], days[-1])),
+            store.scan_days(store_, store.SUBSCRIPTION_EVENTS, days),
+            store.scan_days(store_, store.SPEND, days),
         )
 
-    return _daily(context, store_, store.PAYBACK_DAILY, compute)
+    activity_day = pl.col("cohort_date") + pl.duration(days=pl.col("day"))
+    return _daily(context, store_, store.PAYBACK_DAILY, compute, activity_day)
 
 
 @dg.asset(
@@ -150,21 +169,21 @@ def payback_daily(context: AssetExecutionContext, lake: LakeResource) -> dg.Mate
     description="Weekly activations (first event of a week since install) and net revenue of the day, per group.",
 )
 def cohort_activity(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    """Idempotent: each day is recomputed from the events of that day and the 6 before it."""
+    """Idempotent: each day is recomputed from the active days of that day and the 6 before it."""
     store_ = lake.lake()
     cohorts = _cohorts(store_)
 
-    def compute(day: date) -> pl.LazyFrame:
-        window = [day - timedelta(days=k) for k in range(WEEK_LOOKBACK_DAYS, -1, -1)]
+    def compute(days: list[date]) -> pl.LazyFrame:
+        window = [days[0] - timedelta(days=k) for k in range(WEEK_LOOKBACK_DAYS, 0, -1)] + days
         return payback.cohort_activity(
             cohorts,
-            cohorts.filter(pl.col("cohort_date") == day),
+            cohorts.filter(pl.col("cohort_date").is_between(days[0], days[-1])),
             store.scan_days(store_, store.ACTIVE_DAYS, window),
             store.scan_days(store_, store.SUBSCRIPTION_EVENTS, window),
-            (day, day),
+            (days[0], days[-1]),
         )
 
-    return _daily(context, store_, store.COHORT_ACTIVITY, compute)
+    return _daily(context, store_, store.COHORT_ACTIVITY, compute, pl.col("activity_date"))
 
 
 def _whole_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> dg.MaterializeResult:

@@ -58,28 +58,29 @@ def spend_rows(*rows: tuple[date, str, str, str, float]) -> pl.LazyFrame:
     )
 
 
-def test_acquisitions_keep_the_first_install_and_default_organic() -> None:
+def test_acquisitions_keep_the_first_install_of_each_day_and_default_organic() -> None:
     frame = events(
         ("install", "u1", T0 + timedelta(days=1), {"campaign": "late", "creative": "x"}),
+        ("install", "u1", T0 + timedelta(minutes=5), {"campaign": "same_day_again"}),
         ("install", "u1", T0, {"campaign": "meta", "creative": "meta_cr1"}),
         ("install", "u2", T0, {}),
         ("renewal", "u1", T0, {"revenue": 5}),
     )
-    got = (
-        lifecycle.acquisitions(frame)
-        .sort("user_id")
-        .select("user_id", "cohort_date", "campaign", "creative", "country")
-    )
+    acquired = lifecycle.acquisitions(frame).sort("user_id", "cohort_date")
+    got = acquired.select("user_id", "cohort_date", "campaign", "creative", "country")
     expected = pl.DataFrame(
         {
-            "user_id": ["u1", "u2"],
-            "cohort_date": [D0, D0],
-            "campaign": ["meta", "organic"],
-            "creative": ["meta_cr1", "(none)"],
-            "country": ["US", "US"],
+            "user_id": ["u1", "u1", "u2"],
+            "cohort_date": [D0, D0 + timedelta(days=1), D0],
+            "campaign": ["meta", "late", "organic"],
+            "creative": ["meta_cr1", "x", "(none)"],
+            "country": ["US", "US", "US"],
         }
     )
     assert_frame_equal(got, expected)
+    # Across days a reinstall is not a new user: the cohort is the earliest install.
+    cohorts = lifecycle.user_cohorts(acquired.lazy()).sort("user_id")
+    assert cohorts.select("user_id", "cohort_date", "campaign").rows() == [("u1", D0, "meta"), ("u2", D0, "organic")]
 
 
 def test_subscription_events_parse_revenue_refunds_and_escaped_values() -> None:
@@ -267,6 +268,59 @@ def test_daily_partitions_add_up_to_the_whole(users: int, days: int, seed: int) 
     as_of = D0 + timedelta(days=days - 1)
     curves = payback.curves_from_events(cohorts, active.lazy(), subscription.lazy(), as_of).collect()
     assert_frame_equal(payback.cohort_curves(pl.concat(activity).lazy(), as_of).collect(), curves, check_exact=False)
+
+
+def _same_rows(got: pl.DataFrame, expected: pl.DataFrame) -> None:
+    keys = [c for c, t in expected.schema.items() if not t.is_float()]
+    assert_frame_equal(got.sort(keys), expected.sort(keys), check_exact=False)
+
+
+@settings(max_examples=8, deadline=None)
+@given(users=st.integers(20, 200), days=st.integers(3, 30), batch=st.integers(2, 12), seed=st.integers(0, 10_000))
+def test_a_batch_of_days_splits_into_what_each_day_gives_alone(users: int, days: int, batch: int, seed: int) -> None:
+    """The daily assets compute a batch of days at once and split the rows by day: each day's
+    rows must be exactly those of that day computed alone."""
+    data = generate(DemoConfig("ws_b", users, days, seed, D0))
+    raw = data.events.with_columns(pl.col("occurred_at").dt.date().alias("d"))
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(data.events.lazy()).lazy()).lazy()
+    subscription = lifecycle.subscription_events(data.events.lazy()).collect()
+    active = lifecycle.active_days(data.events.lazy()).collect()
+    spend = lifecycle.clean_spend(data.spend.lazy()).collect()
+    date_of = {"event_date": pl.col("event_date"), "spend_date": pl.col("spend_date")}
+
+    def inputs(first: date, last: date) -> tuple[pl.LazyFrame, ...]:
+        window = pl.col("event_date").is_between(first - timedelta(days=6), last)
+        return (
+            raw.filter(pl.col("d").is_between(first, last)).drop("d").lazy(),
+            cohorts.filter(pl.col("cohort_date").is_between(first, last)),
+            subscription.filter(date_of["event_date"].is_between(first, last)).lazy(),
+            spend.filter(date_of["spend_date"].is_between(first, last)).lazy(),
+            active.filter(window).lazy(),
+            subscription.filter(window).lazy(),
+        )
+
+    def compute(first: date, last: date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        events, new, today, spent, week_active, week_subscription = inputs(first, last)
+        return (
+            lifecycle.acquisitions(events),
+            payback.daily_rows(cohorts, new, today, spent).collect(),
+            payback.cohort_activity(cohorts, new, week_active, week_subscription, (first, last)).collect(),
+        )
+
+    all_days = [D0 + timedelta(days=i) for i in range(days)]
+    for start in range(0, days, batch):
+        chunk = all_days[start : start + batch]
+        acquired, rows, activity = compute(chunk[0], chunk[-1])
+        day_of = (
+            pl.col("cohort_date"),
+            pl.col("cohort_date") + pl.duration(days=pl.col("day")),
+            pl.col("activity_date"),
+        )
+        for frame, of in zip((acquired, rows, activity), day_of, strict=True):
+            assert frame.filter(~of.is_in(chunk)).is_empty()  # write_days refuses rows of other days
+        for day in chunk:
+            for frame, of, expected in zip((acquired, rows, activity), day_of, compute(day, day), strict=True):
+                _same_rows(frame.filter(of == day), expected)
 
 
 @settings(max_examples=60, deadline=None)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pytest
 
 from transforms.demo import DemoConfig, generate
 from warehouse.db import Database
@@ -53,6 +54,31 @@ def test_stale_days_are_the_days_whose_input_changed(tmp_path: Path) -> None:
     demo.write_event_partitions(lake, day2)
     # Day 2 itself, and day 3 whose weekly activity looks back at day 2.
     assert store.stale_days(lake) == [date(2026, 4, 2), date(2026, 4, 3)]
+
+
+def test_write_days_splits_a_batch_by_day_and_refuses_rows_of_other_days(tmp_path: Path) -> None:
+    lake = Lake(tmp_path / "lake")
+    days = [date(2026, 4, 1), date(2026, 4, 2), date(2026, 4, 3)]
+    spend = pl.DataFrame(
+        {
+            "workspace_id": ["ws_w"] * 3,
+            "spend_date": [days[0], days[2], days[2]],
+            "campaign": ["a", "a", "b"],
+            "creative": ["c"] * 3,
+            "country": ["US"] * 3,
+            "spend": [1.0, 2.0, 3.0],
+            "currency": ["USD"] * 3,
+        }
+    ).cast(store.SCHEMAS[store.SPEND])  # type: ignore[arg-type]
+    written = store.write_days(lake, store.SPEND, days, spend, pl.col("spend_date"))
+    assert written == {days[0]: 1, days[1]: 0, days[2]: 2}
+    assert store.scan_days(lake, store.SPEND, [days[1]]).collect().is_empty()  # a day without rows is written empty
+    assert store.scan_days(lake, store.SPEND, [days[2]]).collect()["spend"].sort().to_list() == [2.0, 3.0]
+    before = {p: p.stat().st_mtime_ns for p in store.partition_days(lake, store.SPEND).values()}
+    stray = spend.with_columns(pl.lit(date(2026, 4, 9)).alias("spend_date"))
+    with pytest.raises(ValueError, match="2026-04-09"):
+        store.write_days(lake, store.SPEND, days, pl.concat([spend, stray]), pl.col("spend_date"))
+    assert {p: p.stat().st_mtime_ns for p in store.partition_days(lake, store.SPEND).values()} == before
 
 
 def test_reader_reopens_when_the_store_is_replaced(tmp_path: Path) -> None:

@@ -89,12 +89,14 @@ def report_events(events: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def acquisitions(events: pl.LazyFrame) -> pl.DataFrame:
-    """First install per (workspace, user) in these events, with every group-by value.
+    """First install per (workspace, user, day) in these events, with every group-by value.
 
-    Campaign, creative and country come from the install (no campaign: organic; missing
-    creative or country: "(none)"). Paywall and offer are the first paywall impression and the
-    first offer tap of the install day (the onboarding paywall), "(none)" if none: fixing them
-    on the install day keeps every later day's work independent of earlier days.
+    Per day, so that the acquisitions of several days split into the same daily partitions as
+    one day at a time (`user_cohorts` then keeps each user's earliest). Campaign, creative and
+    country come from the install (no campaign: organic; missing creative or country: "(none)").
+    Paywall and offer are the first paywall impression and the first offer tap of the install
+    day (the onboarding paywall), "(none)" if none: fixing them on the install day keeps every
+    later day's work independent of earlier days.
     """
     installs = (
         events.filter((pl.col("event_type") == INSTALL) & _IDENTIFIED)
@@ -102,6 +104,7 @@ def acquisitions(events: pl.LazyFrame) -> pl.DataFrame:
         .collect(engine=_SCAN)
     )
     first = _first_installs(installs.lazy()).collect(engine=_PICK)
+    day_keys = [*_KEYS, "cohort_date"]
     # Same-day touches only, found before any JSON is read (most impressions are later visits).
     touches = (
         events.filter(pl.col("event_type").is_in((PAYWALL_IMPRESSION, PAYWALL_OFFER_TAP)) & _IDENTIFIED)
@@ -113,12 +116,12 @@ def acquisitions(events: pl.LazyFrame) -> pl.DataFrame:
             "properties",
             pl.col("occurred_at").dt.date().alias("cohort_date"),
         )
-        .join(first.lazy().select(*_KEYS, "cohort_date"), on=[*_KEYS, "cohort_date"], how="semi")
+        .join(first.lazy().select(day_keys), on=day_keys, how="semi")
         .collect(engine=_SCAN)
     )
     return (
         first.lazy()
-        .join(_first_touches(touches.lazy()), on=_KEYS, how="left")
+        .join(_first_touches(touches.lazy()), on=day_keys, how="left")
         .with_columns(pl.col("paywall").fill_null(NONE_LABEL), pl.col("offer").fill_null(NONE_LABEL))
         .select(list(ACQUISITION_SCHEMA))
         .cast(ACQUISITION_SCHEMA)  # type: ignore[arg-type]
@@ -127,12 +130,15 @@ def acquisitions(events: pl.LazyFrame) -> pl.DataFrame:
 
 
 def _first_installs(installs: pl.LazyFrame) -> pl.LazyFrame:
-    return with_properties(
-        installs.sort("occurred_at", "event_id").filter(_first_of(*_KEYS)), ("campaign", "creative")
-    ).select(
+    first = (
+        installs.with_columns(pl.col("occurred_at").dt.date().alias("cohort_date"))
+        .sort("occurred_at", "event_id")
+        .filter(_first_of(*_KEYS, "cohort_date"))
+    )
+    return with_properties(first, ("campaign", "creative")).select(
         *_KEYS,
         pl.col("occurred_at").alias("installed_at"),
-        pl.col("occurred_at").dt.date().alias("cohort_date"),
+        "cohort_date",
         _prop("campaign").fill_null(ORGANIC).alias("campaign"),
         _prop("creative").fill_null(NONE_LABEL).alias("creative"),
         pl.col("country").fill_null(NONE_LABEL).alias("country"),
@@ -141,16 +147,17 @@ def _first_installs(installs: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _first_touches(touches: pl.LazyFrame) -> pl.LazyFrame:
-    """Per user, the paywall of the first impression and the offer of the first tap."""
+    """Per user and install day, the paywall of the first impression and the offer of the first tap."""
     impression = pl.col("event_type") == PAYWALL_IMPRESSION
-    first = touches.sort("occurred_at", "event_id").filter(_first_of(*_KEYS, "event_type"))
+    keys = [*_KEYS, "cohort_date"]
+    first = touches.sort("occurred_at", "event_id").filter(_first_of(*keys, "event_type"))
     taps = with_properties(first.filter(~impression), ("product_id", "offer"))
     return (
         with_properties(first.filter(impression), ("paywall_id",))
-        .select(*_KEYS, _prop("paywall_id").alias("paywall"))
+        .select(*keys, _prop("paywall_id").alias("paywall"))
         .join(
-            taps.select(*_KEYS, pl.coalesce(_prop("product_id"), _prop("offer")).alias("offer")),
-            on=_KEYS,
+            taps.select(*keys, pl.coalesce(_prop("product_id"), _prop("offer")).alias("offer")),
+            on=keys,
             how="full",
             coalesce=True,
         )

@@ -114,11 +114,11 @@ def _fine_rows(
     return pl.concat([activity.select(columns), installs.select(columns), spent.select(columns)])
 
 
-def _roll_up(fine: pl.LazyFrame, unit: str, measures: list[str]) -> pl.LazyFrame:
-    """Fine cells summed once per group-by dimension: (workspace, cohort, dimension, value, unit)."""
+def _roll_up(fine: pl.LazyFrame, units: tuple[str, ...], measures: list[str]) -> pl.LazyFrame:
+    """Fine cells summed once per group-by dimension: (workspace, cohort, dimension, value, units)."""
     return pl.concat(
         [
-            fine.group_by("workspace_id", "cohort_date", pl.col(d).alias("value"), unit)
+            fine.group_by("workspace_id", "cohort_date", pl.col(d).alias("value"), *units)
             .agg(pl.col(measures).sum())
             .with_columns(pl.lit(d).alias("dimension"))
             for d in DIMENSIONS
@@ -135,7 +135,7 @@ def daily_rows(
     installed on D, `cohorts` every user. Partitions have disjoint keys (cohort_date + day = D),
     so the whole cube is their concatenation."""
     return (
-        _roll_up(_fine_rows(cohorts, new_cohorts, subscription, spend), "day", list(MEASURES))
+        _roll_up(_fine_rows(cohorts, new_cohorts, subscription, spend), ("day",), list(MEASURES))
         .select(list(PAYBACK_DAILY_SCHEMA))
         .cast(PAYBACK_DAILY_SCHEMA)  # type: ignore[arg-type]
     )
@@ -169,50 +169,55 @@ def cohort_activity(
     subscription: pl.LazyFrame,
     counted: tuple[date, date] | None = None,
 ) -> pl.LazyFrame:
-    """Weekly activity rows (COHORT_ACTIVITY_SCHEMA), additive across days.
+    """Weekly activity rows (COHORT_ACTIVITY_SCHEMA plus `activity_date`), additive across days.
 
     A user counts as active in week w >= 1 on their first active day of that week (`active`:
-    ACTIVE_DAY_SCHEMA rows), and in week 0 through the install (new_cohorts); net revenue comes
-    from `subscription`. For one daily partition D, both inputs are days D-6..D (enough to see
-    an earlier active day of the same week) and `counted` is (D, D): only activations and
-    revenue of day D are counted. With `counted` None, every day counts.
+    ACTIVE_DAY_SCHEMA rows), and in week 0 on the install (new_cohorts); net revenue counts on
+    the day of each subscription event. `activity_date` is that day, so the rows of several days
+    split into daily partitions. For days D1..D2, both inputs are days D1-6..D2 (enough to see
+    an earlier active day of the same week) and `counted` is (D1, D2): only activations and
+    revenue of those days are counted. With `counted` None, every day counts.
     """
     keys = ["workspace_id", "user_id"]
     cohorts, new_cohorts = _categorical(cohorts), _categorical(new_cohorts)
-    in_range = pl.lit(True) if counted is None else pl.col("event_date").is_between(*counted)
-    events = pl.concat(
-        [
-            active.select(*keys, "event_date", pl.lit(0.0).alias("net")),
-            subscription.select(*keys, "event_date", (pl.col("revenue") - pl.col("refund")).alias("net")),
-        ]
-    )
-    weekly = (
-        events.join(cohorts.select(*keys, "cohort_date"), on=keys, how="inner")
+    days = counted or (date.min, date.max)
+    measures = ("active_users", "net_revenue")
+    activations = (
+        active.select(*keys, "event_date")
+        .join(cohorts, on=keys, how="inner")
         .with_columns(_since_install(7).alias("week"))
-        .filter(pl.col("week").is_between(0, MAX_WEEKS - 1))
+        .filter(pl.col("week").is_between(1, MAX_WEEKS - 1))
         .group_by(*keys, "week")
-        .agg(
-            pl.col("event_date").min().alias("first_day"),
-            pl.col("net").filter(in_range).sum().alias("net_revenue"),
-        )
-        .with_columns(
-            ((pl.col("week") > 0) & pl.col("first_day").is_between(*(counted or (date.min, date.max))))
-            .cast(pl.Int64)
-            .alias("active_users")
+        .agg(pl.col(FINE[1:]).first(), pl.col("event_date").min().alias("activity_date"))
+        .filter(pl.col("activity_date").is_between(*days))
+        .select(*FINE, "week", "activity_date", pl.lit(1, pl.Int64).alias(measures[0]), pl.lit(0.0).alias(measures[1]))
+    )
+    revenue = (
+        subscription.filter(
+            pl.col("event_date").is_between(*days) & ((pl.col("revenue") != 0) | (pl.col("refund") != 0))
         )
         .join(cohorts, on=keys, how="inner")
-        .select(*FINE, "week", "active_users", "net_revenue")
+        .with_columns(_since_install(7).alias("week"))
+        .filter(pl.col("week").is_between(0, MAX_WEEKS - 1))
+        .select(
+            *FINE,
+            "week",
+            pl.col("event_date").alias("activity_date"),
+            pl.lit(0, pl.Int64).alias(measures[0]),
+            (pl.col("revenue") - pl.col("refund")).alias(measures[1]),
+        )
     )
     installed = new_cohorts.select(
         *FINE,
         pl.lit(0, pl.Int32).alias("week"),
-        pl.lit(1, pl.Int64).alias("active_users"),
-        pl.lit(0.0).alias("net_revenue"),
+        pl.col("cohort_date").alias("activity_date"),
+        pl.lit(1, pl.Int64).alias(measures[0]),
+        pl.lit(0.0).alias(measures[1]),
     )
     return (
-        _roll_up(pl.concat([weekly, installed]), "week", ["active_users", "net_revenue"])
+        _roll_up(pl.concat([activations, revenue, installed]), ("week", "activity_date"), list(measures))
         .filter((pl.col("active_users") > 0) | (pl.col("net_revenue") != 0))
-        .select(list(COHORT_ACTIVITY_SCHEMA))
+        .select(*COHORT_ACTIVITY_SCHEMA, "activity_date")
         .cast(COHORT_ACTIVITY_SCHEMA)  # type: ignore[arg-type]
     )
 

@@ -109,6 +109,24 @@ def write_day(lake: Lake, dataset: str, day: date, frame: pl.DataFrame) -> Path:
     return lake.write(frame.select(list(SCHEMAS[dataset])), lake.partition_path(dataset, day))
 
 
+def write_days(lake: Lake, dataset: str, days: list[date], frame: pl.DataFrame, day_of: pl.Expr) -> dict[date, int]:
+    """Replace the partitions of `days` from one frame computed for all of them: each day gets
+    the rows whose `day_of` is that day (a day without rows gets an empty partition). Returns
+    the rows written per day. A row of any other day is a bug in the caller's computation and
+    raises before anything is written."""
+    parts = frame.with_columns(day_of.alias("__day")).partition_by("__day", as_dict=True, include_key=False)
+    stray = sorted(str(key[0]) for key in parts if key[0] not in set(days))
+    if stray:
+        raise ValueError(f"{dataset}: rows for days outside {days[0]}..{days[-1]}: {', '.join(stray[:5])}")
+    empty = pl.DataFrame(schema=frame.schema)
+    written = {}
+    for day in days:
+        part = parts.get((day,), empty)
+        write_day(lake, dataset, day, part)
+        written[day] = part.height
+    return written
+
+
 def write_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> Path:
     return lake.write(frame.select(list(SCHEMAS[dataset])), lake.table_path(dataset))
 
