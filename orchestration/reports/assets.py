@@ -2,9 +2,10 @@
 cohort curves, LTV projections and the published report store the API reads.
 
 The daily assets are partitioned by UTC day with a single-run backfill policy: a refresh of a
-range of changed days is one run that rewrites exactly those days. The cube and the weekly
-activity are themselves daily (rows keyed by activity day, additive), so the whole-table assets
-only concatenate small daily results and add running sums, never touching events.
+range of changed days is one run that rewrites exactly those days, computed a batch of days at
+a time and split by day. The cube and the weekly activity are themselves daily (rows keyed by
+activity day, additive), so the whole-table assets only concatenate small daily results and
+add running sums, never touching events.
 `canonical_events` (ingest) and `spend_raw` (ad-platform syncs) are upstream assets defined
 elsewhere; Dagster shows them as external until they are.
 """

@@ -64,6 +64,7 @@ def _prop(name: str) -> pl.Expr:
 _SCAN: pl.EngineType = "streaming"
 _PICK: pl.EngineType = "in-memory"
 _KEYS = ["workspace_id", "user_id"]
+_INSTALL = "_install"
 _IDENTIFIED = pl.col("user_id").is_not_null()
 # Every column of canonical events that these transforms read.
 REPORT_COLUMNS = (
@@ -103,7 +104,9 @@ def acquisitions(events: pl.LazyFrame) -> pl.DataFrame:
         .select("workspace_id", "user_id", "event_id", "occurred_at", "properties", "country", "platform")
         .collect(engine=_SCAN)
     )
-    first = _first_installs(installs.lazy()).collect(engine=_PICK)
+    # Each first install gets a row number: the touches carry it from the join on, so that
+    # picking the first touch and attaching it work on one integer rather than three strings.
+    first = _first_installs(installs.lazy()).with_row_index(_INSTALL).collect(engine=_PICK)
     day_keys = [*_KEYS, "cohort_date"]
     # Same-day touches only, found before any JSON is read (most impressions are later visits).
     touches = (
@@ -116,12 +119,13 @@ def acquisitions(events: pl.LazyFrame) -> pl.DataFrame:
             "properties",
             pl.col("occurred_at").dt.date().alias("cohort_date"),
         )
-        .join(first.lazy().select(day_keys), on=day_keys, how="semi")
+        .join(first.lazy().select(*day_keys, _INSTALL), on=day_keys, how="inner")
+        .select(_INSTALL, "event_type", "event_id", "occurred_at", "properties")
         .collect(engine=_SCAN)
     )
     return (
         first.lazy()
-        .join(_first_touches(touches.lazy()), on=day_keys, how="left")
+        .join(_first_touches(touches.lazy()), on=_INSTALL, how="left")
         .with_columns(pl.col("paywall").fill_null(NONE_LABEL), pl.col("offer").fill_null(NONE_LABEL))
         .select(list(ACQUISITION_SCHEMA))
         .cast(ACQUISITION_SCHEMA)  # type: ignore[arg-type]
@@ -147,17 +151,18 @@ def _first_installs(installs: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _first_touches(touches: pl.LazyFrame) -> pl.LazyFrame:
-    """Per user and install day, the paywall of the first impression and the offer of the first tap."""
+    """Per install, the paywall of the first impression and the offer of the first tap."""
     impression = pl.col("event_type") == PAYWALL_IMPRESSION
-    keys = [*_KEYS, "cohort_date"]
-    first = touches.sort("occurred_at", "event_id").filter(_first_of(*keys, "event_type"))
+    # One integer per (install, kind of touch).
+    slot = pl.col(_INSTALL).cast(pl.UInt64) * 2 + impression.cast(pl.UInt64)
+    first = touches.sort("occurred_at", "event_id").filter(slot.is_first_distinct())
     taps = with_properties(first.filter(~impression), ("product_id", "offer"))
     return (
         with_properties(first.filter(impression), ("paywall_id",))
-        .select(*keys, _prop("paywall_id").alias("paywall"))
+        .select(_INSTALL, _prop("paywall_id").alias("paywall"))
         .join(
-            taps.select(*keys, pl.coalesce(_prop("product_id"), _prop("offer")).alias("offer")),
-            on=keys,
+            taps.select(_INSTALL, pl.coalesce(_prop("product_id"), _prop("offer")).alias("offer")),
+            on=_INSTALL,
             how="full",
             coalesce=True,
         )
