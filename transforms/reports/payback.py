@@ -182,14 +182,18 @@ def cohort_activity(
     cohorts, new_cohorts = _categorical(cohorts), _categorical(new_cohorts)
     days = counted or (date.min, date.max)
     measures = ("active_users", "net_revenue")
+    # Active days are the bulk (a row per user and day): after one join on the string keys they
+    # are grouped and joined back by the user's row number, an integer.
+    numbered = cohorts.with_row_index("_user")
     activations = (
         active.select(*keys, "event_date")
-        .join(cohorts, on=keys, how="inner")
+        .join(numbered.select(*keys, "_user", "cohort_date"), on=keys, how="inner")
         .with_columns(_since_install(7).alias("week"))
         .filter(pl.col("week").is_between(1, MAX_WEEKS - 1))
-        .group_by(*keys, "week")
-        .agg(pl.col(FINE[1:]).first(), pl.col("event_date").min().alias("activity_date"))
+        .group_by("_user", "week")
+        .agg(pl.col("event_date").min().alias("activity_date"))
         .filter(pl.col("activity_date").is_between(*days))
+        .join(numbered.select("_user", *FINE), on="_user", how="inner")
         .select(*FINE, "week", "activity_date", pl.lit(1, pl.Int64).alias(measures[0]), pl.lit(0.0).alias(measures[1]))
     )
     revenue = (
