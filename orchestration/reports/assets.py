@@ -26,8 +26,6 @@ from warehouse.lake import Lake
 from warehouse.reports import serving, store
 
 GROUP = "reports"
-CANONICAL_EVENTS = dg.AssetKey("canonical_events")
-SPEND_RAW = dg.AssetKey("spend_raw")
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 
 
@@ -69,68 +67,61 @@ def _daily(
 
 
 def _from_raw(
-    lake: Lake, source: str, transform: Callable[[pl.LazyFrame], pl.LazyFrame]
-) -> Callable[[list[date]], pl.LazyFrame]:
-    return lambda days: transform(store.scan_days(lake, source, days))
+    name: str,
+    source: str,
+    transform: Callable[[pl.LazyFrame], pl.LazyFrame],
+    day_column: str,
+    description: str,
+) -> dg.AssetsDefinition:
+    """A daily asset computed from one raw lake dataset (`canonical_events` or `spend_raw`)."""
+    upstream = dg.AssetKey(source)
+
+    @dg.asset(
+        name=name,
+        group_name=GROUP,
+        deps=[upstream],
+        partitions_def=daily_partitions,
+        backfill_policy=SINGLE_RUN,
+        description=description,
+    )
+    def _asset(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+        store_ = lake.lake()
+        compute = lambda days: transform(store.scan_days(store_, source, days))  # noqa: E731
+        return _daily(context, store_, name, compute, pl.col(day_column))
+
+    return _asset
 
 
-@dg.asset(
-    group_name=GROUP,
-    deps=[CANONICAL_EVENTS],
-    partitions_def=daily_partitions,
-    backfill_policy=SINGLE_RUN,
-    description=(
-        "Users first installed on the day: campaign, creative, country, platform, and the paywall and offer "
-        "they met on the install day."
-    ),
+# Idempotent: each day is recomputed from its raw partition and replaced whole.
+acquisitions = _from_raw(
+    store.ACQUISITIONS,
+    store.CANONICAL_EVENTS,
+    lambda events: lifecycle.acquisitions(events).lazy(),
+    "cohort_date",
+    "Users first installed on the day: campaign, creative, country, platform, and the paywall and offer "
+    "they met on the install day.",
 )
-def acquisitions(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
-    store_ = lake.lake()
-    compute = _from_raw(store_, store.CANONICAL_EVENTS, lambda events: lifecycle.acquisitions(events).lazy())
-    return _daily(context, store_, store.ACQUISITIONS, compute, pl.col("cohort_date"))
-
-
-@dg.asset(
-    group_name=GROUP,
-    deps=[CANONICAL_EVENTS],
-    partitions_def=daily_partitions,
-    backfill_policy=SINGLE_RUN,
-    description="Trial, subscription, renewal, cancellation and refund events of the day, parsed once.",
+subscription_events = _from_raw(
+    store.SUBSCRIPTION_EVENTS,
+    store.CANONICAL_EVENTS,
+    lifecycle.subscription_events,
+    "event_date",
+    "Trial, subscription, renewal, cancellation and refund events of the day, parsed once.",
 )
-def subscription_events(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
-    store_ = lake.lake()
-    compute = _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.subscription_events)
-    return _daily(context, store_, store.SUBSCRIPTION_EVENTS, compute, pl.col("event_date"))
-
-
-@dg.asset(
-    group_name=GROUP,
-    deps=[CANONICAL_EVENTS],
-    partitions_def=daily_partitions,
-    backfill_policy=SINGLE_RUN,
-    description="Each user active on the day (any event but an install): what cohort retention counts.",
+active_days = _from_raw(
+    store.ACTIVE_DAYS,
+    store.CANONICAL_EVENTS,
+    lifecycle.active_days,
+    "event_date",
+    "Each user active on the day (any event but an install): what cohort retention counts.",
 )
-def active_days(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    """Idempotent: each day is recomputed from its canonical_events partition and replaced whole."""
-    store_ = lake.lake()
-    compute = _from_raw(store_, store.CANONICAL_EVENTS, lifecycle.active_days)
-    return _daily(context, store_, store.ACTIVE_DAYS, compute, pl.col("event_date"))
-
-
-@dg.asset(
-    group_name=GROUP,
-    deps=[SPEND_RAW],
-    partitions_def=daily_partitions,
-    backfill_policy=SINGLE_RUN,
-    description="Daily ad spend by campaign, creative and country; one row per key, restatements win.",
+spend = _from_raw(
+    store.SPEND,
+    store.SPEND_RAW,
+    lifecycle.clean_spend,
+    "spend_date",
+    "Daily ad spend by campaign, creative and country; one row per key, restatements win.",
 )
-def spend(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    """Idempotent: each day is recomputed from its spend_raw partition and replaced whole."""
-    store_ = lake.lake()
-    compute = _from_raw(store_, store.SPEND_RAW, lifecycle.clean_spend)
-    return _daily(context, store_, store.SPEND, compute, pl.col("spend_date"))
 
 
 def _cohorts(lake: Lake) -> pl.LazyFrame:
