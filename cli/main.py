@@ -8,6 +8,7 @@ from cli.admin import admin
 from cli.db import db
 from cli.demo import demo
 from cli.ingest import ingest
+from cli.paywalls import paywalls
 from cli.refresh import refresh
 from cli.up import up
 from cli.webhooks import webhooks
@@ -19,6 +20,7 @@ def main() -> None:
 
 
 admin.add_command(webhooks)  # `flokit admin webhooks ...`
+admin.add_command(paywalls)  # `flokit admin paywalls ...`
 main.add_command(db)
 main.add_command(admin)
 main.add_command(up)

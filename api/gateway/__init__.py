@@ -3,3 +3,5 @@
 from flask import Blueprint
 
 blueprint = Blueprint("gateway", __name__)
+
+from api.gateway import config  # noqa: E402,F401  (routes register themselves on the blueprint)

@@ -1,0 +1,77 @@
+"""GET /api/paywall/config: the live paywall configuration, with the user's A/B variant.
+
+No key is needed (spec: `x-app-key` not needed for config); an identity is. With no published
+configuration (or an unknown or revoked app) the answer is the spec's fallback: 200, version 0,
+variant `control`, no offers, which tells the app not to show the paywall.
+"""
+
+from __future__ import annotations
+
+from flask import Response, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.context import state
+from api.errors import ApiError
+from api.gateway import blueprint
+from api.openapi import operation
+from transforms import paywall
+from warehouse.paywalls import configs
+
+
+class ConfigQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    app_id: str = Field(min_length=1, max_length=40)
+    paywall_id: str = Field(min_length=1, max_length=configs.MAX_PAYWALL_ID)
+    userId: str | None = Field(None, max_length=200, description="Identity when x-user-id is not sent.")
+    anonymousId: str | None = Field(None, max_length=200, description="Identity when neither is sent.")
+
+
+class ServedVariant(BaseModel):
+    variant_id: str
+    layout: str
+    offers: list[paywall.Offer] = Field(description="Empty in the fallback: do not show the paywall.")
+    cta_copy: str | None = None
+    traffic_weight: float
+
+
+class PaywallConfig(BaseModel):
+    paywall_id: str
+    version: int = Field(description="Published configuration version; 0 for the fallback.")
+    variant: ServedVariant
+    fallbackUsed: bool  # the spec's name
+
+
+def identity(query: ConfigQuery) -> str:
+    """Spec: the `x-user-id` header takes precedence over the `userId` / `anonymousId` fallbacks."""
+    for candidate in (request.headers.get("x-user-id"), query.userId, query.anonymousId):
+        if candidate and candidate.strip():
+            return candidate.strip()
+    raise ApiError(401, "No user identity: send the x-user-id header (or a userId or anonymousId query parameter)")
+
+
+@blueprint.get("/api/paywall/config")
+@operation(
+    summary="Paywall configuration for a user",
+    description="The live configuration of the paywall with the user's variant: deterministic per user and "
+    "paywall, split by traffic_weight while an experiment is active. With no published configuration: "
+    "version 0, variant control, empty offers, fallbackUsed true (do not show the paywall). Cacheable for "
+    "60 s (stale for 300 s more), varying by x-user-id.",
+    query=ConfigQuery,
+    responses={200: PaywallConfig},
+    errors=(401,),
+    tags=["paywall"],
+)
+def paywall_config(query: ConfigQuery) -> Response:
+    user = identity(query)
+    with state().db.read() as conn:
+        live = configs.live(conn, app_id=query.app_id, paywall_id=query.paywall_id)
+    if live is None:
+        body = paywall.fallback(query.paywall_id)
+    else:
+        variant = paywall.assign_variant(live.document, app_id=query.app_id, paywall_id=query.paywall_id, identity=user)
+        body = paywall.served(query.paywall_id, live.version, variant)
+    response = jsonify(body)
+    response.headers["Cache-Control"] = paywall.CACHE_CONTROL
+    # The variant depends on the x-user-id header, which is not part of the URL.
+    response.headers["Vary"] = "x-user-id"
+    return response

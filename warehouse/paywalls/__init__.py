@@ -1,0 +1,1 @@
+"""Paywall configurations published per app and paywall, in versions."""
