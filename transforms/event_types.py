@@ -19,6 +19,13 @@ RENEWAL = "renewal"
 CANCELLATION = "cancellation"
 REFUND = "refund"
 PURCHASE = "purchase"
+# Paywall funnel steps as the app reports them (POST /api/paywall/events). Client-reported, so
+# kept apart from the billing facts above that stores and providers confirm: a `convert` tap
+# is not a subscription until the store says so, and reports never count it as one.
+PAYWALL_PURCHASE_START = "paywall_purchase_start"
+PAYWALL_TRIAL_START = "paywall_trial_start"
+PAYWALL_CONVERT = "paywall_convert"
+PAYWALL_CANCEL = "paywall_cancel"
 
 CANONICAL_EVENT_TYPES: frozenset[str] = frozenset(
     {
@@ -33,6 +40,10 @@ CANONICAL_EVENT_TYPES: frozenset[str] = frozenset(
         CANCELLATION,  # auto-renew turned off (access may continue to period end)
         REFUND,  # money returned; revenue negative in reports
         PURCHASE,  # one-off (non-subscription) purchase
+        PAYWALL_PURCHASE_START,  # the app began a store purchase from a paywall
+        PAYWALL_TRIAL_START,  # the app reports a trial begun from a paywall
+        PAYWALL_CONVERT,  # the app reports a purchase completed from a paywall
+        PAYWALL_CANCEL,  # the user left the paywall or cancelled the purchase flow
     }
 )
 
