@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
@@ -26,7 +27,7 @@ from warehouse import migrate, workspaces
 from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
 from warehouse.lake import Lake
-from warehouse.settings import Settings
+from warehouse.settings import APP_SESSION_SECRET_FILE, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV_INSTANCE = ROOT / "orchestration" / "instance" / "dagster.dev.yaml"
@@ -58,6 +59,19 @@ def ensure_dagster_home(settings: Settings) -> Path:
     if not config.exists():
         shutil.copyfile(DEV_INSTANCE, config)
     return config
+
+
+def ensure_app_session_secret(settings: Settings) -> Settings:
+    """App-session tokens work out of the box: without FLOKIT_APP_SESSION_SECRET, a random secret
+    is created once in the data directory (owner-only) and kept across restarts."""
+    if settings.app_session_secret:
+        return settings
+    path = settings.data_dir / APP_SESSION_SECRET_FILE
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(48) + "\n")
+    return replace(settings, app_session_secret=path.read_text().strip())
 
 
 def children(settings: Settings, workers: int) -> list[Child]:
@@ -123,6 +137,7 @@ def up(no_bootstrap: bool, workers: int) -> None:
             )
     database.dispose()  # children open their own connections; keep none across the fork
     ensure_dagster_home(settings)
+    settings = ensure_app_session_secret(settings)
     env = {**os.environ, **settings.child_env()}
     raise SystemExit(supervise(children(settings, workers), env, settings))
 

@@ -71,6 +71,24 @@ def _count(env: Mapping[str, str], name: str, default: int, minimum: int, maximu
     return int(raw)
 
 
+APP_SESSION_SECRET_FILE = "app-session.secret"  # noqa: S105  (a file name, not a secret)
+MIN_APP_SESSION_SECRET = 32
+
+
+def _app_session_secret(env: Mapping[str, str], data_dir: Path) -> str | None:
+    """FLOKIT_APP_SESSION_SECRET, else the secret `flokit up` keeps in the data directory, else
+    None (token minting not configured: POST /api/paywall/token answers 503)."""
+    raw = env.get("FLOKIT_APP_SESSION_SECRET", "").strip()
+    source = "FLOKIT_APP_SESSION_SECRET"
+    if not raw:
+        path = data_dir / APP_SESSION_SECRET_FILE
+        raw = path.read_text().strip() if path.is_file() else ""
+        source = str(path)
+    if raw and len(raw) < MIN_APP_SESSION_SECRET:
+        raise SettingsError(f"{source} must be at least {MIN_APP_SESSION_SECRET} characters of random text")
+    return raw or None
+
+
 def _database_url(env: Mapping[str, str], data_dir: Path) -> str:
     raw = env.get("FLOKIT_DATABASE_URL", "").strip()
     if not raw:
@@ -110,6 +128,8 @@ class Settings:
     # Minimum seconds between evaluations of FloKit's queue sensors (landed events, webhook
     # deliveries); the daemon itself evaluates sensors at most about every 5 s.
     sensor_interval_s: int = 5
+    # Signs app-session tokens; None: minting is not configured here (503).
+    app_session_secret: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.dagster_home == Path():
@@ -133,6 +153,7 @@ class Settings:
             webhooks_allow_private=_flag(env, "FLOKIT_WEBHOOKS_ALLOW_PRIVATE"),
             webhook_backoff_scale=_positive_number(env, "FLOKIT_WEBHOOK_BACKOFF_SCALE", 1.0, allow_zero=True),
             sensor_interval_s=max(1, round(_positive_number(env, "FLOKIT_SENSOR_INTERVAL_S", 5))),
+            app_session_secret=_app_session_secret(env, data_dir),
         )
 
     @property
@@ -160,4 +181,4 @@ class Settings:
             "FLOKIT_WEBHOOK_BACKOFF_SCALE": repr(self.webhook_backoff_scale),
             "FLOKIT_TRUSTED_PROXIES": str(self.trusted_proxies),
             "FLOKIT_SENSOR_INTERVAL_S": str(self.sensor_interval_s),
-        }
+        } | ({"FLOKIT_APP_SESSION_SECRET": self.app_session_secret} if self.app_session_secret else {})

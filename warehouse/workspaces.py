@@ -157,6 +157,16 @@ def create_app(conn: Connection, *, workspace_id: str, name: str, actor: str = "
     return app
 
 
+def app_by_id(conn: Connection, app_id: str) -> App | None:
+    """An active (not revoked) app."""
+    row = conn.execute(
+        sa.select(apps.c.id, apps.c.workspace_id, apps.c.name, apps.c.publishable_key).where(
+            apps.c.id == app_id, apps.c.revoked_at.is_(None)
+        )
+    ).first()
+    return None if row is None else App(**row._mapping)
+
+
 def app_for_key(conn: Connection, publishable_key: str) -> App | None:
     row = conn.execute(
         sa.select(apps.c.id, apps.c.workspace_id, apps.c.name, apps.c.publishable_key).where(

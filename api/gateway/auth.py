@@ -14,20 +14,41 @@ from flask import g, request
 
 from api.context import state
 from api.errors import ApiError
-from warehouse.workspaces import App, app_for_key
+from transforms import app_session
+from warehouse.db import utcnow
+from warehouse.workspaces import App, app_by_id, app_for_key
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def require_app() -> App:
-    """The app of the `x-app-key` header: 401 when missing, unknown or revoked."""
+def require_app(*, token_allowed: bool = True) -> App:
+    """The app of the `x-app-key` header, or of the `x-app-token` app-session token where
+    allowed (sent instead of the key): 401 when missing, unknown, revoked, expired, or minted
+    for another `x-user-id`."""
     key = request.headers.get("x-app-key", "").strip()
+    token = request.headers.get("x-app-token", "").strip() if token_allowed else ""
+    if not key and token:
+        return _app_of_token(token)
     if not key:
         raise ApiError(401, "Missing x-app-key: send the app's publishable key (pk_...)")
     with state().db.read() as conn:
         app = app_for_key(conn, key)
     if app is None:
         raise ApiError(401, "Invalid x-app-key (unknown or revoked)")
+    return app
+
+
+def _app_of_token(token: str) -> App:
+    secret = state().settings.app_session_secret
+    claims = app_session.verify(secret.encode(), token, now=utcnow()) if secret else None
+    if claims is None:
+        raise ApiError(401, "Invalid x-app-token (malformed, expired or not minted here)")
+    if claims.user_id != request.headers.get("x-user-id", "").strip():
+        raise ApiError(401, "Invalid x-app-token: it was minted for another x-user-id")
+    with state().db.read() as conn:
+        app = app_by_id(conn, claims.app_id)
+    if app is None:
+        raise ApiError(401, "Invalid x-app-token: its app was revoked")
     return app
 
 

@@ -52,3 +52,21 @@ def test_data_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     f.write_text("x")
     with pytest.raises(SettingsError, match="FLOKIT_DATA_DIR must be a directory"):
         Settings.from_env({"FLOKIT_DATA_DIR": str(f)})
+
+
+def test_the_app_session_secret_comes_from_the_environment_or_the_data_dir(tmp_path: Path) -> None:
+    from cli.up import ensure_app_session_secret
+
+    base = {"FLOKIT_DATA_DIR": str(tmp_path)}
+    assert Settings.from_env(base).app_session_secret is None  # not configured: minting answers 503
+    assert Settings.from_env(base | {"FLOKIT_APP_SESSION_SECRET": "e" * 32}).app_session_secret == "e" * 32
+    with pytest.raises(SettingsError, match="FLOKIT_APP_SESSION_SECRET must be at least 32"):
+        Settings.from_env(base | {"FLOKIT_APP_SESSION_SECRET": "short"})
+    # `flokit up` creates one secret, owner-only, and every later process reads the same.
+    made = ensure_app_session_secret(Settings.from_env(base))
+    secret_file = tmp_path / "app-session.secret"
+    assert made.app_session_secret and secret_file.stat().st_mode & 0o777 == 0o600
+    assert Settings.from_env(base).app_session_secret == made.app_session_secret
+    assert ensure_app_session_secret(Settings.from_env(base)).app_session_secret == made.app_session_secret
+    assert made.child_env()["FLOKIT_APP_SESSION_SECRET"] == made.app_session_secret
+    assert made.app_session_secret not in repr(made)  # never in logs
