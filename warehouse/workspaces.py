@@ -159,18 +159,17 @@ def create_app(conn: Connection, *, workspace_id: str, name: str, actor: str = "
 
 def app_by_id(conn: Connection, app_id: str) -> App | None:
     """An active (not revoked) app."""
-    row = conn.execute(
-        sa.select(apps.c.id, apps.c.workspace_id, apps.c.name, apps.c.publishable_key).where(
-            apps.c.id == app_id, apps.c.revoked_at.is_(None)
-        )
-    ).first()
-    return None if row is None else App(**row._mapping)
+    return _active_app(conn, apps.c.id == app_id)
 
 
 def app_for_key(conn: Connection, publishable_key: str) -> App | None:
+    return _active_app(conn, apps.c.publishable_key == publishable_key)
+
+
+def _active_app(conn: Connection, which: sa.ColumnElement[bool]) -> App | None:
     row = conn.execute(
         sa.select(apps.c.id, apps.c.workspace_id, apps.c.name, apps.c.publishable_key).where(
-            apps.c.publishable_key == publishable_key, apps.c.revoked_at.is_(None)
+            which, apps.c.revoked_at.is_(None)
         )
     ).first()
     return None if row is None else App(**row._mapping)
