@@ -89,6 +89,15 @@ def _app_session_secret(env: Mapping[str, str], data_dir: Path) -> str | None:
     return raw or None
 
 
+def _http_url(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.startswith(("http://", "https://")) or len(raw) < len("http://x"):
+        raise SettingsError(f"{name} must be an http:// or https:// URL, got {raw!r}")
+    return raw.rstrip("/")
+
+
 def _database_url(env: Mapping[str, str], data_dir: Path) -> str:
     raw = env.get("FLOKIT_DATABASE_URL", "").strip()
     if not raw:
@@ -128,6 +137,10 @@ class Settings:
     # Minimum seconds between evaluations of FloKit's queue sensors (landed events, webhook
     # deliveries); the daemon itself evaluates sensors at most about every 5 s.
     sensor_interval_s: int = 5
+    # Where provider webhooks are forwarded (the path is appended); None: answered 502.
+    passthrough_url: str | None = None
+    # Spec limits: gateway downstream timeout 10 s, then 504.
+    passthrough_timeout_s: float = 10.0
     # Signs app-session tokens; None: minting is not configured here (503).
     app_session_secret: str | None = field(default=None, repr=False)
 
@@ -154,6 +167,8 @@ class Settings:
             webhook_backoff_scale=_positive_number(env, "FLOKIT_WEBHOOK_BACKOFF_SCALE", 1.0, allow_zero=True),
             sensor_interval_s=max(1, round(_positive_number(env, "FLOKIT_SENSOR_INTERVAL_S", 5))),
             app_session_secret=_app_session_secret(env, data_dir),
+            passthrough_url=_http_url(env, "FLOKIT_PASSTHROUGH_URL"),
+            passthrough_timeout_s=_positive_number(env, "FLOKIT_PASSTHROUGH_TIMEOUT_S", 10.0),
         )
 
     @property
@@ -181,4 +196,6 @@ class Settings:
             "FLOKIT_WEBHOOK_BACKOFF_SCALE": repr(self.webhook_backoff_scale),
             "FLOKIT_TRUSTED_PROXIES": str(self.trusted_proxies),
             "FLOKIT_SENSOR_INTERVAL_S": str(self.sensor_interval_s),
+            "FLOKIT_PASSTHROUGH_URL": self.passthrough_url or "",
+            "FLOKIT_PASSTHROUGH_TIMEOUT_S": repr(self.passthrough_timeout_s),
         } | ({"FLOKIT_APP_SESSION_SECRET": self.app_session_secret} if self.app_session_secret else {})
