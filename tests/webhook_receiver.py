@@ -43,6 +43,8 @@ class Receiver:
         self.status: dict[str, int] = {}
         self.offset_s = 0.0  # tests that move the sender's clock move the receiver's too
         self.on_receive: Callable[[Received], None] | None = None  # e.g. forward to another process
+        # A fake upstream's answer (status, body) computed from the request; None: "ok", by path.
+        self.respond: Callable[[Received], tuple[int, bytes]] | None = None
         self._lock = threading.Lock()
         receiver = self
 
@@ -62,11 +64,14 @@ class Receiver:
                     receiver.requests.append(received)
                     if receiver.on_receive is not None:
                         receiver.on_receive(received)
-                    status = receiver.status.get(self.path, 200)
+                    status, answer = receiver.status.get(self.path, 200), b"ok"
+                    respond = receiver.respond
+                if respond is not None:
+                    status, answer = respond(received)
                 self.send_response(status)
-                self.send_header("Content-Length", "2")
+                self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
-                self.wfile.write(b"ok")
+                self.wfile.write(answer)
 
             def log_message(self, format: str, *args: object) -> None:  # quiet test output
                 pass

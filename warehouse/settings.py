@@ -141,6 +141,8 @@ class Settings:
     passthrough_url: str | None = None
     # Spec limits: gateway downstream timeout 10 s, then 504.
     passthrough_timeout_s: float = 10.0
+    # The receipt verification upstream (POST, JSON); None: receipts answer 503.
+    receipt_verifier_url: str | None = None
     # Signs app-session tokens; None: minting is not configured here (503).
     app_session_secret: str | None = field(default=None, repr=False)
 
@@ -168,6 +170,7 @@ class Settings:
             sensor_interval_s=max(1, round(_positive_number(env, "FLOKIT_SENSOR_INTERVAL_S", 5))),
             app_session_secret=_app_session_secret(env, data_dir),
             passthrough_url=_http_url(env, "FLOKIT_PASSTHROUGH_URL"),
+            receipt_verifier_url=_http_url(env, "FLOKIT_RECEIPT_VERIFIER_URL"),
             passthrough_timeout_s=_positive_number(env, "FLOKIT_PASSTHROUGH_TIMEOUT_S", 10.0),
         )
 
@@ -197,5 +200,6 @@ class Settings:
             "FLOKIT_TRUSTED_PROXIES": str(self.trusted_proxies),
             "FLOKIT_SENSOR_INTERVAL_S": str(self.sensor_interval_s),
             "FLOKIT_PASSTHROUGH_URL": self.passthrough_url or "",
+            "FLOKIT_RECEIPT_VERIFIER_URL": self.receipt_verifier_url or "",
             "FLOKIT_PASSTHROUGH_TIMEOUT_S": repr(self.passthrough_timeout_s),
         } | ({"FLOKIT_APP_SESSION_SECRET": self.app_session_secret} if self.app_session_secret else {})

@@ -21,14 +21,14 @@ from warehouse.workspaces import App, app_by_id, app_for_key
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def require_app(*, token_allowed: bool = True) -> App:
+def require_app(*, token_allowed: bool = True, user: str | None = None) -> App:
     """The app of the `x-app-key` header, or of the `x-app-token` app-session token where
     allowed (sent instead of the key): 401 when missing, unknown, revoked, expired, or minted
-    for another `x-user-id`."""
+    for another user (`user`, by default the `x-user-id` header)."""
     key = request.headers.get("x-app-key", "").strip()
     token = request.headers.get("x-app-token", "").strip() if token_allowed else ""
     if not key and token:
-        return _app_of_token(token)
+        return _app_of_token(token, request.headers.get("x-user-id", "").strip() if user is None else user)
     if not key:
         raise ApiError(401, "Missing x-app-key: send the app's publishable key (pk_...)")
     with state().db.read() as conn:
@@ -38,12 +38,12 @@ def require_app(*, token_allowed: bool = True) -> App:
     return app
 
 
-def _app_of_token(token: str) -> App:
+def _app_of_token(token: str, user: str) -> App:
     secret = state().settings.app_session_secret
     claims = app_session.verify(secret.encode(), token, now=utcnow()) if secret else None
     if claims is None:
         raise ApiError(401, "Invalid x-app-token (malformed, expired or not minted here)")
-    if claims.user_id != request.headers.get("x-user-id", "").strip():
+    if claims.user_id != user:
         raise ApiError(401, "Invalid x-app-token: it was minted for another x-user-id")
     with state().db.read() as conn:
         app = app_by_id(conn, claims.app_id)

@@ -1,0 +1,163 @@
+"""Entitlements: POST /api/paywall/receipt verifies a purchase upstream and records what the user
+may use; GET /api/paywall/entitlement and /api/entitlements/current read it.
+
+Verification is the upstream verifier's (FLOKIT_RECEIPT_VERIFIER_URL): it talks to the stores
+and resolves the tenant. Its answer is returned as produced; a rejection (4xx) is 422, an
+upstream failure 502 (504 after 10 s). When the app is known (a valid `x-app-key`), the verdict's
+`active` becomes the user's entitlement, read afterwards without calling upstream.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import requests
+from flask import Response, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from api.context import state
+from api.errors import ApiError
+from api.gateway import blueprint
+from api.gateway.auth import require_app, require_user
+from api.openapi import operation
+from warehouse.paywalls import entitlements
+from warehouse.workspaces import App, app_for_key
+
+
+class ReceiptBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    provider: Literal["ios_store", "android_store"]
+    signedTransactionInfo: str | None = Field(None, min_length=1, max_length=65536)
+    packageName: str | None = Field(None, min_length=1, max_length=255)
+    purchaseToken: str | None = Field(None, min_length=1, max_length=4096)
+
+    @model_validator(mode="after")
+    def _provider_fields(self) -> ReceiptBody:
+        if self.provider == "ios_store" and not self.signedTransactionInfo:
+            raise ValueError("signedTransactionInfo is required for the ios_store provider")
+        if self.provider == "android_store" and not (self.packageName and self.purchaseToken):
+            raise ValueError("packageName and purchaseToken are required for the android_store provider")
+        return self
+
+
+class Verification(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    active: bool | None = None
+    provider: str | None = None
+    product_id: str | None = None
+
+
+class EntitlementBody(BaseModel):
+    active: bool
+    source: str = Field(description="iap when verified with a store; none when nothing was verified.")
+
+
+class CurrentQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    userId: str | None = Field(None, max_length=200, description="Identity when x-user-id is not sent.")
+
+
+def _optional_app() -> App | None:
+    """Receipts: the key is recommended, not enforced; a key that is sent must be valid."""
+    key = request.headers.get("x-app-key", "").strip()
+    if not key:
+        return None
+    with state().db.read() as conn:
+        app = app_for_key(conn, key)
+    if app is None:
+        raise ApiError(401, "Invalid x-app-key (unknown or revoked)")
+    return app
+
+
+def _verify_upstream(body: dict[str, Any]) -> dict[str, Any]:
+    settings = state().settings
+    if not settings.receipt_verifier_url:
+        raise ApiError(503, "Receipt verification is not configured in this environment")
+    try:
+        answer = requests.post(
+            settings.receipt_verifier_url, json=body, timeout=settings.passthrough_timeout_s, allow_redirects=False
+        )
+    except requests.Timeout:
+        raise ApiError(504, f"Receipt verification timed out after {settings.passthrough_timeout_s:g} s") from None
+    except requests.RequestException:
+        raise ApiError(502, "Receipt verification upstream unreachable") from None
+    try:
+        result = answer.json()
+    except ValueError:
+        result = None
+    if 400 <= answer.status_code < 500:
+        reason = result.get("error") if isinstance(result, dict) else None
+        raise ApiError(422, str(reason) if reason else f"Verification rejected upstream ({answer.status_code})")
+    if answer.status_code >= 300 or not isinstance(result, dict):
+        raise ApiError(502, f"Receipt verification upstream failed ({answer.status_code})")
+    return result
+
+
+@blueprint.post("/api/paywall/receipt")
+@operation(
+    summary="Verify a store purchase",
+    description="Forwards the receipt to the verification upstream and returns its result as produced "
+    "(e.g. active, provider, product_id). With a valid x-app-key the result's `active` becomes the user's "
+    "entitlement. 422: rejected upstream; 502/504: upstream failed or timed out; 503: not configured.",
+    body=ReceiptBody,
+    responses={200: Verification},
+    errors=(401, 422, 502, 503, 504),
+    tags=["entitlements"],
+)
+def verify_receipt(body: ReceiptBody) -> Response:
+    user = require_user()
+    app = _optional_app()
+    sent = body.model_dump(exclude_none=True) | {"user_id": user} | ({"app_id": app.id} if app else {})
+    result = _verify_upstream(sent)
+    active = result.get("active")
+    if app is not None and isinstance(active, bool):
+        product = result.get("product_id")
+        with state().db.write() as conn:
+            entitlements.record(
+                conn,
+                workspace_id=app.workspace_id,
+                app_id=app.id,
+                user_id=user,
+                active=active,
+                provider=body.provider,
+                product_id=product if isinstance(product, str) else None,
+            )
+    return jsonify(result)
+
+
+def _entitlement(user: str) -> Response:
+    app = require_app(user=user)
+    with state().db.read() as conn:
+        found = entitlements.current(conn, app_id=app.id, user_id=user)
+    return jsonify(EntitlementBody(active=found.active, source=found.source).model_dump())
+
+
+@blueprint.get("/api/paywall/entitlement")
+@operation(
+    summary="The user's entitlement",
+    description="x-app-key (or x-app-token) and x-user-id. active is false (source none) until a receipt of "
+    "this user was verified with this app's key.",
+    responses={200: EntitlementBody},
+    errors=(401,),
+    security="appKey",
+    tags=["entitlements"],
+)
+def paywall_entitlement() -> Response:
+    return _entitlement(require_user())
+
+
+@blueprint.get("/api/entitlements/current")
+@operation(
+    summary="The user's entitlement (identity from x-user-id, then userId)",
+    query=CurrentQuery,
+    responses={200: EntitlementBody},
+    errors=(401,),
+    security="appKey",
+    tags=["entitlements"],
+)
+def current_entitlement(query: CurrentQuery) -> Response:
+    header = request.headers.get("x-user-id", "").strip()
+    user = header or (query.userId or "").strip()
+    if not user:
+        raise ApiError(401, "Missing user identity: send x-user-id (or a userId query parameter)")
+    return _entitlement(user)

@@ -1,0 +1,115 @@
+"""Receipts and entitlements: a real upstream verifier on 127.0.0.1 decides; the gateway records
+its verdict per app and user and serves it; upstream failures map to 422, 502, 503 and 504."""
+
+import json
+import time
+from dataclasses import replace
+from typing import Any
+
+from flask.testing import FlaskClient
+
+from api.app import create_app
+from tests.support import free_port
+from tests.webhook_receiver import Received, running_receiver
+from warehouse.settings import Settings
+
+
+def verdict(received: Received) -> tuple[int, bytes]:
+    """The fake store verifier: purchase tokens say what happens."""
+    sent = json.loads(received.body)
+    token = sent.get("purchaseToken") or sent.get("signedTransactionInfo")
+    if token == "no-tenant":
+        return 400, json.dumps({"error": "no tenant provisioned"}).encode()
+    if token == "broken":
+        return 500, b"upstream exploded"
+    if token == "slow":
+        time.sleep(1.5)
+    active = token != "refunded"
+    return 200, json.dumps(
+        {"active": active, "provider": sent["provider"], "product_id": "pro_yearly", "trace": "x1"}
+    ).encode()
+
+
+def gateway(settings: Settings, url: str | None, timeout: float = 10.0) -> FlaskClient:
+    return create_app(replace(settings, receipt_verifier_url=url, passthrough_timeout_s=timeout)).test_client()
+
+
+def android(token: str) -> dict[str, Any]:
+    return {"provider": "android_store", "packageName": "com.acme.fit", "purchaseToken": token}
+
+
+def headers(workspace: dict, user: str = "user-7", key: bool = True) -> dict[str, str]:
+    return {"x-user-id": user} | ({"x-app-key": workspace["app_key"]} if key else {})
+
+
+def entitlement(client: FlaskClient, workspace: dict, user: str = "user-7") -> Any:
+    return client.get("/api/paywall/entitlement", headers=headers(workspace, user)).json
+
+
+def test_a_verified_purchase_becomes_the_users_entitlement(settings: Settings, workspace: dict) -> None:
+    with running_receiver() as upstream:
+        upstream.respond = verdict
+        client = gateway(settings, upstream.url + "/verify")
+        assert entitlement(client, workspace) == {"active": False, "source": "none"}
+        response = client.post("/api/paywall/receipt", json=android("good"), headers=headers(workspace))
+        assert response.status_code == 200
+        assert response.json == {"active": True, "provider": "android_store", "product_id": "pro_yearly", "trace": "x1"}
+        sent = json.loads(upstream.requests[0].body)
+        assert upstream.requests[0].path == "/verify"
+        assert sent == android("good") | {"user_id": "user-7", "app_id": workspace["app_id"]}
+        assert entitlement(client, workspace) == {"active": True, "source": "iap"}
+        assert entitlement(client, workspace, user="user-8") == {"active": False, "source": "none"}
+        current = client.get(
+            "/api/entitlements/current", query_string={"userId": "user-7"}, headers={"x-app-key": workspace["app_key"]}
+        )
+        assert current.json == {"active": True, "source": "iap"}
+        # The store's later verdict wins: a refund turns it off.
+        ios = {"provider": "ios_store", "signedTransactionInfo": "refunded"}
+        assert client.post("/api/paywall/receipt", json=ios, headers=headers(workspace)).json["active"] is False
+        assert entitlement(client, workspace) == {"active": False, "source": "iap"}
+        # Without the (recommended) key the verdict is returned but not recorded: no app to record it for.
+        assert (
+            client.post("/api/paywall/receipt", json=android("good"), headers=headers(workspace, key=False)).status_code
+            == 200
+        )
+        assert entitlement(client, workspace) == {"active": False, "source": "iap"}
+
+
+def test_receipt_validation_and_identity(settings: Settings, workspace: dict) -> None:
+    client = gateway(settings, "http://127.0.0.1:9/never-called")
+    for body in ({"provider": "ios_store"}, {"provider": "android_store", "packageName": "x"}, {"provider": "web"}, {}):
+        response = client.post("/api/paywall/receipt", json=body, headers=headers(workspace))
+        assert response.status_code == 400 and set(response.json) == {"error"}, body
+    assert client.post("/api/paywall/receipt", json=android("good"), headers={}).status_code == 401
+    bad_key = client.post(
+        "/api/paywall/receipt", json=android("good"), headers={"x-user-id": "u", "x-app-key": "pk_no"}
+    )
+    assert bad_key.status_code == 401
+
+
+def test_upstream_rejections_and_failures(settings: Settings, workspace: dict) -> None:
+    assert (
+        gateway(settings, None)
+        .post("/api/paywall/receipt", json=android("good"), headers=headers(workspace))
+        .status_code
+        == 503
+    )
+    closed = gateway(settings, f"http://127.0.0.1:{free_port()}/verify")
+    assert closed.post("/api/paywall/receipt", json=android("good"), headers=headers(workspace)).status_code == 502
+    with running_receiver() as upstream:
+        upstream.respond = verdict
+        client = gateway(settings, upstream.url + "/verify", timeout=0.5)
+        rejected = client.post("/api/paywall/receipt", json=android("no-tenant"), headers=headers(workspace))
+        assert rejected.status_code == 422 and rejected.json == {"error": "no tenant provisioned"}
+        broken = client.post("/api/paywall/receipt", json=android("broken"), headers=headers(workspace))
+        assert broken.status_code == 502
+        slow = client.post("/api/paywall/receipt", json=android("slow"), headers=headers(workspace))
+        assert slow.status_code == 504
+        assert entitlement(client, workspace) == {"active": False, "source": "none"}
+
+
+def test_entitlement_reads_need_a_key_or_token_and_a_user(client: FlaskClient, workspace: dict) -> None:
+    assert client.get("/api/paywall/entitlement", headers={"x-user-id": "u"}).status_code == 401
+    assert client.get("/api/paywall/entitlement", headers={"x-app-key": workspace["app_key"]}).status_code == 401
+    assert client.get("/api/paywall/entitlement", headers={"x-app-key": "pk_no", "x-user-id": "u"}).status_code == 401
+    assert client.get("/api/entitlements/current", headers={"x-app-key": workspace["app_key"]}).status_code == 401
