@@ -21,7 +21,7 @@ from api.gateway import blueprint
 from api.gateway.auth import require_app, require_user
 from api.openapi import operation
 from warehouse.paywalls import entitlements
-from warehouse.workspaces import App, app_for_key
+from warehouse.workspaces import App
 
 
 class ReceiptBody(BaseModel):
@@ -58,15 +58,11 @@ class CurrentQuery(BaseModel):
 
 
 def _optional_app() -> App | None:
-    """Receipts: the key is recommended, not enforced; a key that is sent must be valid."""
-    key = request.headers.get("x-app-key", "").strip()
-    if not key:
+    """Receipts: the key (or an app-session token) is recommended, not enforced; one that is
+    sent must be valid."""
+    if not (request.headers.get("x-app-key", "").strip() or request.headers.get("x-app-token", "").strip()):
         return None
-    with state().db.read() as conn:
-        app = app_for_key(conn, key)
-    if app is None:
-        raise ApiError(401, "Invalid x-app-key (unknown or revoked)")
-    return app
+    return require_app()
 
 
 def _verify_upstream(body: dict[str, Any]) -> dict[str, Any]:

@@ -67,6 +67,15 @@ def test_a_verified_purchase_becomes_the_users_entitlement(settings: Settings, w
         ios = {"provider": "ios_store", "signedTransactionInfo": "refunded"}
         assert client.post("/api/paywall/receipt", json=ios, headers=headers(workspace)).json["active"] is False
         assert entitlement(client, workspace) == {"active": False, "source": "iap"}
+        # An app-session token identifies the app as the key does.
+        token_client = create_app(
+            replace(settings, receipt_verifier_url=upstream.url + "/verify", app_session_secret="k" * 40)
+        ).test_client()
+        token = token_client.post("/api/paywall/token", headers=headers(workspace, user="user-9")).json["token"]
+        by_token = token_client.post(
+            "/api/paywall/receipt", json=android("good"), headers={"x-app-token": token, "x-user-id": "user-9"}
+        )
+        assert by_token.status_code == 200 and entitlement(client, workspace, user="user-9")["active"] is True
         # Without the (recommended) key the verdict is returned but not recorded: no app to record it for.
         assert (
             client.post("/api/paywall/receipt", json=android("good"), headers=headers(workspace, key=False)).status_code
