@@ -122,9 +122,16 @@ def verify_receipt(body: ReceiptBody) -> Response:
 
 
 def _entitlement(user: str) -> Response:
-    app = require_app(user=user)
-    with state().db.read() as conn:
-        found = entitlements.current(conn, app_id=app.id, user_id=user)
+    key = request.headers.get("x-app-key", "").strip()
+    if key:  # the hot path: key and entitlement in one query
+        with state().db.read() as conn:
+            found = entitlements.current_for_key(conn, publishable_key=key, user_id=user)
+        if found is None:
+            raise ApiError(401, "Invalid x-app-key (unknown or revoked)")
+    else:
+        app = require_app(user=user)
+        with state().db.read() as conn:
+            found = entitlements.current(conn, app_id=app.id, user_id=user)
     return jsonify(EntitlementBody(active=found.active, source=found.source).model_dump())
 
 

@@ -6,12 +6,15 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from api.app import create_app
 from tests.support import free_port
 from tests.webhook_receiver import Received, running_receiver
+from warehouse.db import Database
 from warehouse.settings import Settings
+from warehouse.tables import apps
 
 
 def verdict(received: Received) -> tuple[int, bytes]:
@@ -117,8 +120,13 @@ def test_upstream_rejections_and_failures(settings: Settings, workspace: dict) -
         assert entitlement(client, workspace) == {"active": False, "source": "none"}
 
 
-def test_entitlement_reads_need_a_key_or_token_and_a_user(client: FlaskClient, workspace: dict) -> None:
+def test_entitlement_reads_need_a_key_or_token_and_a_user(client: FlaskClient, db: Database, workspace: dict) -> None:
     assert client.get("/api/paywall/entitlement", headers={"x-user-id": "u"}).status_code == 401
     assert client.get("/api/paywall/entitlement", headers={"x-app-key": workspace["app_key"]}).status_code == 401
     assert client.get("/api/paywall/entitlement", headers={"x-app-key": "pk_no", "x-user-id": "u"}).status_code == 401
     assert client.get("/api/entitlements/current", headers={"x-app-key": workspace["app_key"]}).status_code == 401
+    mine = {"x-app-key": workspace["app_key"], "x-user-id": "u"}
+    assert client.get("/api/paywall/entitlement", headers=mine).status_code == 200
+    with db.write() as conn:
+        conn.execute(sa.update(apps).where(apps.c.id == workspace["app_id"]).values(revoked_at=sa.func.now()))
+    assert client.get("/api/paywall/entitlement", headers=mine).status_code == 401  # a revoked key

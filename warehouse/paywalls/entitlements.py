@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 
 from warehouse.db import utcnow
 from warehouse.paywalls.entitlement_tables import entitlements
+from warehouse.tables import apps
 
 SOURCE_IAP = "iap"  # in-app purchase, verified with the store
 SOURCE_NONE = "none"  # nothing verified for this user
@@ -55,3 +56,20 @@ def current(conn: Connection, *, app_id: str, user_id: str) -> Entitlement:
         )
     ).first()
     return Entitlement(active=False, source=SOURCE_NONE) if row is None else Entitlement(row.active, row.source)
+
+
+def current_for_key(conn: Connection, *, publishable_key: str, user_id: str) -> Entitlement | None:
+    """The entitlement of the user in the app of this key, in ONE query (the read hot path:
+    resolving the key first would be a second round trip); None when the key is unknown or
+    revoked."""
+    row = conn.execute(
+        sa.select(entitlements.c.active, entitlements.c.source)
+        .select_from(apps)
+        .outerjoin(entitlements, (entitlements.c.app_id == apps.c.id) & (entitlements.c.user_id == user_id))
+        .where(apps.c.publishable_key == publishable_key, apps.c.revoked_at.is_(None))
+    ).first()
+    if row is None:
+        return None
+    if row.active is None:
+        return Entitlement(active=False, source=SOURCE_NONE)
+    return Entitlement(row.active, row.source)

@@ -1,0 +1,126 @@
+"""Gateway hot path (paywall config and entitlement reads) against the stack's own ceiling.
+
+    scripts/with-postgres.sh .venv/bin/python -m tests.bench.gateway [--duration 24] [--backends sqlite,postgres]
+
+Per backend: a fresh database, a bootstrapped workspace, a published two-variant experiment
+(`onboarding`) and 2 000 users with a verified entitlement; gunicorn started exactly as
+`flokit up` starts it, serving only the gateway surface; then `wrk` (16 connections) alternates
+slices of GET /healthz (the ceiling: the same server answering without any work), GET
+/api/paywall/config and GET /api/paywall/entitlement, each with a different user per request.
+Printed: req/s, p50/p99 and each read's share of the ceiling; every answer must be a 200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from tests.bench.ingest import SLICES, Load, combine, database, ensure_wrk, gunicorn, run_wrk
+from tests.support import free_port
+from tests.transforms.test_paywall import document
+from warehouse import migrate
+from warehouse.bootstrap import bootstrap
+from warehouse.db import close_database, database_for
+from warehouse.paywalls import configs, entitlements
+from warehouse.settings import Settings
+
+USERS = 2000
+LUA = r"""
+local threads = {}
+function setup(thread)
+  thread:set("id", #threads + 1)
+  table.insert(threads, thread)
+end
+function init(args) n = 0 end
+function request()
+  n = n + 1
+  local headers = {["x-user-id"] = string.format("user-%d", (n * 7 + id * 13) % USERS), ["x-app-key"] = APP_KEY}
+  return wrk.format("GET", PATH, headers)
+end
+"""
+
+
+def script(work: Path, name: str, path: str, app_key: str) -> Path:
+    file = work / f"{name}.lua"
+    file.write_text(f'USERS = {USERS}\nAPP_KEY = "{app_key}"\nPATH = "{path}"\n' + LUA)
+    return file
+
+
+def prepare(url: str) -> dict[str, str]:
+    db = database_for(url)
+    migrate.upgrade(db)
+    with db.write() as conn:
+        boot = bootstrap(conn, name="Gateway bench")
+        configs.publish(
+            conn, app_id=boot["app_id"], paywall_id="onboarding", document=document([50, 50]), actor="bench"
+        )
+        for i in range(USERS):
+            entitlements.record(
+                conn,
+                workspace_id=boot["workspace_id"],
+                app_id=boot["app_id"],
+                user_id=f"user-{i}",
+                active=i % 3 == 0,
+                provider="ios_store",
+                product_id="pro_yearly",
+            )
+    close_database(url)
+    return boot
+
+
+def bench(backend: str, duration: int, wrk: str, work: Path) -> dict[str, object]:
+    data_dir = work / backend
+    data_dir.mkdir()
+    with database(backend, data_dir) as url:
+        boot = prepare(url)
+        settings = Settings(data_dir=data_dir, database_url=url, surfaces=("gateway",), api_port=free_port())
+        reads = {
+            "config": f"/api/paywall/config?app_id={boot['app_id']}&paywall_id=onboarding",
+            "entitlement": "/api/paywall/entitlement",
+        }
+        scripts = {name: script(work, name, path, boot["app_key"]) for name, path in reads.items()}
+        slices: dict[str, list[Load]] = {"ceiling": [], "config": [], "entitlement": []}
+        with gunicorn(settings, work / f"{backend}.log") as (base, _pid):
+            run_wrk(wrk, f"{base}/healthz", 2)  # warm-up: workers imported, connections open
+            for name, file in scripts.items():
+                run_wrk(wrk, base + reads[name].split("?")[0], 2, file)
+            per_slice = max(duration // (3 * SLICES), 8)
+            for _ in range(SLICES):
+                slices["ceiling"].append(run_wrk(wrk, f"{base}/healthz", per_slice))
+                for name, file in scripts.items():
+                    slices[name].append(run_wrk(wrk, base + reads[name].split("?")[0], per_slice, file))
+    result: dict[str, object] = {"backend": backend}
+    ceiling = combine(slices["ceiling"])
+    result["healthz"] = {"rps": round(ceiling.rps), "p50_ms": ceiling.p50_ms, "p99_ms": ceiling.p99_ms}
+    for name in reads:
+        load = combine(slices[name])
+        ratios = [x.rps / c.rps for x, c in zip(slices[name], slices["ceiling"], strict=True)]
+        result[name] = {
+            "rps": round(load.rps),
+            "p50_ms": load.p50_ms,
+            "p99_ms": load.p99_ms,
+            "share_of_ceiling": round(sorted(ratios)[len(ratios) // 2], 3),
+            "non_2xx": load.outcomes.get("non_2xx", 0),
+        }
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=int, default=24, help="seconds of load per read, in slices")
+    parser.add_argument("--backends", default="sqlite,postgres")
+    args = parser.parse_args(argv)
+    wrk = ensure_wrk()
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="flokit-gateway-bench-") as tmp:
+        for backend in args.backends.split(","):
+            result = bench(backend, args.duration, wrk, Path(tmp))
+            print(json.dumps(result), flush=True)
+            failed |= any(result[name]["non_2xx"] for name in ("config", "entitlement"))  # type: ignore[index]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
