@@ -141,6 +141,9 @@ class Settings:
     passthrough_url: str | None = None
     # Spec limits: gateway downstream timeout 10 s, then 504.
     passthrough_timeout_s: float = 10.0
+    # Seconds a gateway worker keeps a paywall's live configuration before reading it again
+    # (a publish reaches every worker within this); 0: read on every request.
+    config_cache_s: float = 1.0
     # The receipt verification upstream (POST, JSON); None: receipts answer 503.
     receipt_verifier_url: str | None = None
     # Signs app-session tokens; None: minting is not configured here (503).
@@ -171,6 +174,7 @@ class Settings:
             app_session_secret=_app_session_secret(env, data_dir),
             passthrough_url=_http_url(env, "FLOKIT_PASSTHROUGH_URL"),
             receipt_verifier_url=_http_url(env, "FLOKIT_RECEIPT_VERIFIER_URL"),
+            config_cache_s=_positive_number(env, "FLOKIT_CONFIG_CACHE_S", 1.0, allow_zero=True),
             passthrough_timeout_s=_positive_number(env, "FLOKIT_PASSTHROUGH_TIMEOUT_S", 10.0),
         )
 
@@ -201,5 +205,6 @@ class Settings:
             "FLOKIT_SENSOR_INTERVAL_S": str(self.sensor_interval_s),
             "FLOKIT_PASSTHROUGH_URL": self.passthrough_url or "",
             "FLOKIT_RECEIPT_VERIFIER_URL": self.receipt_verifier_url or "",
+            "FLOKIT_CONFIG_CACHE_S": repr(self.config_cache_s),
             "FLOKIT_PASSTHROUGH_TIMEOUT_S": repr(self.passthrough_timeout_s),
         } | ({"FLOKIT_APP_SESSION_SECRET": self.app_session_secret} if self.app_session_secret else {})

@@ -7,7 +7,10 @@ variant `control`, no offers, which tells the app not to show the paywall.
 
 from __future__ import annotations
 
-from flask import Response, jsonify, request
+import threading
+import time
+
+from flask import Response, current_app, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.context import state
@@ -15,7 +18,46 @@ from api.errors import ApiError
 from api.gateway import blueprint
 from api.openapi import operation
 from transforms import paywall
+from warehouse.db import Database
 from warehouse.paywalls import configs
+
+CACHE = "flokit.paywall_configs"
+_MAX_ENTRIES = 10_000  # app ids come from clients: a flood of made-up ones must not grow it forever
+
+
+class LiveConfigs:
+    """Each paywall's live configuration, kept `ttl` seconds per worker.
+
+    Config reads are the gateway's hottest path and publishes are rare, so a worker reads the
+    database for a (app, paywall) at most once per `ttl`; a new version reaches every worker
+    within `ttl` (1 s by default; the spec lets apps cache the answer for 60 s anyway).
+    """
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._entries: dict[tuple[str, str], tuple[float, configs.Published | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, db: Database, app_id: str, paywall_id: str) -> configs.Published | None:
+        key, now = (app_id, paywall_id), time.monotonic()
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        with db.read() as conn:
+            live = configs.live(conn, app_id=app_id, paywall_id=paywall_id)
+        if self.ttl > 0:
+            with self._lock:
+                if len(self._entries) >= _MAX_ENTRIES:
+                    self._entries.clear()
+                self._entries[key] = (now + self.ttl, live)
+        return live
+
+
+def _live_configs() -> LiveConfigs:
+    found = current_app.extensions.get(CACHE)
+    if found is None:
+        found = current_app.extensions.setdefault(CACHE, LiveConfigs(state().settings.config_cache_s))
+    return found
 
 
 class ConfigQuery(BaseModel):
@@ -63,8 +105,7 @@ def identity(query: ConfigQuery) -> str:
 )
 def paywall_config(query: ConfigQuery) -> Response:
     user = identity(query)
-    with state().db.read() as conn:
-        live = configs.live(conn, app_id=query.app_id, paywall_id=query.paywall_id)
+    live = _live_configs().get(state().db, query.app_id, query.paywall_id)
     if live is None:
         body = paywall.fallback(query.paywall_id)
     else:

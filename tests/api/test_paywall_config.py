@@ -1,14 +1,18 @@
 """GET /api/paywall/config: fallback, the published version, deterministic variants, errors."""
 
+import time
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from flask.testing import FlaskClient
 
+from api.app import create_app
 from tests.transforms.test_paywall import document
 from transforms import paywall
 from warehouse.db import Database
 from warehouse.paywalls import configs
+from warehouse.settings import Settings
 
 URL = "/api/paywall/config"
 
@@ -110,3 +114,17 @@ def test_missing_parameters_and_identity_are_errors_in_the_gateway_shape(client:
     assert anonymous.status_code == 401 and "x-user-id" in anonymous.json["error"]
     blank = get(client, user="  ", app_id=workspace["app_id"], paywall_id="onboarding")
     assert blank.status_code == 401
+
+
+def test_a_publish_reaches_a_worker_within_its_cache_time(settings: Settings, db: Database, workspace: dict) -> None:
+    client = create_app(replace(settings, config_cache_s=0.3)).test_client()
+    app_id = workspace["app_id"]
+    publish(db, app_id, [100], active=False)
+    assert get(client, app_id=app_id, paywall_id="onboarding").json["version"] == 1
+    publish(db, app_id, [100], active=False)
+    assert get(client, app_id=app_id, paywall_id="onboarding").json["version"] == 1  # still the cached one
+    time.sleep(0.35)
+    assert get(client, app_id=app_id, paywall_id="onboarding").json["version"] == 2
+    uncached = create_app(replace(settings, config_cache_s=0)).test_client()
+    publish(db, app_id, [100], active=False)
+    assert get(uncached, app_id=app_id, paywall_id="onboarding").json["version"] == 3
