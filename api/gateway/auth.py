@@ -52,14 +52,17 @@ def _app_of_token(token: str, user: str) -> App:
     return app
 
 
-def require_user() -> str:
-    """The `x-user-id` header: 401 when missing or blank."""
-    user = request.headers.get("x-user-id", "").strip()
-    if not user:
-        raise ApiError(401, "Missing x-user-id: send the user's id in the x-user-id header")
-    if len(user) > 200:
-        raise ApiError(401, "Invalid x-user-id: at most 200 characters")
-    return user
+def require_user(*fallbacks: str | None) -> str:
+    """The user: the `x-user-id` header, else the first non-blank fallback (query parameters
+    where the spec allows them: the header wins). 401 when none, or when over 200 characters."""
+    for candidate in (request.headers.get("x-user-id"), *fallbacks):
+        user = (candidate or "").strip()
+        if user:
+            if len(user) > 200:
+                raise ApiError(401, "Invalid user identity: at most 200 characters")
+            return user
+    also = " (or the userId / anonymousId query parameter where accepted)" if fallbacks else ""
+    raise ApiError(401, f"Missing user identity: send the user's id in the x-user-id header{also}")
 
 
 def require_app_user(view: F) -> F:

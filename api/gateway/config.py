@@ -10,12 +10,12 @@ from __future__ import annotations
 import threading
 import time
 
-from flask import Response, current_app, jsonify, request
+from flask import Response, current_app, jsonify
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.context import state
-from api.errors import ApiError
 from api.gateway import blueprint
+from api.gateway.auth import require_user
 from api.openapi import operation
 from transforms import paywall
 from warehouse.db import Database
@@ -83,14 +83,6 @@ class PaywallConfig(BaseModel):
     fallbackUsed: bool  # the spec's name
 
 
-def identity(query: ConfigQuery) -> str:
-    """Spec: the `x-user-id` header takes precedence over the `userId` / `anonymousId` fallbacks."""
-    for candidate in (request.headers.get("x-user-id"), query.userId, query.anonymousId):
-        if candidate and candidate.strip():
-            return candidate.strip()
-    raise ApiError(401, "No user identity: send the x-user-id header (or a userId or anonymousId query parameter)")
-
-
 @blueprint.get("/api/paywall/config")
 @operation(
     summary="Paywall configuration for a user",
@@ -104,7 +96,7 @@ def identity(query: ConfigQuery) -> str:
     tags=["paywall"],
 )
 def paywall_config(query: ConfigQuery) -> Response:
-    user = identity(query)
+    user = require_user(query.userId, query.anonymousId)  # spec: the header takes precedence
     live = _live_configs().get(state().db, query.app_id, query.paywall_id)
     if live is None:
         body = paywall.fallback(query.paywall_id)

@@ -16,6 +16,7 @@ from flask import Response, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.context import state
+from api.downstream import session
 from api.errors import ApiError
 from api.gateway import blueprint
 from api.gateway.auth import require_app, require_user
@@ -70,7 +71,7 @@ def _verify_upstream(body: dict[str, Any]) -> dict[str, Any]:
     if not settings.receipt_verifier_url:
         raise ApiError(503, "Receipt verification is not configured in this environment")
     try:
-        answer = requests.post(
+        answer = session().post(
             settings.receipt_verifier_url, json=body, timeout=settings.passthrough_timeout_s, allow_redirects=False
         )
     except requests.Timeout:
@@ -159,8 +160,4 @@ def paywall_entitlement() -> Response:
     tags=["entitlements"],
 )
 def current_entitlement(query: CurrentQuery) -> Response:
-    header = request.headers.get("x-user-id", "").strip()
-    user = header or (query.userId or "").strip()
-    if not user:
-        raise ApiError(401, "Missing user identity: send x-user-id (or a userId query parameter)")
-    return _entitlement(user)
+    return _entitlement(require_user(query.userId))

@@ -7,8 +7,6 @@ retry. Ids are derived from the content, so a retried batch lands each event onc
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Response, jsonify
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -94,7 +92,7 @@ def paywall_events(body: FunnelBatch) -> Response:
             app_id=app.id,
             user_id=user,
             event_type=e.event_type,
-            properties=_properties(e),
+            properties=e.properties.model_dump(),
             occurred_at=parse_iso8601(e.occurred_at) if e.occurred_at else received,
             received_at=received,
             country=e.country,  # no server-side country resolution is configured: the client's is used
@@ -105,7 +103,3 @@ def paywall_events(body: FunnelBatch) -> Response:
     with state().db.write() as conn:
         landing.land(conn, events)
     return jsonify({"accepted": len(events)})
-
-
-def _properties(event: FunnelEvent) -> dict[str, Any]:
-    return event.properties.model_dump()

@@ -10,12 +10,11 @@ the durability.
 
 from __future__ import annotations
 
-import threading
-
 import requests
 from flask import Response, request
 
 from api.context import state
+from api.downstream import session
 from api.errors import ApiError
 from api.openapi import operation
 from api.passthrough import blueprint
@@ -35,16 +34,6 @@ _NOT_FORWARDED = frozenset(
     {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
      "transfer-encoding", "upgrade", "host", "content-length"}
 )  # fmt: skip
-_local = threading.local()
-
-
-def _session() -> requests.Session:
-    """One connection pool per thread, so forwarding reuses connections to the downstream."""
-    session = getattr(_local, "session", None)
-    if session is None:
-        session = _local.session = requests.Session()
-        session.trust_env = False  # no proxy or netrc from the environment between us and the downstream
-    return session
 
 
 def forward() -> Response:
@@ -59,7 +48,7 @@ def forward() -> Response:
     if request.query_string:
         url += "?" + request.query_string.decode("latin-1")
     try:
-        answer = _session().post(
+        answer = session().post(
             url,
             data=request.get_data(cache=False),
             headers=headers,

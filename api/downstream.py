@@ -1,0 +1,18 @@
+"""HTTP to the services behind the gateway (provider webhook downstream, receipt verifier)."""
+
+from __future__ import annotations
+
+import threading
+
+import requests
+
+_local = threading.local()
+
+
+def session() -> requests.Session:
+    """One connection pool per thread, so calls reuse connections to the downstream."""
+    found = getattr(_local, "session", None)
+    if found is None:
+        found = _local.session = requests.Session()
+        found.trust_env = False  # no proxy or netrc from the environment between us and the downstream
+    return found
