@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help up test lint bench venv clean
+.PHONY: help up test faults lint bench venv clean
 
 help: ## List the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ lint: $(STAMP) ## ruff and the import-linter contracts between the rooms
 test: $(STAMP) ## Lint, then the whole suite against SQLite and a private PostgreSQL cluster
 	$(MAKE) lint
 	FLOKIT_TEST_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(BIN)/pytest
+
+faults: $(STAMP) ## The whole fault suite, long scenarios included (see docs/reliability.md)
+	FLOKIT_TEST_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(BIN)/pytest tests/faults --run-slow -v
 
 bench: $(STAMP) ## Benchmarks (figures printed; see docs/benchmarks.md)
 	scripts/with-postgres.sh $(BIN)/python -m tests.bench

@@ -29,6 +29,22 @@ from warehouse.settings import Settings
 PG_URL_ENV = "FLOKIT_TEST_POSTGRES_URL"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-slow", action="store_true", help="also run the long fault scenarios (marked slow; `make faults`)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long fault scenarios are skipped unless asked for, so `make test` stays fast."""
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="a long fault scenario: run with --run-slow (make faults)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 def _libpq(url: str) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
