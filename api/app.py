@@ -11,9 +11,10 @@ from flask import Flask, Request, jsonify
 from flask.wrappers import Response
 
 from api.context import EXTENSION, AppState
-from api.errors import ApiError, register_error_handlers
+from api.errors import ApiError, log_outage, register_error_handlers, retry_later
 from api.logs import configure_logging, register_request_logging
-from api.openapi import Health, operation, register_openapi
+from api.openapi import Health, NotReady, operation, register_openapi
+from warehouse.availability import probe
 from warehouse.db import database_for
 from warehouse.settings import Settings
 
@@ -56,6 +57,21 @@ def create_app(settings: Settings | None = None) -> Flask:
     @operation(summary="Liveness: the process answers", responses={200: Health}, tags=["meta"])
     def healthz() -> Response:
         return jsonify({"status": "ok"})
+
+    @app.get("/readyz")
+    @operation(
+        summary="Readiness: the operational database answers",
+        description="One cheap statement on a new connection, given up after about 4 s. 503 (with "
+        "Retry-After) while the database is unavailable: take this instance out of rotation, not restart it.",
+        responses={200: Health, 503: NotReady},
+        tags=["meta"],
+    )
+    def readyz() -> Response:
+        outage = probe(settings.database_url)
+        if outage is None:
+            return jsonify({"status": "ok"})
+        log_outage(outage)
+        return retry_later(jsonify({"status": "unavailable", "reason": outage.kind}))
 
     register_blueprints(app, settings)
     # The document covers exactly the surfaces this process serves (one per production deploy).

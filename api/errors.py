@@ -3,16 +3,28 @@
 v1 answers `{"error": <code>, "message": <text>}`; the gateway, passthrough and ingest
 surfaces keep the production shape `{"error": <message>}` (spec "Errors"). No error is ever
 an HTML page: Werkzeug's HTTP exceptions and unhandled exceptions are all rendered here.
+
+An unhandled exception that is the operational database being unavailable
+(`warehouse.availability`) answers 503 with Retry-After on every surface and logs one line per
+kind of failure per interval, without traceback; any other is a bug: 500, traceback logged.
 """
 
 from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, g, jsonify, request
+from flask import Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from api.logs import RateLimitedLog
+from warehouse.availability import Unavailable, unavailable
+
 log = logging.getLogger("flokit.api")
+
+# Seconds a client is asked to wait when the database is unavailable: a restart or failover
+# takes seconds, and a sooner retry would only add load to a database coming back.
+RETRY_AFTER_S = 5
+_OUTAGE_LOG = "flokit.outage_log"
 
 V1_CODES = {
     400: "invalid_request",
@@ -26,6 +38,7 @@ V1_CODES = {
     422: "invalid_request",
     429: "rate_limited",
     500: "internal_error",
+    503: "service_unavailable",
 }
 
 
@@ -64,7 +77,38 @@ def _http_message(exc: HTTPException) -> str:
     return exc.name
 
 
+def log_outage(outage: Unavailable) -> None:
+    """One warning per kind of outage per interval in this process (`RateLimitedLog`)."""
+    current_app.extensions[_OUTAGE_LOG].warning(
+        outage.kind,
+        "database unavailable",
+        {
+            "kind": outage.kind,
+            "detail": outage.detail,
+            "request_id": g.get("request_id"),
+            "method": request.method,
+            "path": request.path,
+            "status": 503,
+        },
+    )
+
+
+def retry_later(response: Response) -> Response:
+    response.status_code = 503
+    response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
+def unavailable_response() -> Response:
+    if is_v1_request():
+        message = f"The database is unavailable; retry in {RETRY_AFTER_S} seconds"
+        return retry_later(error_response(503, message))
+    return retry_later(error_response(503, "Service Unavailable"))
+
+
 def register_error_handlers(app: Flask) -> None:
+    app.extensions[_OUTAGE_LOG] = RateLimitedLog(log)  # per app: one per gunicorn worker
+
     @app.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> Response:
         return error_response(exc.status, exc.message, exc.code)
@@ -79,6 +123,10 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unhandled(exc: Exception) -> Response:
+        outage = unavailable(exc)
+        if outage is not None:
+            log_outage(outage)
+            return unavailable_response()
         log.exception(
             "unhandled exception",
             extra={"request_id": g.get("request_id"), "method": request.method, "path": request.path},

@@ -6,7 +6,9 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
+from typing import Any
 
 from flask import Flask, Response, g, request
 
@@ -32,6 +34,37 @@ class JsonFormatter(logging.Formatter):
 
 
 JsonFormatter.converter = time.gmtime
+
+# Seconds between two lines about the same kind of failure, in each process (gunicorn worker).
+OUTAGE_LOG_INTERVAL_S = 10.0
+
+
+class RateLimitedLog:
+    """At most one warning per key and interval; each line counts the ones it replaced.
+
+    A database outage fails every request the same way: one line (with a traceback) per request
+    wrote 48-80 MB in ten seconds and buried everything else. One line per kind of failure every
+    `OUTAGE_LOG_INTERVAL_S`, with `suppressed` = how many were left out since the previous line
+    of that kind, tells an operator the same. A count left over when the failures stop is
+    reported on the next line of that kind.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warning(self, key: str, msg: str, extra: dict[str, Any]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < OUTAGE_LOG_INTERVAL_S:
+                self._suppressed[key] = self._suppressed.get(key, 0) + 1
+                return
+            self._last[key] = now
+            suppressed = self._suppressed.pop(key, 0)
+        self._logger.warning(msg, extra={**extra, "suppressed": suppressed})
 
 
 def configure_logging(level: int = logging.INFO) -> None:

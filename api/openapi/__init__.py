@@ -15,13 +15,14 @@ so security and the 401/403 answers are documented from the decorator that enfor
 """
 
 from api.openapi.document import build_document, documented_rules, openapi_path, surface_of
-from api.openapi.serve import Health, register_openapi
+from api.openapi.serve import Health, NotReady, register_openapi
 from api.openapi.validation import AUTH_ATTR, OPERATION_ATTR, Operation, operation
 
 __all__ = [
     "AUTH_ATTR",
     "OPERATION_ATTR",
     "Health",
+    "NotReady",
     "Operation",
     "build_document",
     "documented_rules",

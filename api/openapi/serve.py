@@ -18,6 +18,16 @@ class Health(BaseModel):
     status: str
 
 
+class NotReady(BaseModel):
+    """GET /readyz when the operational database does not answer (503, with Retry-After)."""
+
+    status: Literal["unavailable"]
+    reason: str = Field(
+        description="What failed: connection, shutdown, starting_or_stopping, resources, pool_exhausted, "
+        "locked, io_error, disk_full, cannot_open, or error (anything else)."
+    )
+
+
 class DocQuery(BaseModel):
     surface: Literal["v1", "gateway", "ingest"] | None = Field(
         None, description="Only this surface's routes (default: every surface this process serves)."
