@@ -84,8 +84,10 @@ class WebhookQueue(dg.ConfigurableResource):
 
     batch_size: int = 200  # deliveries claimed per round
     max_workers: int = 32  # concurrent sends (I/O bound: threads)
-    # A claim's lease must outlast one round at worst: batch / workers x (connect + read timeout).
-    lease_s: float = 180.0
+    # A claim's lease, renewed every `renew_every_s` while the run lives: a killed run's
+    # deliveries are due again within `lease_s`, and a renewal may miss twice before it lapses.
+    lease_s: float = 20.0
+    renew_every_s: float = 5.0
     # A run stops claiming after this long; the sensor requests another for what is left.
     max_run_s: float = 60.0
     backoff_scale: float | None = None  # None: FLOKIT_WEBHOOK_BACKOFF_SCALE

@@ -1,6 +1,6 @@
 """The sensor that turns due deliveries into ONE drain run, never one run per delivery."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import dagster as dg
 
@@ -8,23 +8,21 @@ from orchestration.resources import DatabaseResource
 from orchestration.webhooks.jobs import deliver_webhooks_job
 from orchestration.webhooks.resources import WebhookQueue
 from warehouse.db import utcnow
-from warehouse.webhooks.deliveries import due_fingerprint
+from warehouse.webhooks.deliveries import due_fingerprint, leases_alive
 
 # Run keys also carry the 5-minute window, so a due set whose run never started (or died before
 # claiming anything) gets a fresh run at the latest one window later instead of never.
 RETRY_WINDOW_S = 300
-# A drain run in these states will claim whatever is due now: a waiting run when it starts, a
-# started one in its next round (it loops until nothing is due). Requesting another would only
+# A drain run waiting to start will claim whatever is due now; requesting another would only
 # launch a process (~2.5 s of CPU on these machines) to compete with it. Runs created longer ago
-# than a run may last (plus a margin) are not counted, so a run whose process died unnoticed
-# delays delivery by minutes at most, never forever.
-_BUSY = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
-_BUSY_MARGIN_S = 30
+# than a run may last (plus a margin) are not counted, so a run that never started delays
+# delivery by minutes at most, never forever.
+_WAITING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING]
+_WAITING_MARGIN_S = 30
+# A started run is trusted to be draining for this long after it was created (it claims within
+# a second of starting); after that only its renewed leases say it is alive. The default run
+# launcher cannot tell that a run's process was killed: such a run stays STARTED for good.
+_STARTED_GRACE_S = 20
 
 
 def build_webhook_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
@@ -43,11 +41,7 @@ def build_webhook_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
             count, fingerprint = due_fingerprint(conn, now)
         if fingerprint is None:
             return dg.SkipReason("no webhook deliveries due")
-        recent = utcnow() - timedelta(seconds=webhook_queue.max_run_s + _BUSY_MARGIN_S)  # Dagster's clock: real
-        busy = context.instance.get_runs_count(
-            dg.RunsFilter(job_name=deliver_webhooks_job.name, statuses=_BUSY, created_after=recent)
-        )
-        if busy:
+        if _drain_alive(context.instance, webhook_queue, database, now):
             return dg.SkipReason(f"{count} deliveries due; a drain run is already queued or draining")
         key = f"webhooks-{fingerprint}-{int(now.timestamp()) // RETRY_WINDOW_S}"
         if key == context.cursor:
@@ -57,3 +51,21 @@ def build_webhook_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
         )
 
     return webhook_deliveries
+
+
+def _drain_alive(instance: dg.DagsterInstance, queue: WebhookQueue, database: DatabaseResource, now: datetime) -> bool:
+    """A drain run is waiting to start, has just started, or holds leases it keeps renewing."""
+    real_now = utcnow()  # Dagster's clock is the real one; `now` is the queue's (tests move it)
+    job = deliver_webhooks_job.name
+    waiting = dg.RunsFilter(
+        job_name=job, statuses=_WAITING, created_after=real_now - timedelta(seconds=queue.max_run_s + _WAITING_MARGIN_S)
+    )
+    started = dg.RunsFilter(
+        job_name=job,
+        statuses=[dg.DagsterRunStatus.STARTED],
+        created_after=real_now - timedelta(seconds=_STARTED_GRACE_S),
+    )
+    if instance.get_runs_count(waiting) or instance.get_runs_count(started):
+        return True
+    with database.database().read() as conn:
+        return leases_alive(conn, now)

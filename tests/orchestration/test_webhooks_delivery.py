@@ -5,6 +5,7 @@ WebhookQueue resource's offset, so retries become due and rotation overlaps expi
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -15,7 +16,8 @@ from standardwebhooks.webhooks import Webhook
 
 from orchestration.definitions import build_definitions
 from orchestration.resources import DatabaseResource
-from orchestration.webhooks.jobs import deliver_webhooks_job, send
+from orchestration.webhooks.drain import drain
+from orchestration.webhooks.jobs import deliver_webhooks_job
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
 from tests.webhook_receiver import Received, Receiver, running_receiver
@@ -302,26 +304,14 @@ def test_sensor_requests_no_second_run_while_one_waits(
 
 
 def test_two_concurrent_drainers_never_send_a_delivery_twice(db: Database, workspace: dict, receiver: Receiver) -> None:
-    """The job's loop (claim a round, send, record) in two threads at once, small rounds so that
-    they interleave: every delivery arrives exactly once."""
+    """Two drains at once, small claims so that they interleave: every delivery arrives once."""
     add(db, workspace, receiver.url + "/a", ["action.created"])
     for i in range(60):
         emit(db, workspace, "action.created", {"i": i})
-    queue, http = WebhookQueue(), WebhookHttpClient(allow_private=True)
-
-    def drain() -> int:
-        sent = 0
-        while True:
-            with db.write() as conn:
-                batch = deliveries.claim(conn, now=queue.now(), limit=4, lease=timedelta(minutes=3))
-            if not batch:
-                return sent
-            results = [send(c, http, queue) for c in batch]
-            with db.write() as conn:
-                deliveries.record_batch(conn, list(zip(batch, results, strict=True)))
-            sent += len(batch)
-
+    queue, http = WebhookQueue(batch_size=4, max_workers=2), WebhookHttpClient(allow_private=True)
+    log = logging.getLogger("test.drain")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        counts = list(pool.map(lambda _: drain(), range(2)))
+        reports = list(pool.map(lambda _: drain(db, queue, http, log), range(2)))
     delivered = [r.header("Service-Delivery-Id") for r in receiver.at("/a")]
-    assert sum(counts) == 60 and len(delivered) == 60 and len(set(delivered)) == 60
+    assert sum(r.counts["succeeded"] for r in reports) == 60
+    assert len(delivered) == 60 and len(set(delivered)) == 60

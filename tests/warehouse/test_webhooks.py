@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from warehouse.db import Database, utcnow
 from warehouse.settings import Settings, SettingsError
-from warehouse.webhooks import endpoints
+from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_deliveries, webhook_events
 from warehouse.webhooks.urls import InvalidUrl, validate_url
@@ -27,9 +27,8 @@ def add(db: Database, workspace: dict, events: list[str]) -> str:
     return endpoint.id
 
 
-def test_emit_freezes_once_and_queues_one_delivery_per_subscribed_enabled_endpoint(
-    db: Database, workspace: dict
-) -> None:
+def test_emit_freezes_once_and_queues_one_delivery_per_subscribed_endpoint(db: Database, workspace: dict) -> None:
+    """A disabled endpoint's delivery is queued too, and waits unclaimed until it is enabled."""
     a = add(db, workspace, ["action.approved"])
     b = add(db, workspace, ["action.approved", "integration.error"])
     add(db, workspace, ["integration.error"])
@@ -41,7 +40,13 @@ def test_emit_freezes_once_and_queues_one_delivery_per_subscribed_enabled_endpoi
         event = conn.execute(webhook_events.select()).one()
         queued = conn.execute(sa.select(webhook_deliveries.c.endpoint_id, webhook_deliveries.c.status)).all()
     assert json.loads(event.body)["id"] == event_id == event.id
-    assert sorted(queued) == sorted([(a, "pending"), (b, "pending")])
+    assert sorted(queued) == sorted([(a, "pending"), (b, "pending"), (off, "pending")])
+    lease = timedelta(seconds=20)
+    with db.write() as conn:
+        claimed = deliveries.claim(conn, now=utcnow(), limit=10, lease=lease)
+        assert sorted(c.endpoint_id for c in claimed) == sorted([a, b])
+        endpoints.set_enabled(conn, endpoint_id=off, enabled=True)
+        assert [c.endpoint_id for c in deliveries.claim(conn, now=utcnow(), limit=10, lease=lease)] == [off]
 
 
 def test_emit_belongs_to_the_callers_transaction(db: Database, workspace: dict) -> None:

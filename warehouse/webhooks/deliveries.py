@@ -3,8 +3,9 @@
 Claims are one `UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING`: on
 PostgreSQL concurrent runs skip each other's rows; on SQLite the statement runs inside
 `BEGIN IMMEDIATE` (`db.write()`), which serializes writers, and SQLAlchemy drops the FOR UPDATE.
-A claim is a lease: a run that dies leaves rows `delivering` until `lease_until`, then they are
-due again. Results are written only by the lease holder (`lease_token` must match).
+A claim is a lease, renewed by the run that holds it while it lives: a run that dies leaves rows
+`delivering` until `lease_until`, then they are due again. Results are written only by the
+lease holder (`lease_token` must match).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from sqlalchemy.engine import Connection
 from transforms.ids import new_id
 from transforms.timefmt import iso_z
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, next_attempt_at
-from warehouse.webhooks.endpoints import signing_secrets
+from warehouse import audit
+from warehouse.webhooks.endpoints import get_endpoint, signing_secrets
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
 
@@ -97,13 +99,18 @@ def due_fingerprint(conn: Connection, now: datetime) -> tuple[int, str | None]:
     return len(rows), digest[:24]
 
 
-def claim(conn: Connection, *, now: datetime, limit: int, lease: timedelta) -> list[Claimed]:
-    """Lease up to `limit` due deliveries of enabled endpoints, oldest due first."""
+def claim(
+    conn: Connection, *, now: datetime, limit: int, lease: timedelta, skip_endpoints: Sequence[str] = ()
+) -> list[Claimed]:
+    """Lease up to `limit` due deliveries of enabled endpoints (but `skip_endpoints`), oldest
+    due first."""
     d = webhook_deliveries.c
     token = new_id("req")
+    due = _due_query(now)
+    if skip_endpoints:
+        due = due.where(d.endpoint_id.not_in(list(skip_endpoints)))
     picked = (
-        _due_query(now)
-        .order_by(d.next_attempt_at, d.id)
+        due.order_by(d.next_attempt_at, d.id)
         .limit(limit)
         .with_for_update(skip_locked=True, of=webhook_deliveries)
         .scalar_subquery()
@@ -149,6 +156,41 @@ def claim(conn: Connection, *, now: datetime, limit: int, lease: timedelta) -> l
     ]
 
 
+def renew_leases(conn: Connection, tokens: Sequence[str], *, now: datetime, lease: timedelta) -> int:
+    """Extend the leases a live run still holds (its heartbeat); how many deliveries."""
+    d = webhook_deliveries.c
+    return conn.execute(
+        webhook_deliveries.update()
+        .where(d.lease_token.in_(list(tokens)), d.status == "delivering")
+        .values(lease_until=now + lease)
+    ).rowcount
+
+
+def release(conn: Connection, claims: Sequence[Claimed]) -> int:
+    """Hand leased deliveries back unsent (their endpoint was disabled before their turn came):
+    due again as they were, no attempt counted. Only the lease holder's rows are touched."""
+    d = webhook_deliveries.c
+    released = 0
+    for token in {c.lease_token for c in claims}:
+        released += conn.execute(
+            webhook_deliveries.update()
+            .where(
+                d.id.in_([c.delivery_id for c in claims if c.lease_token == token]),
+                d.lease_token == token,
+                d.status == "delivering",
+            )
+            .values(status="pending", lease_until=None, lease_token=None)
+        ).rowcount
+    return released
+
+
+def leases_alive(conn: Connection, now: datetime) -> bool:
+    """Whether some run holds a lease it is still renewing: a drain is alive and sending."""
+    d = webhook_deliveries.c
+    row = conn.execute(sa.select(d.id).where(d.status == "delivering", d.lease_until >= now).limit(1)).first()
+    return row is not None
+
+
 def record(conn: Connection, claimed: Claimed, result: SendResult, *, backoff_scale: float = 1.0) -> Recorded:
     """Write one send's outcome (see `record_batch`)."""
     return record_batch(conn, [(claimed, result)], backoff_scale=backoff_scale)[0]
@@ -157,14 +199,17 @@ def record(conn: Connection, claimed: Claimed, result: SendResult, *, backoff_sc
 def record_batch(
     conn: Connection, sends: Sequence[tuple[Claimed, SendResult]], *, backoff_scale: float = 1.0
 ) -> list[Recorded]:
-    """Write a round of sends in the caller's transaction: every attempt row, each delivery's
-    next state, the endpoints' failure streaks, and on an endpoint's fifth consecutive failure
-    its disabling with an `integration.error` event to the workspace's other enabled endpoints.
+    """Write sends in the caller's transaction, `sends` in the order they completed: every
+    attempt row, each delivery's next state, then the endpoints' failure streaks.
 
-    Successes (the common case) are written with a few set-based statements per round, not per
-    send, which matters on PostgreSQL where every statement is a round trip. Within a round,
-    successes are applied before failures, so a round's failures always count toward the streak.
-    Outcomes come back in the order of `sends`."""
+    The streak is walked in completion order, a success resetting it, so an endpoint is
+    disabled only by 5 failures with no success between them (spec: "5 consecutive failures"),
+    however the sends are grouped into transactions. On the fifth the endpoint is disabled and
+    an `integration.error` event goes to the workspace's other enabled endpoints. Successes
+    (the common case) are written with a few set-based statements, not one per send, which
+    matters on PostgreSQL where every statement is a round trip. A send whose lease was lost
+    (another run took the delivery over and records its own send) changes nothing but its
+    attempt row. Outcomes come back in the order of `sends`."""
     if not sends:
         return []
     conn.execute(
@@ -181,56 +226,53 @@ def record_batch(
             for c, r in sends
         ],
     )
-    outcomes: dict[str, Recorded] = {}
+    held = _record_successes(conn, [(c, r) for c, r in sends if r.ok])
+    for c, r in sends:
+        if not r.ok and (status := _record_failure(conn, c, r, backoff_scale)) is not None:
+            held[c.delivery_id] = status
+    alerts = _update_streaks(conn, [(c, r) for c, r in sends if c.delivery_id in held])
+    return [
+        Recorded(c.delivery_id, held.get(c.delivery_id, "lost"), c.delivery_id in alerts, alerts.get(c.delivery_id))
+        for c, _ in sends
+    ]
+
+
+def _record_successes(conn: Connection, sends: Sequence[tuple[Claimed, SendResult]]) -> dict[str, str]:
+    """Mark succeeded, in one statement per (lease, status code); the deliveries still held."""
     groups: dict[tuple[str, int | None], list[tuple[Claimed, SendResult]]] = {}
     for c, r in sends:
-        if r.ok:
-            groups.setdefault((c.lease_token, r.status_code), []).append((c, r))
-    d, e = webhook_deliveries.c, webhook_endpoints.c
-    succeeded_endpoints: set[str] = set()
+        groups.setdefault((c.lease_token, r.status_code), []).append((c, r))
+    d = webhook_deliveries.c
+    held: dict[str, str] = {}
     for (token, status_code), items in groups.items():
-        by_id = {c.delivery_id: c for c, _ in items}
-        held = set(
-            conn.execute(
-                webhook_deliveries.update()
-                .where(d.id.in_(list(by_id)), d.lease_token == token, d.status == "delivering")
-                .values(
-                    status="succeeded",
-                    attempt=d.attempt + 1,
-                    next_attempt_at=None,
-                    lease_until=None,
-                    lease_token=None,
-                    last_status_code=status_code,
-                    last_error=None,
-                    completed_at=max(r.finished_at for _, r in items),
-                )
-                .returning(d.id)
-            ).scalars()
-        )
-        for delivery_id, c in by_id.items():
-            # Not held: our lease expired and another run took the row over; it records its own send.
-            outcomes[delivery_id] = Recorded(delivery_id, "succeeded" if delivery_id in held else "lost")
-            if delivery_id in held:
-                succeeded_endpoints.add(c.endpoint_id)
-    if succeeded_endpoints:
-        conn.execute(
-            webhook_endpoints.update().where(e.id.in_(sorted(succeeded_endpoints))).values(consecutive_failures=0)
-        )
-    for c, r in sends:
-        if not r.ok:
-            outcomes[c.delivery_id] = _record_failure(conn, c, r, backoff_scale)
-    return [outcomes[c.delivery_id] for c, _ in sends]
+        for delivery_id in conn.execute(
+            webhook_deliveries.update()
+            .where(d.id.in_([c.delivery_id for c, _ in items]), d.lease_token == token, d.status == "delivering")
+            .values(
+                status="succeeded",
+                attempt=d.attempt + 1,
+                next_attempt_at=None,
+                lease_until=None,
+                lease_token=None,
+                last_status_code=status_code,
+                last_error=None,
+                completed_at=max(r.finished_at for _, r in items),
+            )
+            .returning(d.id)
+        ).scalars():
+            held[delivery_id] = "succeeded"
+    return held
 
 
 def _error(result: SendResult) -> str | None:
     return None if result.error is None else result.error[:_ERROR_CHARS]
 
 
-def _record_failure(conn: Connection, claimed: Claimed, result: SendResult, backoff_scale: float) -> Recorded:
-    d, e = webhook_deliveries.c, webhook_endpoints.c
-    now = result.finished_at
-    error = _error(result)
-    retry_at = next_attempt_at(claimed.attempt, now, backoff_scale)
+def _record_failure(conn: Connection, claimed: Claimed, result: SendResult, backoff_scale: float) -> str | None:
+    """Schedule the retry (`pending`) or fail the delivery for good (`failed`); None if the
+    lease was lost."""
+    d = webhook_deliveries.c
+    retry_at = next_attempt_at(claimed.attempt, result.finished_at, backoff_scale)
     status = "pending" if retry_at is not None else "failed"
     held = conn.execute(
         webhook_deliveries.update()
@@ -242,30 +284,62 @@ def _record_failure(conn: Connection, claimed: Claimed, result: SendResult, back
             lease_until=None,
             lease_token=None,
             last_status_code=result.status_code,
-            last_error=error,
-            completed_at=None if status == "pending" else now,
+            last_error=_error(result),
+            completed_at=None if retry_at is not None else result.finished_at,
         )
         .returning(d.id)
     ).first()
-    if held is None:
-        return Recorded(claimed.delivery_id, "lost")
-    streak = conn.execute(
-        webhook_endpoints.update()
-        .where(e.id == claimed.endpoint_id)
-        .values(consecutive_failures=e.consecutive_failures + 1)
-        .returning(e.consecutive_failures)
-    ).scalar_one()
-    if streak < DISABLE_AFTER_FAILURES:
-        return Recorded(claimed.delivery_id, status)
+    return None if held is None else status
+
+
+def _update_streaks(conn: Connection, sends: Sequence[tuple[Claimed, SendResult]]) -> dict[str, str]:
+    """Walk the recorded sends in completion order over each endpoint's streak, write the new
+    streaks and disable the endpoints that reached the limit. Returns, per send that disabled
+    its endpoint, the id of the `integration.error` event it caused.
+
+    The endpoints' rows are locked (FOR UPDATE, in id order; SQLite's BEGIN IMMEDIATE already
+    serializes writers) so that concurrent runs recording sends of one endpoint add up."""
+    if not sends:
+        return {}
+    e = webhook_endpoints.c
+    rows = conn.execute(
+        sa.select(e.id, e.consecutive_failures, e.status)
+        .where(e.id.in_(sorted({c.endpoint_id for c, _ in sends})))
+        .order_by(e.id)
+        .with_for_update()
+    ).all()
+    before = {r.id: r.consecutive_failures for r in rows}
+    streak = dict(before)
+    enabled = {r.id for r in rows if r.status == "enabled"}
+    tripped: dict[str, tuple[Claimed, SendResult, int]] = {}
+    for c, r in sends:
+        streak[c.endpoint_id] = 0 if r.ok else streak[c.endpoint_id] + 1
+        reached = streak[c.endpoint_id] >= DISABLE_AFTER_FAILURES
+        if reached and c.endpoint_id in enabled and c.endpoint_id not in tripped:
+            tripped[c.endpoint_id] = (c, r, streak[c.endpoint_id])
+    for endpoint_id, value in streak.items():
+        if value != before[endpoint_id]:
+            conn.execute(webhook_endpoints.update().where(e.id == endpoint_id).values(consecutive_failures=value))
+    alerts: dict[str, str] = {}
+    for claimed, result, count in tripped.values():
+        event_id = _disable(conn, claimed, result, count)
+        if event_id is not None:
+            alerts[claimed.delivery_id] = event_id
+    return alerts
+
+
+def _disable(conn: Connection, claimed: Claimed, result: SendResult, consecutive_failures: int) -> str | None:
+    """Disable the endpoint and tell the workspace's other endpoints (`integration.error`)."""
+    e = webhook_endpoints.c
     disabled = conn.execute(
         webhook_endpoints.update()
         .where(e.id == claimed.endpoint_id, e.status == "enabled")
-        .values(status="disabled", disabled_at=now)
+        .values(status="disabled", disabled_at=result.finished_at)
         .returning(e.url)
     ).first()
-    if disabled is None:  # already disabled by a concurrent recorder or the operator
-        return Recorded(claimed.delivery_id, status)
-    event_id = emit_event(
+    if disabled is None:  # disabled meanwhile by the operator
+        return None
+    return emit_event(
         conn,
         workspace_id=claimed.workspace_id,
         event_type="integration.error",
@@ -273,13 +347,64 @@ def _record_failure(conn: Connection, claimed: Claimed, result: SendResult, back
             "reason": "webhook_endpoint_disabled",
             "endpoint_id": claimed.endpoint_id,
             "url": disabled.url,
-            "consecutive_failures": streak,
+            "consecutive_failures": consecutive_failures,
             "last_status_code": result.status_code,
-            "last_error": error,
+            "last_error": _error(result),
         },
-        now=now,
+        now=result.finished_at,
+        except_endpoint=claimed.endpoint_id,
     )
-    return Recorded(claimed.delivery_id, status, endpoint_disabled=True, integration_error_event_id=event_id)
+
+
+class NotRedeliverable(ValueError):
+    """The named delivery is not one that failed for good on this endpoint."""
+
+
+def redeliver(
+    conn: Connection,
+    *,
+    endpoint_id: str,
+    now: datetime,
+    since: datetime | None = None,
+    delivery_id: str | None = None,
+    actor: str = "cli",
+) -> list[str]:
+    """Deliveries of the endpoint that failed for good (optionally: finished at or after
+    `since`, or just `delivery_id`) made due now for one more attempt of the same frozen event:
+    same event id, delivery id and body, the attempt count going on (7, 8, ...). If that attempt
+    fails the delivery is failed again, with no automatic retries: redelivery is the operator's
+    call each time. An endpoint that is disabled keeps them waiting until it is enabled."""
+    endpoint = get_endpoint(conn, endpoint_id)
+    d = webhook_deliveries.c
+    if delivery_id is not None:
+        row = conn.execute(sa.select(d.endpoint_id, d.status).where(d.id == delivery_id)).first()
+        if row is None or row.endpoint_id != endpoint_id:
+            raise NotRedeliverable(f"no delivery {delivery_id} to endpoint {endpoint_id}")
+        if row.status != "failed":
+            raise NotRedeliverable(
+                f"delivery {delivery_id} is {row.status}: only deliveries that failed for good are redelivered"
+            )
+    query = webhook_deliveries.update().where(d.endpoint_id == endpoint_id, d.status == "failed")
+    if since is not None:
+        query = query.where(d.completed_at >= since)
+    if delivery_id is not None:
+        query = query.where(d.id == delivery_id)
+    redelivered = sorted(
+        conn.execute(query.values(status="pending", next_attempt_at=now, completed_at=None).returning(d.id)).scalars()
+    )
+    audit.record(
+        conn,
+        workspace_id=endpoint.workspace_id,
+        actor=actor,
+        action="webhook_endpoint.redelivered",
+        subject_id=endpoint_id,
+        detail={
+            "deliveries": len(redelivered),
+            "since": iso_z(since),
+            "delivery_id": delivery_id,
+        },
+    )
+    return redelivered
 
 
 def history(conn: Connection, *, endpoint_id: str, limit: int = 100) -> list[dict[str, Any]]:

@@ -1,9 +1,13 @@
 """The outbox: every producer of webhook events calls `emit_event` inside its own transaction.
 
-The envelope is frozen to bytes once, here, and one delivery row is queued per enabled endpoint
-of the workspace subscribed to the event type, all in the caller's transaction: the event
-exists exactly when the change that caused it commits (no event for a rolled-back approval, no
+The envelope is frozen to bytes once, here, and one delivery row is queued per endpoint of the
+workspace subscribed to the event type, all in the caller's transaction: the event exists
+exactly when the change that caused it commits (no event for a rolled-back approval, no
 approval without its event). The Dagster sensor picks the deliveries up.
+
+A disabled endpoint gets its deliveries queued too: they wait, unsent, until it is enabled
+again (spec: "temporarily disabled until re-enabled"), so no event vanishes for an endpoint
+that was down for a while. Test samples go only to enabled endpoints.
 """
 
 from __future__ import annotations
@@ -28,13 +32,22 @@ class Emitted:
 
 
 def emit_event(
-    conn: Connection, *, workspace_id: str, event_type: str, data: dict[str, Any], now: datetime | None = None
+    conn: Connection,
+    *,
+    workspace_id: str,
+    event_type: str,
+    data: dict[str, Any],
+    now: datetime | None = None,
+    except_endpoint: str | None = None,
 ) -> str:
     """Record an event and queue its deliveries in the caller's transaction; return the event id.
 
     An event with no subscribed endpoint is still recorded (cheap, and the id is stable for the
-    producer's own logs)."""
-    return _emit(conn, workspace_id=workspace_id, event_type=event_type, data=data, now=now).event_id
+    producer's own logs). `except_endpoint` is left out (an endpoint is not told of its own
+    disabling)."""
+    return _emit(
+        conn, workspace_id=workspace_id, event_type=event_type, data=data, now=now, except_endpoint=except_endpoint
+    ).event_id
 
 
 def emit_test_event(conn: Connection, *, workspace_id: str, event_type: str, endpoint_id: str | None = None) -> Emitted:
@@ -50,14 +63,27 @@ def emit_test_event(conn: Connection, *, workspace_id: str, event_type: str, end
     )
 
 
-def _targets(conn: Connection, workspace_id: str, event_type: str, only_endpoint: str | None) -> list[str]:
-    query = sa.select(webhook_endpoints.c.id, webhook_endpoints.c.events).where(
-        webhook_endpoints.c.workspace_id == workspace_id, webhook_endpoints.c.status == "enabled"
-    )
+def _targets(
+    conn: Connection,
+    workspace_id: str,
+    event_type: str,
+    *,
+    test: bool,
+    only_endpoint: str | None,
+    except_endpoint: str | None,
+) -> list[str]:
+    """Test samples are sent now or never: only enabled endpoints, and `only_endpoint` whether
+    subscribed or not. Events go to every subscribed endpoint, enabled or waiting to be."""
+    e = webhook_endpoints.c
+    query = sa.select(e.id, e.events).where(e.workspace_id == workspace_id).order_by(e.id)
+    if test:
+        query = query.where(e.status == "enabled")
     if only_endpoint is not None:
-        return [r.id for r in conn.execute(query.where(webhook_endpoints.c.id == only_endpoint))]
+        return [r.id for r in conn.execute(query.where(e.id == only_endpoint))]
+    if except_endpoint is not None:
+        query = query.where(e.id != except_endpoint)
     # Endpoints per workspace are few; filtering the JSON list here keeps one portable query.
-    return [r.id for r in conn.execute(query.order_by(webhook_endpoints.c.id)) if event_type in r.events]
+    return [r.id for r in conn.execute(query) if event_type in r.events]
 
 
 def _emit(
@@ -69,6 +95,7 @@ def _emit(
     now: datetime | None = None,
     test: bool = False,
     only_endpoint: str | None = None,
+    except_endpoint: str | None = None,
 ) -> Emitted:
     now = now or utcnow()
     event_id = new_id("evt")
@@ -83,7 +110,15 @@ def _emit(
         )
     )
     deliveries = tuple(
-        (new_id("dlv"), endpoint_id) for endpoint_id in _targets(conn, workspace_id, event_type, only_endpoint)
+        (new_id("dlv"), endpoint_id)
+        for endpoint_id in _targets(
+            conn,
+            workspace_id,
+            event_type,
+            test=test,
+            only_endpoint=only_endpoint,
+            except_endpoint=except_endpoint,
+        )
     )
     if deliveries:
         conn.execute(

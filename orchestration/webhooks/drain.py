@@ -1,0 +1,222 @@
+"""One drain of the webhook queue: claim, send concurrently, record each send as it completes.
+
+What a crash may cost is what was in flight, nothing more:
+- Sends are recorded as they complete. After each wait, every send that has completed is
+  written in one transaction, in completion order (the endpoint's failure streak is counted in
+  that order). Under load that is a group commit of whatever finished meanwhile; when sends
+  trickle in, each is written alone. Senders never run more than `max_workers` sends ahead of
+  the recorder, so a crash re-sends at most 2 x `max_workers` deliveries.
+- Leases are short (`WebhookQueue.lease_s`, 20 s) and renewed every `renew_every_s` by a
+  thread while the run is alive, so a killed run's deliveries are due again within one lease,
+  and a slow receiver (10 s read timeout) never outlives its lease.
+- Claims top up the sends in flight, so one slow endpoint does not hold up a round.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
+from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES
+from transforms.webhooks.signing import request_headers
+from warehouse.db import Database
+from warehouse.webhooks import deliveries
+from warehouse.webhooks.deliveries import Claimed, SendResult
+
+# After a claim found nothing due, wait this long before looking again while sends are in flight
+# (each look is a write transaction; retries that fall due meanwhile wait at most this much).
+IDLE_CLAIM_S = 1.0
+
+
+def send(claimed: Claimed, http: WebhookHttpClient, queue: WebhookQueue) -> SendResult:
+    """One physical send, signed at send time (fresh timestamp and signatures every attempt)."""
+    started = queue.now()
+    headers = request_headers(
+        body=claimed.body,
+        secrets=claimed.secrets,
+        now_ms=int(started.timestamp() * 1000),
+        event_id=claimed.event_id,
+        delivery_id=claimed.delivery_id,
+        attempt=claimed.attempt,
+        standard_webhooks=claimed.standard_webhooks,
+    )
+    status_code, error = http.post(url=claimed.url, body=claimed.body, headers=headers)
+    return SendResult(status_code=status_code, error=error, started_at=started, finished_at=queue.now())
+
+
+@dataclass
+class DrainReport:
+    # succeeded | pending | failed | lost, and held_back: claimed, unsent (the endpoint kept failing)
+    counts: Counter[str] = field(default_factory=Counter)
+    disabled: list[str] = field(default_factory=list)  # endpoints this drain disabled
+
+    @property
+    def sends(self) -> int:
+        return sum(n for status, n in self.counts.items() if status != "held_back")
+
+
+class LeaseKeeper:
+    """Renews the leases of the deliveries a drain holds, from a thread, until it stops."""
+
+    def __init__(self, db: Database, queue: WebhookQueue, log: logging.Logger) -> None:
+        self._db, self._queue, self._log = db, queue, log
+        self._held: Counter[str] = Counter()  # lease token -> deliveries not yet recorded
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="webhook-leases", daemon=True)
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def hold(self, batch: list[Claimed]) -> None:
+        with self._lock:
+            self._held.update(c.lease_token for c in batch)
+
+    def release(self, recorded: list[Claimed]) -> None:
+        with self._lock:
+            self._held.subtract(c.lease_token for c in recorded)
+            self._held = +self._held  # drop tokens with nothing left to renew
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._queue.renew_every_s):
+            with self._lock:
+                tokens = sorted(self._held)
+            if not tokens:
+                continue
+            try:
+                with self._db.write() as conn:
+                    deliveries.renew_leases(
+                        conn, tokens, now=self._queue.now(), lease=timedelta(seconds=self._queue.lease_s)
+                    )
+            except Exception as exc:  # a database hiccup: the next renewal may succeed in time
+                self._log.warning(f"webhook leases not renewed: {type(exc).__name__}: {exc}")
+
+
+def drain(
+    db: Database,
+    queue: WebhookQueue,
+    http: WebhookHttpClient,
+    log: logging.Logger,
+) -> DrainReport:
+    """Send due deliveries until nothing is due or `queue.max_run_s` has passed."""
+    report = DrainReport()
+    deadline = time.monotonic() + queue.max_run_s
+    scale = queue.scale()
+    refill_at = max(1, queue.batch_size // 2)
+    in_flight: dict[Future[SendResult | None], Claimed] = {}
+    breaker = Breaker()
+    # Sends under way or awaiting their record: at most twice the senders (see _send_unless_failing).
+    unrecorded = threading.Semaphore(2 * queue.max_workers)
+    idle = False  # the last claim found nothing due
+    next_claim = 0.0  # while idle with sends in flight: when to look again (monotonic)
+    with (
+        ThreadPoolExecutor(max_workers=queue.max_workers, thread_name_prefix="webhook") as pool,
+        LeaseKeeper(db, queue, log) as leases,
+    ):
+        while True:
+            now = time.monotonic()
+            if not in_flight and (idle or now >= deadline):
+                break
+            if now < deadline and len(in_flight) <= refill_at and (not idle or now >= next_claim):
+                with db.write() as conn:
+                    batch = deliveries.claim(
+                        conn,
+                        now=queue.now(),
+                        limit=queue.batch_size - len(in_flight),
+                        lease=timedelta(seconds=queue.lease_s),
+                        skip_endpoints=breaker.failing(),
+                    )
+                leases.hold(batch)
+                for c in batch:
+                    in_flight[pool.submit(_send_unless_failing, c, http, queue, breaker, unrecorded)] = c
+                idle, next_claim = not batch, now + IDLE_CLAIM_S
+                continue
+            timeout = max(0.0, next_claim - now) if idle and now < deadline else None
+            done, _ = wait(list(in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
+            if not done:
+                continue
+            finished = [(in_flight.pop(f), f.result()) for f in done]
+            completed = sorted(((c, r) for c, r in finished if r is not None), key=lambda s: s[1].finished_at)
+            held_back = [c for c, r in finished if r is None]
+            _record(db, completed, held_back, scale, report, log)
+            leases.release([c for c, _ in finished])
+            for _ in completed:
+                unrecorded.release()
+            if not in_flight:
+                idle = False  # what was just recorded may have made retries due: look once more
+    return report
+
+
+class Breaker:
+    """This drain's own count of consecutive failures per endpoint, kept as sends complete.
+
+    Recording is the authority (it disables the endpoint, from its stored streak), but it runs
+    after the sends: against a receiver that fails at once, a pool of senders would fire a whole
+    claim at it before the fifth failure is committed. At five failures in a row here, the
+    endpoint's sends not yet begun are held back and handed back to the queue unsent."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._streak: Counter[str] = Counter()
+
+    def open(self, endpoint_id: str) -> bool:
+        with self._lock:
+            return self._streak[endpoint_id] >= DISABLE_AFTER_FAILURES
+
+    def failing(self) -> list[str]:
+        """The endpoints this drain no longer sends to (its claims leave them out)."""
+        with self._lock:
+            return sorted(e for e, n in self._streak.items() if n >= DISABLE_AFTER_FAILURES)
+
+    def observe(self, endpoint_id: str, result: SendResult) -> None:
+        with self._lock:
+            self._streak[endpoint_id] = 0 if result.ok else self._streak[endpoint_id] + 1
+
+
+def _send_unless_failing(
+    claimed: Claimed, http: WebhookHttpClient, queue: WebhookQueue, breaker: Breaker, unrecorded: threading.Semaphore
+) -> SendResult | None:
+    """None, without sending, once the endpoint has failed five times in a row in this drain:
+    only the sends already under way when the fifth failure came back still reach it.
+
+    A send first takes a place among the `unrecorded` ones, given back once it is recorded, so
+    that senders never run ahead of the recorder: what a crash can re-send is bounded by that
+    number whatever the load."""
+    if breaker.open(claimed.endpoint_id):
+        return None
+    unrecorded.acquire()
+    result = send(claimed, http, queue)
+    breaker.observe(claimed.endpoint_id, result)
+    return result
+
+
+def _record(
+    db: Database,
+    completed: list[tuple[Claimed, SendResult]],
+    held_back: list[Claimed],
+    scale: float,
+    report: DrainReport,
+    log: logging.Logger,
+) -> None:
+    with db.write() as conn:
+        outcomes = deliveries.record_batch(conn, completed, backoff_scale=scale)
+        if held_back:
+            deliveries.release(conn, held_back)
+    if held_back:
+        report.counts["held_back"] += len(held_back)
+    for (claimed, _), outcome in zip(completed, outcomes, strict=True):
+        report.counts[outcome.status] += 1
+        if outcome.endpoint_disabled:
+            report.disabled.append(claimed.endpoint_id)
+            log.warning(f"endpoint {claimed.endpoint_id} disabled after repeated failures")
