@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.admin import admin
+from cli.dagster_cmd import dagster
 from cli.db import db
 from cli.demo import demo
 from cli.ingest import ingest
@@ -24,6 +25,7 @@ admin.add_command(paywalls)  # `flokit admin paywalls ...`
 main.add_command(db)
 main.add_command(admin)
 main.add_command(up)
+main.add_command(dagster)
 main.add_command(demo)
 main.add_command(refresh)
 admin.add_command(ingest)
