@@ -1,28 +1,35 @@
 """`flokit up`: migrate, bootstrap a demo workspace when empty, run API + Dagster UI + daemon.
 
+Before any child starts, the Dagster instance is created and migrated here, once
+(`cli.dagster_instance`): Dagster processes initialising a new SQLite instance at the same time
+can damage it for good. A damaged instance is refused with the repair to run.
+
 The three servers run as child processes in their own sessions, so a terminal's Ctrl-C reaches
-only this supervisor, which then stops them in order and waits for each. If any child dies on
-its own, the others are stopped too: a half-running service is worse than a stopped one.
+only this supervisor, which then stops them in order and waits for each. A child that dies is
+restarted with backoff while the others keep running (`cli.supervisor`); a crash loop, a code
+location that does not load, Ctrl-C or SIGTERM stop everything.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
 import click
 
 from cli.context import load_settings, open_database
+from cli.dagster_instance import RUNNING_LOCK, InstanceBusy, InstanceDamaged, holding, prepare_instance
+from cli.dagster_instance import ensure_dagster_home as _ensure_home
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS, seed_workspace
+from cli.location import LocationWatch
+from cli.supervisor import Child, RestartPolicy, Supervisor
 from warehouse import migrate, workspaces
 from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
@@ -30,19 +37,11 @@ from warehouse.lake import Lake
 from warehouse.settings import APP_SESSION_SECRET_FILE, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-DEV_INSTANCE = ROOT / "orchestration" / "instance" / "dagster.dev.yaml"
 # Gunicorn workers: two per core is the usual sizing for I/O-bound Flask on this 2-core class.
 DEFAULT_WORKERS = 4
 # How long each child gets to finish in-flight work after SIGTERM before it is killed.
 STOP_GRACE_S = 20.0
 ACCESS_LOG_FORMAT = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms "%(a)s"'
-
-
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    process: subprocess.Popen[bytes] | None = None
 
 
 def _tool(name: str) -> str:
@@ -54,11 +53,8 @@ def _tool(name: str) -> str:
 
 
 def ensure_dagster_home(settings: Settings) -> Path:
-    settings.dagster_home.mkdir(parents=True, exist_ok=True)
-    config = settings.dagster_home / "dagster.yaml"
-    if not config.exists():
-        shutil.copyfile(DEV_INSTANCE, config)
-    return config
+    """DAGSTER_HOME with a dagster.yaml (`flokit refresh` uses it too)."""
+    return _ensure_home(settings.dagster_home)
 
 
 def ensure_app_session_secret(settings: Settings) -> Settings:
@@ -118,6 +114,20 @@ def print_first_run(result: dict[str, str]) -> None:
 def up(no_bootstrap: bool, workers: int) -> None:
     """Run the whole service until Ctrl-C."""
     settings = load_settings()
+    try:
+        with holding(settings.dagster_home, RUNNING_LOCK, wait=False):
+            raise SystemExit(_up(settings, no_bootstrap, workers))
+    except InstanceBusy as exc:
+        raise SystemExit(f"flokit up: {exc}; stop it first (one flokit up per data directory)") from exc
+
+
+def _up(settings: Settings, no_bootstrap: bool, workers: int) -> int:
+    try:
+        done = prepare_instance(settings.dagster_home)
+    except InstanceDamaged as exc:
+        click.echo(f"flokit up: {exc}", err=True)
+        return 1
+    click.echo(f"dagster instance {settings.dagster_home}: {', '.join(done)}")
     database = open_database(settings)
     applied = migrate.upgrade(database)
     click.echo(f"database {settings.database_url.split('@')[-1]} at revision {', '.join(applied)}")
@@ -136,13 +146,13 @@ def up(no_bootstrap: bool, workers: int) -> None:
                 f"Seeded a demo history: {seeded['written']} events, {seeded['first_day']}..{seeded['last_day']}"
             )
     database.dispose()  # children open their own connections; keep none across the fork
-    ensure_dagster_home(settings)
     settings = ensure_app_session_secret(settings)
     env = {**os.environ, **settings.child_env()}
-    raise SystemExit(supervise(children(settings, workers), env, settings))
+    return supervise(children(settings, workers), env, settings)
 
 
 def supervise(procs: list[Child], env: dict[str, str], settings: Settings) -> int:
+    """Run the children until Ctrl-C/SIGTERM (0) or a reason to stop everything (1, printed)."""
     stopping = False
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
@@ -152,8 +162,8 @@ def supervise(procs: list[Child], env: dict[str, str], settings: Settings) -> in
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
 
-    for child in procs:
-        child.process = subprocess.Popen(child.argv, cwd=ROOT, env=env, start_new_session=True)
+    supervisor = Supervisor(procs, env, ROOT, RestartPolicy(), STOP_GRACE_S)
+    supervisor.start_all()
     click.echo(
         f"API (v1, gateway, ingest)  http://127.0.0.1:{settings.api_port}   surfaces: {','.join(settings.surfaces)}"
     )
@@ -162,50 +172,11 @@ def supervise(procs: list[Child], env: dict[str, str], settings: Settings) -> in
     click.echo(f"DuckDB catalog             {settings.catalog_path}")
     click.echo("Press Ctrl-C to stop.")
 
-    status = 0
-    while not stopping:
-        for child in procs:
-            assert child.process is not None
-            if child.process.poll() is not None:
-                click.echo(f"{child.name} exited with {child.process.returncode}; stopping the others", err=True)
-                status, stopping = 1, True
-                break
-        else:
-            time.sleep(0.5)
-
+    location = LocationWatch(f"http://127.0.0.1:{settings.dagster_port}", started_at=time.monotonic())
+    reason = supervisor.run(lambda: stopping, [location])
+    if reason:
+        click.echo(f"flokit up: {reason}", err=True)
     click.echo("stopping...")
-    for child in procs:
-        if child.process and child.process.poll() is None:
-            os.killpg(child.process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    for child in procs:
-        if child.process is None:
-            continue
-        try:
-            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            click.echo(f"{child.name} did not stop in {STOP_GRACE_S:.0f}s; killing it", err=True)
-            os.killpg(child.process.pid, signal.SIGKILL)
-            child.process.wait()
-        # Its own children too (a Dagster run the daemon launched, gunicorn workers): they got the
-        # SIGTERM with the group and finish their step; nothing of FloKit outlives `flokit up`.
-        if not _group_gone(child.process.pid, deadline):
-            click.echo(f"processes of {child.name} did not stop in {STOP_GRACE_S:.0f}s; killing them", err=True)
-            _kill_group(child.process.pid)
-    click.echo("stopped.")
-    return status
-
-
-def _group_gone(pgid: int, deadline: float) -> bool:
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
+    supervisor.stop_all()
+    click.echo("stopped." if not reason else f"stopped: {reason}")
+    return 1 if reason else 0
