@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timedelta
 from typing import Any
 
 import click
 
 from cli.context import load_settings, open_database
 from cli.output import emit, fail
-from transforms.timefmt import iso_z
+from transforms.timefmt import iso_z, parse_iso8601
+from warehouse.db import utcnow
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.endpoints import Endpoint
 from warehouse.webhooks.urls import InvalidUrl
@@ -33,7 +36,7 @@ def _endpoint(e: Endpoint) -> dict[str, Any]:
 
 @click.group()
 def webhooks() -> None:
-    """Outbound webhook endpoints: add, list, enable, disable, rotate secrets, delivery history."""
+    """Outbound webhook endpoints: add, list, enable, disable, rotate secrets, delivery history, redelivery."""
 
 
 @webhooks.command("add")
@@ -136,3 +139,46 @@ def deliveries_(endpoint_id: str, limit: int, as_json: bool) -> None:
         for d in found
     )
     emit({"endpoint_id": endpoint_id, "deliveries": found}, as_json, human or "no deliveries")
+
+
+def _since(text: str | None) -> datetime | None:
+    """ISO 8601 (a date or a timestamp, UTC unless an offset is given), or a duration back from
+    now: `90m`, `24h`, `7d`."""
+    if text is None:
+        return None
+    found = re.fullmatch(r"(\d{1,6})([mhd])", text.strip())
+    if found:
+        unit = {"m": "minutes", "h": "hours", "d": "days"}[found.group(2)]
+        return utcnow() - timedelta(**{unit: int(found.group(1))})
+    try:
+        return parse_iso8601(text.strip())
+    except ValueError as exc:
+        raise click.BadParameter(f"{exc}, or a duration such as 24h or 7d", param_hint="--since") from None
+
+
+@webhooks.command("redeliver")
+@click.option("--endpoint", "endpoint_id", required=True)
+@click.option("--since", help="Only deliveries that failed at or after this: ISO 8601, or 90m, 24h, 7d back from now.")
+@click.option("--delivery", "delivery_id", help="Only this delivery (dlv_...).")
+@JSON_OPTION
+def redeliver(endpoint_id: str, since: str | None, delivery_id: str | None, as_json: bool) -> None:
+    """Send deliveries that failed for good once more: the same frozen event (same ids and body),
+    the next attempt number. Pending deliveries need nothing: they are retried on their own."""
+    after = _since(since)
+    database = open_database(load_settings())
+    try:
+        with database.write() as conn:
+            ids = deliveries.redeliver(
+                conn, endpoint_id=endpoint_id, now=utcnow(), since=after, delivery_id=delivery_id
+            )
+            status = endpoints.get_endpoint(conn, endpoint_id).status
+    except NotFound:
+        fail(f"no endpoint {endpoint_id}", as_json)
+    except deliveries.NotRedeliverable as exc:
+        fail(str(exc), as_json)
+    waiting = " (the endpoint is disabled: they wait until it is enabled)" if status == "disabled" and ids else ""
+    emit(
+        {"endpoint_id": endpoint_id, "endpoint_status": status, "redelivered": ids},
+        as_json,
+        f"{len(ids)} deliveries queued for redelivery{waiting}" + "".join(f"\n  {i}" for i in ids),
+    )

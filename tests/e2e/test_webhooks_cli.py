@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import timedelta
 
 import pytest
 
 from api.app import create_app
 from tests.conftest import bearer
 from tests.e2e.test_cli import run, run_json
+from warehouse.db import database_for, utcnow
 from warehouse.settings import Settings
+from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks.deliveries import SendResult
+from warehouse.webhooks.outbox import emit_event
 
 pytestmark = pytest.mark.e2e
 
@@ -65,3 +70,44 @@ def test_webhook_admin_commands(settings: Settings, workspace: dict) -> None:
     assert sent.json["delivery_id"] in human
     missing = run(dev, "admin", "webhooks", "enable", "--endpoint", "whe_missing", "--json", ok=False)
     assert missing.returncode == 1 and json.loads(missing.stderr) == {"error": "no endpoint whe_missing"}
+
+
+def test_redeliver_sends_failed_deliveries_again(settings: Settings, workspace: dict) -> None:
+    """An operator brings back deliveries that failed for good, all, since a time, or one."""
+    dev = dataclasses.replace(settings, webhooks_allow_private=True)
+    db = database_for(dev.database_url)
+    with db.write() as conn:
+        endpoint, _ = endpoints.create_endpoint(
+            conn, workspace_id=workspace["workspace_id"], url="http://127.0.0.1:9/h", events=["action.created"],
+            allow_private=True,
+        )  # fmt: skip
+        start = utcnow() - timedelta(days=2)
+        for i in range(2):
+            emit_event(
+                conn, workspace_id=workspace["workspace_id"], event_type="action.created", data={"i": i}, now=start
+            )
+    for n in range(6):  # six failed attempts, the endpoint re-enabled after each disabling
+        at = start + timedelta(hours=7 * n)
+        with db.write() as conn:
+            batch = deliveries.claim(conn, now=at, limit=10, lease=timedelta(seconds=20))
+            failed = SendResult(status_code=500, error="HTTP 500", started_at=at, finished_at=at)
+            deliveries.record_batch(conn, [(c, failed) for c in batch])
+            endpoints.set_enabled(conn, endpoint_id=endpoint.id, enabled=True)
+    history = run_json(dev, "admin", "webhooks", "deliveries", "--endpoint", endpoint.id)["deliveries"]
+    assert [d["status"] for d in history] == ["failed", "failed"]
+    first, second = sorted(d["delivery_id"] for d in history)
+
+    none = run_json(dev, "admin", "webhooks", "redeliver", "--endpoint", endpoint.id, "--since", "1h")
+    assert none["redelivered"] == []  # they failed for good about a day and a half ago
+    one = run_json(dev, "admin", "webhooks", "redeliver", "--endpoint", endpoint.id, "--delivery", first)
+    assert one == {"endpoint_id": endpoint.id, "endpoint_status": "enabled", "redelivered": [first]}
+    again = run(dev, "admin", "webhooks", "redeliver", "--endpoint", endpoint.id, "--delivery", first, "--json",
+                ok=False)  # fmt: skip
+    assert again.returncode == 1 and "is pending" in json.loads(again.stderr)["error"]
+    bad = run(dev, "admin", "webhooks", "redeliver", "--endpoint", endpoint.id, "--since", "yesterday", ok=False)
+    assert bad.returncode == 2 and "24h" in bad.stderr
+    run_json(dev, "admin", "webhooks", "disable", "--endpoint", endpoint.id)
+    rest = run(dev, "admin", "webhooks", "redeliver", "--endpoint", endpoint.id, "--since", "2026-01-01").stdout
+    assert "1 deliveries queued for redelivery (the endpoint is disabled" in rest and second in rest
+    history = run_json(dev, "admin", "webhooks", "deliveries", "--endpoint", endpoint.id)["deliveries"]
+    assert {d["status"] for d in history} == {"pending"} and {d["attempt"] for d in history} == {6}
