@@ -7,6 +7,8 @@ import click
 from cli.context import load_settings, open_database
 from cli.output import emit
 from warehouse import migrate
+from warehouse.db import Database
+from warehouse.durability import durability_warnings
 
 
 @click.group()
@@ -22,11 +24,20 @@ def upgrade(as_json: bool) -> None:
     database = open_database(settings)
     before = migrate.current(database)
     after = migrate.upgrade(database)
+    warnings = warn_if_not_durable(database)
     emit(
-        {"database": _redacted(settings.database_url), "from": before, "to": after},
+        {"database": _redacted(settings.database_url), "from": before, "to": after, "durability_warnings": warnings},
         as_json,
         f"database migrated to {', '.join(after)} (was {', '.join(before) or 'empty'})",
     )
+
+
+def warn_if_not_durable(database: Database) -> list[str]:
+    """Name, on stderr, each server setting under which acknowledged writes can be lost."""
+    warnings = durability_warnings(database)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    return warnings
 
 
 def _redacted(url: str) -> str:

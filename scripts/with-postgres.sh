@@ -46,10 +46,14 @@ cleanup() {
 trap cleanup EXIT
 
 "${RUNAS[@]}" "$BINDIR/initdb" -D "$PGDATA" -U postgres --auth=trust -E UTF8 --no-sync >/dev/null
-# fsync off: a test cluster is thrown away, durability across power loss is irrelevant.
+# fsync and full_page_writes off: a test cluster is thrown away, durability across an OS crash or
+# power loss is irrelevant. synchronous_commit stays on, as production requires (README
+# "Production"): with it off, a crash of the server loses acknowledged commits, and tests would
+# measure a service that production is not. Fault tests that crash the server use a private
+# cluster with all three on (tests/faults/postgres.py).
 # max_connections: parallel tests and dagster runs each keep small pools.
 "${RUNAS[@]}" "$BINDIR/pg_ctl" -D "$PGDATA" -l "$PGTMP/server.log" -w -t 60 \
-  -o "-p $PORT -k $PGTMP -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+  -o "-p $PORT -k $PGTMP -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=on -c full_page_writes=off -c max_connections=300" \
   start >/dev/null
 echo "with-postgres: PostgreSQL $("$BINDIR/postgres" --version | awk '{print $3}') on 127.0.0.1:$PORT" >&2
 
