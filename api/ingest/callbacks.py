@@ -3,8 +3,9 @@
 The hot path is one query (credential, mapping entry, allowlist), then for an accepted event
 the dedup claim and the landed row (`landing.land`), atomically: in one transaction on SQLite,
 in one statement on PostgreSQL (`landing.single_event_connection`). A failure in the write
-keeps neither and the error handler answers 500 `Internal Server Error`, so the
-vendor's retry is processed afresh and counts as `written`, never as `duplicate`.
+keeps neither and the error handler answers 500 `Internal Server Error` (503 `Service
+Unavailable` with Retry-After when the database is unavailable), so the vendor's retry is
+processed afresh and counts as `written`, never as `duplicate`.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def _outcome(kind: str) -> Response:
     summary="Receive one attribution callback",
     description="One callback per request: GET with query parameters, or POST with them in the query "
     "string or a form-encoded body. Normalized, deduplicated (30 days) and landed for the warehouse. "
-    "500 is safe to retry: nothing of the callback was kept.",
+    "500, and 503 with Retry-After while the database is unavailable, are safe to retry: nothing of the "
+    "callback was kept.",
     query=CallbackParameters,
     validate_query=False,
     responses={200: IngestOutcome},
