@@ -25,6 +25,9 @@ from sqlalchemy.engine import Connection, Engine
 # is better than a request that fails, and real contention resolves in milliseconds.
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
+# Seconds to establish a PostgreSQL connection (libpq's connect_timeout) before giving up.
+PG_CONNECT_TIMEOUT_S = 5
+
 _WRITE = "flokit_write"
 
 
@@ -82,7 +85,15 @@ def create_engine(url: str) -> Engine:
         _configure_sqlite(engine)
         return engine
     # pool_pre_ping: a server restart must not surface as one failed request per pooled connection.
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    # connect_timeout: an unreachable host (no answer, not a refusal) fails a request in seconds
+    # with a 503 instead of holding its worker until gunicorn kills it.
+    return sa.create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=5,
+        max_overflow=10,
+        connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S},
+    )
 
 
 class WriterQueue:

@@ -1,16 +1,19 @@
 """SQLite writers from several processes queue on the writer lock: none fails, none overlaps."""
 
 import multiprocessing
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from tests.support import ROOT
 from warehouse import migrate
-from warehouse.db import Database
+from warehouse.availability import unavailable
+from warehouse.db import PG_CONNECT_TIMEOUT_S, Database
 
 HOLDER = """
 import sys, time
@@ -83,3 +86,22 @@ def test_a_forked_process_pins_its_own_connection_and_leaves_the_parents(db: Dat
     with db.driver_autocommit() as again:
         assert again is parent
         assert again.connection.driver_connection.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_silent_postgresql_host_fails_within_the_connect_timeout() -> None:
+    """A host that accepts the TCP connection and never answers (a hung server, a black-holed
+    route behind a proxy): the request fails in seconds, as an outage, instead of holding its
+    worker until gunicorn kills it 30 s later."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes handshakes; nobody ever reads or writes
+        db = Database(f"postgresql+psycopg://flokit@127.0.0.1:{silent.getsockname()[1]}/flokit")
+        started = time.monotonic()
+        try:
+            with pytest.raises(sa.exc.OperationalError) as failure, db.read() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        finally:
+            db.dispose()
+    took = time.monotonic() - started
+    assert unavailable(failure.value) is not None
+    assert PG_CONNECT_TIMEOUT_S - 0.5 <= took < PG_CONNECT_TIMEOUT_S + 3, took
