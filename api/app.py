@@ -54,7 +54,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     register_error_handlers(app)
 
     @app.get("/healthz")
-    @operation(summary="Liveness: the process answers", responses={200: Health}, tags=["meta"])
+    @operation(summary="Liveness: the process answers", responses={200: Health}, tags=["meta"], database=False)
     def healthz() -> Response:
         return jsonify({"status": "ok"})
 

@@ -148,11 +148,15 @@ def build_document(app: Flask, *, title: str, description: str, surface: str | N
             errors |= {404}
         if scheme == "bearerAuth":
             errors |= {401, 403} if auth == "write" else {401}
+        if op.database and 503 not in op.responses:
+            errors |= {503}
         for status in sorted(errors):
             responses[str(status)] = {
                 "description": HTTPStatus(status).phrase,
                 "content": {"application/json": {"schema": error_ref}},
             }
+        if "503" in responses:
+            responses["503"]["headers"] = {"Retry-After": _RETRY_AFTER}
         item["responses"] = responses
         if scheme:
             used_schemes.add(scheme)
@@ -168,6 +172,12 @@ def build_document(app: Flask, *, title: str, description: str, surface: str | N
         "paths": dict(sorted(paths.items())),
         "components": components,
     }
+
+
+_RETRY_AFTER = {
+    "description": "Seconds to wait before retrying: the operational database is unavailable.",
+    "schema": {"type": "integer", "minimum": 1},
+}
 
 
 def _response(status: int, answer: type[BaseModel] | str | None, refs: dict[Any, Any]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ def register_openapi(app: Flask, *, surfaces: tuple[str, ...], descriptions: dic
         query=DocQuery,
         responses={200: "application/json"},
         errors=(404,),
+        database=False,
         tags=["meta"],
     )
     def openapi_json(query: DocQuery) -> Response:
@@ -68,6 +69,7 @@ def register_openapi(app: Flask, *, surfaces: tuple[str, ...], descriptions: dic
         query=DocQuery,
         responses={200: "text/html"},
         errors=(404,),
+        database=False,
         tags=["meta"],
     )
     def docs(query: DocQuery) -> Response:

@@ -33,6 +33,9 @@ class Operation:
     description: str | None = None
     tags: tuple[str, ...] = ()
     path_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The route reads or writes the operational database, so it answers 503 with Retry-After
+    # while the database is unavailable (warehouse/availability.py).
+    database: bool = True
 
 
 def operation(
@@ -48,12 +51,14 @@ def operation(
     description: str | None = None,
     tags: Iterable[str] = (),
     path_params: dict[str, dict[str, Any]] | None = None,
+    database: bool = True,
 ) -> Callable[[F], F]:
     """Declare a route's inputs and answers; validate them on every request.
 
     `responses` maps a success status to a response model, a media type string (non-JSON
     bodies) or None (no body). `errors` lists the error statuses the view itself raises; 400,
-    401/403 and 404 for path parameters are added where they apply.
+    401/403 and 404 for path parameters are added where they apply, and 503 unless the route
+    never touches the database (`database=False`).
     """
     op = Operation(
         summary=summary,
@@ -67,6 +72,7 @@ def operation(
         description=description,
         tags=tuple(tags),
         path_params=path_params or {},
+        database=database,
     )
 
     def decorate(view: F) -> F:
