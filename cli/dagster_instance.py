@@ -140,7 +140,7 @@ def prepare_instance(home: Path) -> list[str]:
         from dagster import DagsterInstance  # deferred: importing Dagster costs seconds
 
         with DagsterInstance.from_config(str(home)) as instance:
-            head = _head_revision()
+            head = head_revision()
             # The SQLite files (each run's event-log shard included), and each storage as Dagster
             # sees it (on PostgreSQL that is all there is): (revision in the database, head).
             stale = [s for s in sqlite_storages(home) if s.revisions != [head]]
@@ -202,7 +202,8 @@ def _alembic_script():  # type: ignore[no-untyped-def]  # alembic's ScriptDirect
     return ScriptDirectory.from_config(config)
 
 
-def _head_revision() -> str:
+def head_revision() -> str:
+    """The alembic head of the installed Dagster: where every storage must be after `prepare_instance`."""
     return _alembic_script().get_current_head()
 
 

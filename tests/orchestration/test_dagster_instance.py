@@ -15,10 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from dagster._core.storage.sqlite import LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION
 
 from cli.dagster_instance import (
     InstanceDamaged,
     find_damaged,
+    head_revision,
     prepare_instance,
     repair_instance,
     sqlite_storages,
@@ -37,8 +39,9 @@ DagsterInstance.get().dispose()
 """
 PROCESSES = 4
 ROUNDS = 3
-HEAD = "29b539ebc72a"  # Dagster 1.13's head revision (an older one below, as the race stamps it)
-OLDER = "5771160a95ad"
+HEAD = head_revision()
+# The older revision a racing process stamps when it finds tables but no alembic_version row.
+OLDER = LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION
 
 
 def open_concurrently(home: Path) -> list[subprocess.CompletedProcess[str]]:

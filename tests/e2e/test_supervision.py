@@ -1,0 +1,144 @@
+"""`flokit up` supervises its children: a killed Dagster daemon or webserver comes back while the
+API answers, a crash loop stops everything with the reason, a damaged instance is refused with
+the repair, which works."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import requests
+from dagster._core.storage.sqlite import LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION as OLDER
+
+from cli.dagster_instance import head_revision
+from tests.support import ROOT, wait_for
+from tests.up_support import Up, alembic_rows, dagster_ready, flokit_up, run_flokit
+
+pytestmark = pytest.mark.e2e
+
+
+@contextmanager
+def polling_healthz(api: str) -> Iterator[list[int | str]]:
+    """GET /healthz ten times a second from a thread; yields every answer (status or error name)."""
+    answers: list[int | str] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            try:
+                answers.append(requests.get(f"{api}/healthz", timeout=2).status_code)
+            except requests.RequestException as exc:
+                answers.append(type(exc).__name__)
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield answers
+    finally:
+        done.set()
+        thread.join(timeout=10)
+
+
+def kill_and_wait_for_restart(up: Up, name: str) -> int:
+    """kill -9 the child `name`; returns the new child's pid once the log says it restarted."""
+    victim = up.child(name)
+    assert victim is not None, f"no {name} among flokit up's children"
+    victim.send_signal(signal.SIGKILL)
+    up.wait_for_log(f"{name} (pid {victim.pid}) died: killed by SIGKILL (signal 9); restarting in 1 s", 30)
+    up.wait_for_log(f"{name} restarted (pid ", 30)
+    [new_pid] = [int(p) for p in re.findall(rf"{name} restarted \(pid (\d+)\)", up.output())][-1:]
+    replacement = up.child(name)
+    assert replacement is not None and replacement.pid == new_pid != victim.pid
+    return new_pid
+
+
+def test_a_killed_daemon_or_webserver_is_restarted_while_the_api_answers(tmp_path: Path) -> None:
+    with flokit_up(tmp_path / "data") as up:
+        wait_for(lambda: requests.get(f"{up.api}/healthz", timeout=2).status_code == 200, 90, "API", up.process)
+        up.wait_for_log("code location flokit loaded", 300)
+        up.remember_descendants()
+        with polling_healthz(up.api) as answers:
+            kill_and_wait_for_restart(up, "dagster-daemon")
+            kill_and_wait_for_restart(up, "dagster-webserver")
+            # The new webserver loads the location again and the new daemon heartbeats.
+            wait_for(lambda: dagster_ready(up.ui), 300, "Dagster ready again", up.process)
+            up.remember_descendants()
+        assert len(answers) > 20 and set(answers) == {200}, answers
+        status = up.stop()
+    output = up.output()
+    assert status == 0, output[-3000:]
+    assert "crash loop" not in output and "stopped." in output
+    assert not up.left_behind()
+
+
+def test_a_child_that_keeps_dying_stops_everything_with_the_reason(tmp_path: Path) -> None:
+    """Something kills the daemon as soon as it starts (as an OOM killer would): after the fifth
+    death within ten minutes `flokit up` stops the API too and exits 1 saying why."""
+    with flokit_up(tmp_path / "data") as up:
+        wait_for(lambda: requests.get(f"{up.api}/healthz", timeout=2).status_code == 200, 90, "API", up.process)
+        killed: list[int] = []
+        deadline = time.monotonic() + 180
+        while up.process.poll() is None and time.monotonic() < deadline:
+            up.remember_descendants()
+            daemon = up.child("dagster-daemon")
+            if daemon is not None and daemon.pid not in killed:
+                daemon.send_signal(signal.SIGKILL)
+                killed.append(daemon.pid)
+            time.sleep(0.1)
+        status = up.process.wait(timeout=90)
+    output = up.output()
+    assert status == 1, output[-3000:]
+    assert len(killed) == 5
+    reason = "dagster-daemon died 5 times within 600 s (last: killed by SIGKILL (signal 9)); a crash loop"
+    assert f"flokit up: {reason}" in output and f"stopped: {reason}" in output
+    assert output.count("dagster-daemon restarted") == 4
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{up.api}/healthz", timeout=2)
+    assert not up.left_behind()
+
+
+def test_a_damaged_instance_is_refused_naming_the_cause_and_the_repair_makes_it_start(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    home = data_dir / "dagster"
+    # What the first-start race left behind: an instance whose run storage holds two revisions.
+    home.mkdir(parents=True)
+    shutil.copyfile(ROOT / "orchestration" / "instance" / "dagster.dev.yaml", home / "dagster.yaml")
+    from dagster import DagsterInstance
+
+    DagsterInstance.from_config(str(home)).dispose()
+    with sqlite3.connect(home / "history" / "runs.db") as con:
+        con.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (OLDER,))
+    con.close()
+
+    with flokit_up(data_dir) as up:
+        status = up.process.wait(timeout=120)
+    refused = up.output()
+    assert status == 1, refused[-3000:]
+    head = head_revision()
+    assert f"history/runs.db has 2 rows {sorted([head, OLDER])}" in refused
+    assert "Repair it with `flokit dagster repair`" in refused
+    assert "API (v1" not in refused  # nothing was started on the damaged instance
+
+    check = run_flokit(data_dir, "dagster", "check")
+    assert check.returncode == 1 and "history/runs.db has 2 rows" in check.stdout
+
+    repaired = run_flokit(data_dir, "dagster", "repair")
+    assert repaired.returncode == 0, repaired.stderr
+    assert f"history/runs.db: alembic_version held {', '.join(sorted([head, OLDER]))}; kept {head}" in repaired.stdout
+    assert {rows == [head] for rows in alembic_rows(home).values()} == {True}
+
+    with flokit_up(data_dir, log_name="up-after-repair.log") as up:
+        up.wait_for_log("code location flokit loaded", 300)
+        assert requests.get(f"{up.api}/healthz", timeout=5).status_code == 200
+        busy = run_flokit(data_dir, "dagster", "repair")
+        assert busy.returncode == 1 and f"in use by flokit process {up.process.pid}" in busy.stderr
+        assert up.stop() == 0

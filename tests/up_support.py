@@ -1,0 +1,150 @@
+"""`flokit up` as an operator runs it, for the e2e and fault tests: free ports, a fresh data
+directory, its log in a file, its children found with psutil, and the Dagster webserver asked
+over GraphQL what it loaded."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import requests
+
+from tests.support import BIN, ROOT, free_port
+
+READY_QUERY = """
+{
+  workspaceOrError {
+    ... on Workspace { locationEntries { name loadStatus locationOrLoadError { __typename } } }
+  }
+  instance { daemonHealth { allDaemonStatuses { daemonType healthy } } }
+}
+"""
+
+
+@dataclass
+class Up:
+    process: subprocess.Popen[str]
+    log_path: Path
+    data_dir: Path
+    api: str
+    ui: str
+    seen: list[psutil.Process] = field(default_factory=list)  # every descendant ever looked at
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def child(self, name: str) -> psutil.Process | None:
+        """The direct child whose command line names `name` (gunicorn, dagster-daemon, ...)."""
+        for kid in psutil.Process(self.process.pid).children():
+            try:
+                if any(Path(part).name == name for part in kid.cmdline()[:2]):
+                    return kid
+            except psutil.NoSuchProcess:
+                continue
+        return None
+
+    def remember_descendants(self) -> None:
+        self.seen.extend(psutil.Process(self.process.pid).children(recursive=True))
+
+    def left_behind(self) -> list[psutil.Process]:
+        """Descendants seen during the test that still run after `flokit up` ended."""
+        left = []
+        for kid in self.seen:
+            try:
+                if kid.is_running() and kid.status() != psutil.STATUS_ZOMBIE:
+                    left.append(kid)
+            except psutil.NoSuchProcess:
+                continue
+        return left
+
+    def wait_for_log(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {text!r} in:\n{self.output()[-4000:]}")
+            if self.process.poll() is not None and text not in self.output():
+                raise AssertionError(f"flokit up exited with {self.process.returncode}:\n{self.output()[-4000:]}")
+            time.sleep(0.2)
+
+    def stop(self, signum: signal.Signals = signal.SIGTERM, timeout: float = 90) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        return self.process.wait(timeout=timeout)
+
+
+@contextmanager
+def flokit_up(data_dir: Path, *args: str, log_name: str = "up.log") -> Iterator[Up]:
+    """`flokit up --no-bootstrap --workers 1 *args` on free ports with FLOKIT_DATA_DIR=data_dir;
+    stopped with SIGTERM (and waited for) on exit if still running."""
+    api_port, ui_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "FLOKIT_DATA_DIR": str(data_dir),
+        "FLOKIT_API_PORT": str(api_port),
+        "FLOKIT_DAGSTER_PORT": str(ui_port),
+    }
+    env.pop("DAGSTER_HOME", None)
+    env.pop("FLOKIT_DATABASE_URL", None)
+    # A file, not a pipe: nobody reads a pipe until the end, and a full pipe blocks every child.
+    log_path = data_dir.parent / log_name
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [str(BIN / "flokit"), "up", "--no-bootstrap", "--workers", "1", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        up = Up(process, log_path, data_dir, f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{ui_port}")
+        try:
+            yield up
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=90)
+
+
+def run_flokit(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FLOKIT_DATA_DIR": str(data_dir)}
+    env.pop("DAGSTER_HOME", None)
+    env.pop("FLOKIT_DATABASE_URL", None)
+    return subprocess.run(
+        [str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+
+
+def dagster_ready(ui: str) -> bool:
+    """The webserver loaded the `flokit` location without error and the daemon's sensor loop is
+    healthy (it heartbeats): sensors will tick."""
+    answer = requests.post(f"{ui}/graphql", json={"query": READY_QUERY}, timeout=5).json()["data"]
+    entries = answer["workspaceOrError"].get("locationEntries") or []
+    loaded = any(
+        (e["name"], e["loadStatus"], e["locationOrLoadError"]["__typename"])
+        == ("flokit", "LOADED", "RepositoryLocation")
+        for e in entries
+    )
+    statuses = answer["instance"]["daemonHealth"]["allDaemonStatuses"]
+    return loaded and any(s["daemonType"] == "SENSOR" and s["healthy"] for s in statuses)
+
+
+def alembic_rows(dagster_home: Path) -> dict[str, list[str]]:
+    """Each SQLite storage of the instance and the rows of its alembic_version table."""
+    rows = {}
+    for path in sorted(dagster_home.rglob("*.db")):
+        con = sqlite3.connect(path)
+        try:
+            rows[str(path.relative_to(dagster_home))] = [r[0] for r in con.execute("SELECT * FROM alembic_version")]
+        except sqlite3.OperationalError:
+            pass
+        finally:
+            con.close()
+    return rows
