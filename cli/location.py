@@ -28,7 +28,7 @@ QUERY = """
       locationEntries {
         name
         loadStatus
-        locationOrLoadError { __typename ... on PythonError { message } }
+        locationOrLoadError { __typename ... on PythonError { message causes { message } } }
       }
     }
     ... on PythonError { message }
@@ -59,9 +59,17 @@ def location_state(answer: dict[str, Any], location: str) -> LocationState:
             return LocationState(False)
         result = entry.get("locationOrLoadError") or {}
         if result.get("__typename") == "PythonError":
-            return LocationState(True, result.get("message", "").strip() or "unknown error")
+            return LocationState(True, _python_error(result))
         return LocationState(True)
     return LocationState(False)
+
+
+def _python_error(error: dict[str, Any]) -> str:
+    """The error and its causes on one line each, innermost last: Dagster wraps the user's
+    exception ("Error occurred during the loading of Dagster definitions") around what went wrong."""
+    lines = [error.get("message", "").strip() or "unknown error"]
+    lines += [f"caused by: {cause.get('message', '').strip()}" for cause in error.get("causes") or []]
+    return "\n  ".join(lines)
 
 
 def ask(base_url: str, location: str, timeout_s: float = 5.0) -> LocationState:

@@ -67,8 +67,9 @@ def entry(status: str, result: dict[str, str] | None) -> dict[str, object]:
 def test_the_location_answer_loading_loaded_or_failed() -> None:
     assert location_state(entry("LOADING", None), "flokit").loaded is False
     assert location_state(entry("LOADED", {"__typename": "RepositoryLocation"}), "flokit").error is None
-    failed = location_state(entry("LOADED", {"__typename": "PythonError", "message": "ImportError: boom\n"}), "flokit")
-    assert failed.loaded and failed.error == "ImportError: boom"
+    error = {"__typename": "PythonError", "message": "Error loading\n", "causes": [{"message": "ImportError: boom\n"}]}
+    failed = location_state(entry("LOADED", error), "flokit")
+    assert failed.loaded and failed.error == "Error loading\n  caused by: ImportError: boom"
     assert location_state(entry("LOADED", {"__typename": "RepositoryLocation"}), "other").loaded is False
     assert location_state({"data": {"workspaceOrError": {"__typename": "Workspace"}}}, "flokit").loaded is False
 
