@@ -12,8 +12,8 @@ import os
 import click
 
 from cli.context import load_settings, open_database
-from cli.output import emit
-from cli.up import ensure_dagster_home
+from cli.dagster_instance import InstanceDamaged, prepare_instance
+from cli.output import emit, fail
 from warehouse.lake import Lake
 
 
@@ -23,7 +23,12 @@ def refresh(as_json: bool) -> None:
     """Write every day with new landed events to canonical_events, refresh the reports, rebuild the catalog."""
     settings = load_settings()
     database = open_database(settings)
-    ensure_dagster_home(settings)
+    try:
+        # Created and migrated alone, as `flokit up` does: a refresh on a fresh data directory
+        # while the service starts would otherwise race the daemon to initialise the instance.
+        prepare_instance(settings.dagster_home)
+    except InstanceDamaged as exc:
+        fail(str(exc), as_json)
     # The definitions and the instance read these at load time; make them this run's settings.
     os.environ.update(settings.child_env())
 

@@ -26,7 +26,7 @@ import click
 
 from cli.context import load_settings, open_database
 from cli.dagster_instance import RUNNING_LOCK, InstanceBusy, InstanceDamaged, holding, prepare_instance
-from cli.dagster_instance import ensure_dagster_home as _ensure_home
+from cli.db import warn_if_not_durable
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS, seed_workspace
 from cli.location import LocationWatch
 from cli.supervisor import Child, RestartPolicy, Supervisor
@@ -50,11 +50,6 @@ def _tool(name: str) -> str:
     if not found:
         raise SystemExit(f"flokit up: {name} not found; run `make up` to install the environment")
     return found
-
-
-def ensure_dagster_home(settings: Settings) -> Path:
-    """DAGSTER_HOME with a dagster.yaml (`flokit refresh` uses it too)."""
-    return _ensure_home(settings.dagster_home)
 
 
 def ensure_app_session_secret(settings: Settings) -> Settings:
@@ -131,6 +126,7 @@ def _up(settings: Settings, no_bootstrap: bool, workers: int) -> int:
     database = open_database(settings)
     applied = migrate.upgrade(database)
     click.echo(f"database {settings.database_url.split('@')[-1]} at revision {', '.join(applied)}")
+    warn_if_not_durable(database)
     if not no_bootstrap:
         with database.write() as conn:
             created = None
