@@ -18,7 +18,9 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -116,13 +118,13 @@ def drain(
     refill_at = max(1, queue.batch_size // 2)
     in_flight: dict[Future[SendResult | None], Claimed] = {}
     breaker = Breaker()
-    # Sends under way or awaiting their record: at most twice the senders (see _send_unless_failing).
-    unrecorded = threading.Semaphore(2 * queue.max_workers)
+    gate = Gate(threading.Semaphore(2 * queue.max_workers))  # at most twice the senders unrecorded
     idle = False  # the last claim found nothing due
     next_claim = 0.0  # while idle with sends in flight: when to look again (monotonic)
     with (
         ThreadPoolExecutor(max_workers=queue.max_workers, thread_name_prefix="webhook") as pool,
         LeaseKeeper(db, queue, log) as leases,
+        _stop_on_error(gate, in_flight),
     ):
         while True:
             now = time.monotonic()
@@ -139,7 +141,7 @@ def drain(
                     )
                 leases.hold(batch)
                 for c in batch:
-                    in_flight[pool.submit(_send_unless_failing, c, http, queue, breaker, unrecorded)] = c
+                    in_flight[pool.submit(_send_unless_failing, c, http, queue, breaker, gate)] = c
                 idle, next_claim = not batch, now + IDLE_CLAIM_S
                 continue
             timeout = max(0.0, next_claim - now) if idle and now < deadline else None
@@ -152,10 +154,23 @@ def drain(
             _record(db, completed, held_back, scale, report, log)
             leases.release([c for c, _ in finished])
             for _ in completed:
-                unrecorded.release()
+                gate.unrecorded.release()
             if not in_flight:
                 idle = False  # what was just recorded may have made retries due: look once more
     return report
+
+
+@contextmanager
+def _stop_on_error(gate: Gate, in_flight: dict[Future[SendResult | None], Claimed]) -> Iterator[None]:
+    """On an error, no send not yet begun goes out: queued ones are cancelled, waiting ones give
+    up. Their leases lapse and another drain sends them; those under way finish unrecorded."""
+    try:
+        yield
+    except BaseException:
+        gate.stopping.set()
+        for future in in_flight:
+            future.cancel()
+        raise
 
 
 class Breaker:
@@ -184,18 +199,34 @@ class Breaker:
             self._streak[endpoint_id] = 0 if result.ok else self._streak[endpoint_id] + 1
 
 
-def _send_unless_failing(
-    claimed: Claimed, http: WebhookHttpClient, queue: WebhookQueue, breaker: Breaker, unrecorded: threading.Semaphore
-) -> SendResult | None:
-    """None, without sending, once the endpoint has failed five times in a row in this drain:
-    only the sends already under way when the fifth failure came back still reach it.
+@dataclass
+class Gate:
+    """What a sender waits on before it sends.
 
-    A send first takes a place among the `unrecorded` ones, given back once it is recorded, so
-    that senders never run ahead of the recorder: what a crash can re-send is bounded by that
-    number whatever the load."""
-    if breaker.open(claimed.endpoint_id):
+    `unrecorded` bounds the sends under way or awaiting their record (a place is given back once
+    the send is recorded), so that senders never run ahead of the recorder: what a crash can
+    re-send is bounded by it whatever the load. `stopping` is set when the drain ends by an
+    error (the database gone while recording): senders still waiting then give up unsent
+    rather than block the pool's shutdown or send what will never be recorded."""
+
+    unrecorded: threading.Semaphore
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def enter(self) -> bool:
+        while not self.unrecorded.acquire(timeout=0.2):
+            if self.stopping.is_set():
+                return False
+        return not self.stopping.is_set()
+
+
+def _send_unless_failing(
+    claimed: Claimed, http: WebhookHttpClient, queue: WebhookQueue, breaker: Breaker, gate: Gate
+) -> SendResult | None:
+    """None, without sending, once the endpoint has failed five times in a row in this drain
+    (only the sends already under way when the fifth failure came back still reach it), or once
+    the drain is stopping."""
+    if breaker.open(claimed.endpoint_id) or not gate.enter():
         return None
-    unrecorded.acquire()
     result = send(claimed, http, queue)
     breaker.observe(claimed.endpoint_id, result)
     return result

@@ -14,6 +14,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from orchestration.webhooks.drain import drain
+from orchestration.webhooks.drain import DrainReport, drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from tests.support import ROOT
 from tests.webhook_receiver import Received, Receiver, running_receiver
@@ -36,7 +37,7 @@ LOG = logging.getLogger("tests.faults.webhooks")
 # A drain in its own process, as a Dagster run is: killed with SIGKILL mid-round by the test.
 DRAIN_PROCESS = """
 import logging, sys
-from orchestration.webhooks.drain import drain
+from orchestration.webhooks.drain import DrainReport, drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from warehouse.db import Database
 queue = WebhookQueue(lease_s=float(sys.argv[2]), renew_every_s=0.5, max_workers=int(sys.argv[3]), max_run_s=120)
@@ -202,3 +203,34 @@ def test_a_receiver_failing_every_send_is_disabled_after_exactly_5(
     with db.read() as conn:
         history = deliveries.history(conn, endpoint_id=dead, limit=1000)
     assert len(history) == total + 5 and {d["status"] for d in history} == {"succeeded"}
+
+
+def test_a_drain_that_cannot_record_stops_sending_and_ends(db: Database, workspace: dict, receiver: Receiver) -> None:
+    """The database fails the drain's first record (here the attempts table is gone: a bug, not
+    an outage, so nothing retries it). The drain must end with the error, promptly, without
+    sending the rest of its claim: its senders waiting for a place must not hang the pool."""
+    add(db, workspace, receiver.url + "/a", ["action.created"])
+    emit_many(db, workspace, 60)
+    workers = 4
+
+    def break_recording(got: Received) -> None:
+        if len(receiver.requests) == 1:
+            with db.write() as conn:
+                conn.exec_driver_sql("DROP TABLE webhook_attempts")
+
+    receiver.on_receive = break_recording
+    receiver.respond = lambda _got: (time.sleep(0.05), (200, b"ok"))[1]
+    outcome: list[BaseException | DrainReport] = []
+
+    def run() -> None:
+        try:
+            outcome.append(drain(db, WebhookQueue(max_workers=workers), WebhookHttpClient(allow_private=True), LOG))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(timeout=30)
+    assert not runner.is_alive(), "the drain hung after its recording failed"
+    assert isinstance(outcome[0], sa.exc.DBAPIError), outcome
+    assert len(receiver.at("/a")) <= 2 * workers  # nothing sent once the drain was stopping
