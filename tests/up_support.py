@@ -81,10 +81,12 @@ class Up:
 
 
 @contextmanager
-def flokit_up(data_dir: Path, *args: str, log_name: str = "up.log") -> Iterator[Up]:
-    """`flokit up --no-bootstrap --workers 1 *args` on free ports with FLOKIT_DATA_DIR=data_dir;
-    stopped with SIGTERM (and waited for) on exit if still running."""
+def flokit_up(data_dir: Path, *args: str, log_name: str = "up.log", env: dict[str, str] | None = None) -> Iterator[Up]:
+    """`flokit up --no-bootstrap --workers 1 *args` on free ports with FLOKIT_DATA_DIR=data_dir
+    and `env` on top (e.g. FLOKIT_DATABASE_URL; SQLite in data_dir without it); stopped with
+    SIGTERM (and waited for) on exit if still running."""
     api_port, ui_port = free_port(), free_port()
+    extra = env or {}
     env = {
         **os.environ,
         "FLOKIT_DATA_DIR": str(data_dir),
@@ -93,6 +95,7 @@ def flokit_up(data_dir: Path, *args: str, log_name: str = "up.log") -> Iterator[
     }
     env.pop("DAGSTER_HOME", None)
     env.pop("FLOKIT_DATABASE_URL", None)
+    env.update(extra)
     # A file, not a pipe: nobody reads a pipe until the end, and a full pipe blocks every child.
     log_path = data_dir.parent / log_name
     with log_path.open("w") as log:

@@ -9,19 +9,16 @@ be a send the killed run had not recorded, at most 2 x its 32 senders.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.support import BIN, ROOT, free_port, http_ok, wait_for
+from tests.support import http_ok, wait_for
+from tests.up_support import flokit_up
 from tests.webhook_receiver import Receiver, running_receiver
 from warehouse.db import Database
 from warehouse.settings import Settings
@@ -32,30 +29,6 @@ pytestmark = [pytest.mark.fault, pytest.mark.e2e, pytest.mark.slow]
 
 EVENTS = 1000
 SENDERS = 32  # WebhookQueue.max_workers
-
-
-@contextmanager
-def flokit_up(settings: Settings, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
-    env = {
-        **os.environ,
-        **settings.child_env(),
-        "FLOKIT_API_PORT": str(free_port()),
-        "FLOKIT_DAGSTER_PORT": str(free_port()),
-        "FLOKIT_WEBHOOKS_ALLOW_PRIVATE": "1",
-        "FLOKIT_SENSOR_INTERVAL_S": "1",
-    }
-    log_path = tmp_path / "up.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [str(BIN / "flokit"), "up", "--no-bootstrap", "--workers", "1"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        try:
-            wait_for(http_ok(f"http://127.0.0.1:{env['FLOKIT_API_PORT']}/healthz"), 60, "API", proc)
-            yield proc, log_path
-        finally:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=90)
 
 
 def processes(up: subprocess.Popen[str], needle: str) -> list[psutil.Process]:
@@ -115,15 +88,22 @@ def kill_mid_drain(
 
 
 def test_every_event_arrives_after_a_run_and_then_the_daemon_are_killed_mid_drain(
-    settings: Settings, db: Database, workspace: dict, tmp_path: Path
+    settings: Settings, db: Database, workspace: dict
 ) -> None:
     with running_receiver() as receiver:
         receiver.respond = lambda _got: (time.sleep(0.1), (200, b"ok"))[1]
-        with flokit_up(settings, tmp_path) as (up, log):
-            run = kill_mid_drain(db, workspace, receiver, "/run-killed", up, "spawn_main")
-            daemon = kill_mid_drain(db, workspace, receiver, "/daemon-killed", up, "dagster-daemon")
-            assert up.poll() is None  # the supervisor restarted the daemon; the service stayed up
-        output = log.read_text()
+        env = {
+            "FLOKIT_DATABASE_URL": settings.database_url,
+            "FLOKIT_WEBHOOKS_ALLOW_PRIVATE": "1",
+            "FLOKIT_SENSOR_INTERVAL_S": "1",
+        }
+        with flokit_up(settings.data_dir, env=env) as up:
+            wait_for(http_ok(f"{up.api}/healthz"), 60, "API", up.process)
+            run = kill_mid_drain(db, workspace, receiver, "/run-killed", up.process, "spawn_main")
+            daemon = kill_mid_drain(db, workspace, receiver, "/daemon-killed", up.process, "dagster-daemon")
+            assert up.process.poll() is None  # the supervisor restarted the daemon; the service stayed up
+            assert up.stop(signal.SIGINT) == 0
+        output = up.output()
     backend = "SQLite" if settings.is_sqlite else "PostgreSQL"
     for what, figures in (("run", run), ("daemon", daemon)):
         print(f"\n[fault] {backend}: {what} killed mid-drain of {EVENTS} webhooks: {figures}")

@@ -24,14 +24,16 @@ from tests.up_support import alembic_rows, dagster_ready, flokit_up
 pytestmark = [pytest.mark.fault, pytest.mark.e2e]
 
 
-def fresh_starts(tmp_path: Path, starts: int) -> None:
+def fresh_starts(tmp_path: Path, starts: int, database_url: str) -> None:
+    """Each start on a new data directory (so a new Dagster instance); the operational database
+    is the test's (SQLite in the first data directory, or the suite's PostgreSQL)."""
     damaged: list[dict[str, list[str]]] = []
     ready_s: list[float] = []
     for n in range(starts):
         data_dir = tmp_path / f"start-{n}" / "data"
         data_dir.mkdir(parents=True)
         started = time.monotonic()
-        with flokit_up(data_dir) as up:
+        with flokit_up(data_dir, env={"FLOKIT_DATABASE_URL": database_url}) as up:
             wait_for(
                 lambda up=up: dagster_ready(up.ui), 300, f"start {n}: location loaded, sensors heartbeating", up.process
             )
@@ -51,10 +53,10 @@ def fresh_starts(tmp_path: Path, starts: int) -> None:
     assert not damaged, damaged
 
 
-def test_three_fresh_starts_load_the_location_on_an_undamaged_instance(tmp_path: Path) -> None:
-    fresh_starts(tmp_path, 3)
+def test_three_fresh_starts_load_the_location_on_an_undamaged_instance(tmp_path: Path, database_url: str) -> None:
+    fresh_starts(tmp_path, 3, database_url)
 
 
 @pytest.mark.slow
-def test_ten_fresh_starts_load_the_location_on_an_undamaged_instance(tmp_path: Path) -> None:
-    fresh_starts(tmp_path, 10)
+def test_ten_fresh_starts_load_the_location_on_an_undamaged_instance(tmp_path: Path, database_url: str) -> None:
+    fresh_starts(tmp_path, 10, database_url)
