@@ -49,7 +49,7 @@ def mint(secret: bytes, *, app_id: str, user_id: str, now: datetime) -> tuple[st
 
 def verify(secret: bytes, token: str, *, now: datetime) -> Claims | None:
     """The claims of a token this secret signed and that has not expired; None for anything else
-    (malformed, forged, tampered with, expired)."""
+    (malformed, forged, tampered with, expired, or an expiry no clock can hold)."""
     if not token.startswith(PREFIX) or token.count(".") != 1 or len(token) > 2048:
         return None
     payload, signature = token[len(PREFIX) :].split(".")
@@ -60,6 +60,8 @@ def verify(secret: bytes, token: str, *, now: datetime) -> Claims | None:
         claims = Claims(
             app_id=str(body["a"]), user_id=str(body["u"]), expires_at=datetime.fromtimestamp(int(body["x"]), UTC)
         )
-    except (ValueError, KeyError, TypeError, UnicodeError):
+    except (ValueError, KeyError, TypeError, UnicodeError, OverflowError, OSError):
+        # OverflowError/OSError: an expiry beyond the platform's time_t (e.g. 10**20), which only a
+        # holder of the secret could have signed; still not a token we honour.
         return None
     return claims if now < claims.expires_at else None
