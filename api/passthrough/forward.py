@@ -2,6 +2,13 @@
 signature headers, the query string. The downstream service verifies the signatures, so nothing
 here may change a byte the signature covers.
 
+Only the headers a provider needs cross (`FORWARDED_HEADERS`, one row per path): the body's
+content type and encoding, the user agent, and that provider's own signature or `Authorization`
+header. Nothing else a caller sends reaches the downstream (cookies, FloKit's own `x-app-key`,
+`x-app-token`, `x-user-id`, hop-by-hop fields, the caller's `Forwarded`/`X-Forwarded-*`/
+`X-Real-Ip`): FloKit writes `X-Forwarded-For`, `-Host` and `-Proto` itself from what it saw,
+believing a proxy's values only for `FLOKIT_TRUSTED_PROXIES` hops (as the ingest allowlist does).
+
 The downstream's answer goes back to the provider as is (status, body, content type), so a
 provider that retries on failure retries exactly when the downstream failed. Unreachable: 502;
 no answer within the timeout (10 s): 504. Nothing is stored here: the provider's own retry is
@@ -12,12 +19,14 @@ from __future__ import annotations
 
 import requests
 from flask import Response, request
+from urllib3.util import SKIP_HEADER
 
 from api.context import state
 from api.downstream import session
 from api.errors import ApiError
 from api.openapi import operation
 from api.passthrough import blueprint
+from transforms.ingest.network import client_address
 
 # Provider kind of each path (spec "Provider webhook passthrough").
 PATHS: dict[str, str] = {
@@ -29,21 +38,66 @@ PATHS: dict[str, str] = {
     "/api/providers/generic-subscription/webhook": "generic subscription provider",
     "/api/integrations/mmp/generic-attribution": "generic attribution callback",
 }
-# Connection-level headers (RFC 9110 7.6.1) and the ones the HTTP client sets itself.
-_NOT_FORWARDED = frozenset(
-    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
-     "transfer-encoding", "upgrade", "host", "content-length"}
-)  # fmt: skip
+# Request headers forwarded on each path, besides `_EVERY_PATH` (spelling is what the downstream
+# sees; matching is case-insensitive). Sources and the choices for the generic paths:
+# docs/spec-decisions.md "Passthrough request headers".
+_GENERIC = ("Authorization", "webhook-id", "webhook-timestamp", "webhook-signature")  # Standard Webhooks 1.0
+FORWARDED_HEADERS: dict[str, tuple[str, ...]] = {
+    # Stripe: `Stripe-Signature: t=…,v1=…` (HMAC-SHA256 over "t.body").
+    "/webhooks/payment_processor": ("Stripe-Signature",),
+    # App Store Server Notifications V2: the body is `{"signedPayload": "<JWS>"}`; no signature header.
+    "/webhooks/ios_store": (),
+    # Google Play RTDN by Pub/Sub push: an authenticated subscription sends `Authorization: Bearer <OIDC JWT>`.
+    "/webhooks/android_store": ("Authorization",),
+    # RevenueCat: the `Authorization` value configured in its dashboard; `X-RevenueCat-Signature` where sent.
+    "/api/providers/subscription_provider_a/webhook": ("Authorization", "X-RevenueCat-Signature"),
+    # Adapty: the `Authorization` value configured in its dashboard, sent exactly as entered.
+    "/api/providers/subscription_provider_b/webhook": ("Authorization",),
+    # Generic senders: a configured `Authorization`, or Standard Webhooks signatures.
+    "/api/providers/generic-subscription/webhook": _GENERIC,
+    "/api/integrations/mmp/generic-attribution": _GENERIC,
+}  # fmt: skip
+# What every path forwards: how to read the body, and who says they sent it.
+_EVERY_PATH = ("Content-Type", "Content-Encoding", "User-Agent")
+assert FORWARDED_HEADERS.keys() == PATHS.keys()
+
+
+def _forwarded_headers(path: str, trusted_proxies: int) -> dict[str, str]:
+    """The headers sent downstream: the path's allowlist as the caller sent it, then FloKit's own
+    forwarding headers. A repeated field arrives joined by the WSGI server (", "), as RFC 9110 allows."""
+    # A field the caller names in Connection is hop-by-hop (RFC 9110 7.6.1): never forwarded.
+    hop = {t.strip().lower() for t in request.headers.get("Connection", "").split(",")}
+    headers: dict[str, str] = {}
+    for name in (*_EVERY_PATH, *FORWARDED_HEADERS.get(path, ())):
+        value = request.headers.get(name)
+        if value is not None and name.lower() not in hop:
+            headers[name] = value
+    # No user agent sent: none is invented either (urllib3 would add "python-urllib3/…").
+    headers.setdefault("User-Agent", SKIP_HEADER)
+    address = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), trusted_proxies)
+    if address:
+        headers["X-Forwarded-For"] = address
+    headers["X-Forwarded-Host"] = _from_proxies("X-Forwarded-Host", request.host, trusted_proxies)
+    headers["X-Forwarded-Proto"] = _from_proxies("X-Forwarded-Proto", request.scheme, trusted_proxies)
+    return headers
+
+
+def _from_proxies(name: str, seen: str, trusted_proxies: int) -> str:
+    """What the outermost trusted proxy wrote in `name` (the Nth value from the right, as werkzeug's
+    ProxyFix reads it), else what FloKit itself saw; a caller's own value is never believed."""
+    if trusted_proxies:
+        values = [v.strip() for v in request.headers.get(name, "").split(",")]
+        if len(values) >= trusted_proxies and values[-trusted_proxies]:
+            return values[-trusted_proxies]
+    return seen
 
 
 def forward() -> Response:
     settings = state().settings
     if not settings.passthrough_url:
         raise ApiError(502, "No downstream is configured for provider webhooks (FLOKIT_PASSTHROUGH_URL)")
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED}
-    forwarded_for = request.headers.get("X-Forwarded-For")
-    peer = request.remote_addr or ""
-    headers["X-Forwarded-For"] = f"{forwarded_for}, {peer}" if forwarded_for else peer
+    rule = request.url_rule.rule if request.url_rule else request.path
+    headers = _forwarded_headers(rule, settings.trusted_proxies)
     url = settings.passthrough_url + request.path
     if request.query_string:
         url += "?" + request.query_string.decode("latin-1")
