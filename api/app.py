@@ -12,6 +12,7 @@ from flask.wrappers import Response
 
 from api.context import EXTENSION, AppState
 from api.errors import ApiError, log_outage, register_error_handlers, retry_later
+from api.limits import BoundedJSONProvider, JsonTooDeep
 from api.logs import configure_logging, register_request_logging
 from api.openapi import Health, NotReady, operation, register_openapi
 from warehouse.availability import probe
@@ -20,7 +21,12 @@ from warehouse.settings import Settings
 
 
 class JsonRequest(Request):
+    """Every JSON parse goes through the app's `BoundedJSONProvider` (api/limits.py): no route
+    can parse JSON nested past the depth limit."""
+
     def on_json_loading_failed(self, e: ValueError | None) -> object:
+        if isinstance(e, JsonTooDeep):
+            raise ApiError(400, str(e))
         raise ApiError(400, "Request body is not valid JSON")
 
 
@@ -46,6 +52,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     configure_logging()
     app = Flask("flokit")
     app.request_class = JsonRequest
+    app.json = BoundedJSONProvider(app)
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the spec's field order
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions[EXTENSION] = AppState(settings=settings, db=database_for(settings.database_url))
