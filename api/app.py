@@ -7,12 +7,15 @@ No database connection is opened here: gunicorn may fork after this runs.
 
 from __future__ import annotations
 
+from typing import IO
+
 from flask import Flask, Request, jsonify
 from flask.wrappers import Response
+from werkzeug.utils import cached_property
 
 from api.context import EXTENSION, AppState
 from api.errors import ApiError, log_outage, register_error_handlers, retry_later
-from api.limits import BoundedJSONProvider, JsonTooDeep
+from api.limits import BoundedJSONProvider, JsonTooDeep, input_stream
 from api.logs import configure_logging, register_request_logging
 from api.openapi import Health, NotReady, operation, register_openapi
 from warehouse.availability import probe
@@ -21,8 +24,15 @@ from warehouse.settings import Settings
 
 
 class JsonRequest(Request):
-    """Every JSON parse goes through the app's `BoundedJSONProvider` (api/limits.py): no route
-    can parse JSON nested past the depth limit."""
+    """Every body read goes through `stream` (and every JSON parse through the app's
+    `BoundedJSONProvider`; api/limits.py): no route can read a chunked body cut at the size
+    limit, or parse JSON nested past the depth limit."""
+
+    @cached_property
+    def stream(self) -> IO[bytes]:
+        if self.shallow:
+            raise RuntimeError("This request was created with 'shallow=True': reading the body is disabled.")
+        return input_stream(self.environ, self.max_content_length)
 
     def on_json_loading_failed(self, e: ValueError | None) -> object:
         if isinstance(e, JsonTooDeep):

@@ -1,5 +1,10 @@
 """Limits on what a request body may cost a worker, enforced where the body is read.
 
+`BoundedInput`: the request stream never truncates. Werkzeug limits a body without
+Content-Length (chunked, under gunicorn, which sets `wsgi.input_terminated`) to
+`max_content_length` by reading that much and stopping, so a longer body arrived cut at 1 MiB
+as if it had ended there. Here the stream looks one byte past the limit: more data is 413.
+
 `loads_json`: JSON nested more than `MAX_JSON_DEPTH` levels is refused from its text, before
 `json.loads` builds anything (the parser recurses once per level, and so would any walk of the
 result; 10 000 levels were a RecursionError, a 500).
@@ -10,9 +15,11 @@ from __future__ import annotations
 import json
 import re
 from itertools import accumulate
-from typing import Any
+from typing import IO, Any
 
 from flask.json.provider import DefaultJSONProvider
+from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.wsgi import LimitedStream, get_input_stream
 
 # Objects and arrays, the top-level value included. Our deepest legitimate body (a v1 event's or
 # a funnel event's properties) is 3-4 levels; 32 leaves room for clients' own nested properties.
@@ -22,6 +29,40 @@ MAX_JSON_DEPTH = 32
 class JsonTooDeep(ValueError):
     def __init__(self) -> None:
         super().__init__(f"Request body is nested too deeply: at most {MAX_JSON_DEPTH} levels of objects and arrays")
+
+
+class BoundedInput(LimitedStream):
+    """`LimitedStream` up to a maximum that tells a body ending exactly at the limit from one
+    that goes on: at the limit it reads one byte more, and a byte there is 413."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        super().__init__(stream, limit, is_max=True)
+
+    def on_exhausted(self) -> None:
+        try:
+            more = self._stream.read(1)
+        except (OSError, ValueError) as exc:
+            self.on_disconnect(error=exc)  # ClientDisconnected
+            return
+        if more:
+            raise RequestEntityTooLarge()
+
+    def readall(self) -> bytes:
+        data = super().readall()  # stops silently at the limit
+        if self.is_exhausted:
+            self.on_exhausted()
+        return data
+
+
+def input_stream(environ: dict[str, Any], max_content_length: int | None) -> IO[bytes]:
+    """Werkzeug's `get_input_stream`, but a stream the server terminates (chunked bodies under
+    gunicorn) is 413 past the limit instead of cut at it. A Content-Length over the limit is 413
+    before anything is read, as before."""
+    stream = get_input_stream(environ, max_content_length=max_content_length)
+    if max_content_length is not None and "wsgi.input_terminated" in environ:
+        # Where Werkzeug returned LimitedStream(wsgi.input, max_content_length, is_max=True).
+        return BoundedInput(environ["wsgi.input"], max_content_length)  # type: ignore[return-value]
+    return stream
 
 
 # A JSON string, or an unterminated one up to the end of the text (so that every quote matches
