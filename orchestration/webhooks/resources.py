@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
 
 import dagster as dg
 import requests
 from pydantic import PrivateAttr
-from requests.adapters import HTTPAdapter
 
+from orchestration.webhooks.transport import AddressPolicy, PinnedAdapter
 from warehouse.db import utcnow
 from warehouse.settings import Settings
-from warehouse.webhooks.urls import InvalidUrl, check_public
+from warehouse.webhooks.urls import InvalidUrl, Resolver, check_form, system_resolver
 
 
 class WebhookHttpClient(dg.ConfigurableResource):
@@ -21,8 +20,12 @@ class WebhookHttpClient(dg.ConfigurableResource):
 
     No transport-level retries (the queue retries with backoff and records every send) and no
     redirects (a 3xx is a failed delivery: following it would send the signed body somewhere the
-    operator never configured). Unless private addresses are allowed, the host is resolved and
-    checked before every send, since DNS may have changed since the endpoint was added.
+    operator never configured). The URL's form (https only unless private addresses are allowed)
+    is checked again before every send, and every connection resolves the host once, checks every
+    address and connects to a checked one (`transport.PinnedAdapter`): DNS may have changed since
+    the endpoint was added, and a second lookup to connect could answer differently (rebinding).
+    The environment is not trusted: no HTTP(S)_PROXY (a proxy resolves the host itself, out of our
+    sight) and no .netrc credentials on requests to customer endpoints.
     """
 
     # 3.05 s: just above a multiple of the 3 s TCP retransmission window; 10 s read: receivers
@@ -31,21 +34,38 @@ class WebhookHttpClient(dg.ConfigurableResource):
     read_timeout_s: float = 10.0
     pool_size: int = 32
     allow_private: bool | None = None  # None: FLOKIT_WEBHOOKS_ALLOW_PRIVATE
+    ca_bundle: str | None = None  # CA certificates (PEM file) to verify endpoints by; None: certifi's
 
     _session: requests.Session | None = PrivateAttr(default=None)
     _private_ok: bool = PrivateAttr(default=False)
     _setup_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _resolver: Resolver | None = PrivateAttr(default=None)  # None: the operating system's
+
+    def with_resolver(self, resolver: Resolver) -> WebhookHttpClient:
+        """This client, resolving host names with `resolver` from its next connection on.
+
+        For tests: a resolver that answers differently on successive calls acts as a name that rebinds.
+        """
+        with self._setup_lock:
+            self._resolver = resolver
+            if self._session is not None:
+                self._session.close()
+                self._session = None
+        return self
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._private_ok = (
+            self.allow_private if self.allow_private is not None else Settings.from_env().webhooks_allow_private
+        )
+        policy = AddressPolicy(resolver=self._resolver or system_resolver, allow_private=self._private_ok)
+        adapter = PinnedAdapter(policy, pool_connections=self.pool_size, pool_maxsize=self.pool_size, max_retries=0)
         session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=self.pool_size, pool_maxsize=self.pool_size, max_retries=0)
+        session.trust_env = False
+        session.verify = self.ca_bundle or True
         session.mount("https://", adapter)
         session.mount("http://", adapter)
         session.headers["User-Agent"] = "FloKit-Webhooks/1"
         self._session = session
-        self._private_ok = (
-            self.allow_private if self.allow_private is not None else Settings.from_env().webhooks_allow_private
-        )
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         if self._session is not None:
@@ -53,16 +73,16 @@ class WebhookHttpClient(dg.ConfigurableResource):
 
     def post(self, *, url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None]:
         """(status code, None) for any HTTP answer, (None, error text) when none came back."""
-        if self._session is None:  # used outside a run (benchmarks' baseline, scripts)
+        session = self._session
+        if session is None:  # used outside a run (benchmarks' baseline, scripts), or a new resolver
             with self._setup_lock:
                 if self._session is None:
                     self.setup_for_execution(dg.build_init_resource_context())
-        assert self._session is not None
+                session = self._session
+        assert session is not None
         try:
-            if not self._private_ok:
-                parts = urlsplit(url)
-                check_public(parts.hostname or "", parts.port or 443)
-            response = self._session.post(
+            check_form(url, allow_private=self._private_ok)
+            response = session.post(
                 url,
                 data=body,
                 headers=headers,
@@ -70,7 +90,7 @@ class WebhookHttpClient(dg.ConfigurableResource):
                 allow_redirects=False,
             )
             response.close()
-        except InvalidUrl as exc:
+        except InvalidUrl as exc:  # raised by the connection too, for a non-public address
             return None, f"refused: {exc}"
         except requests.Timeout as exc:
             return None, f"timeout: {type(exc).__name__}"

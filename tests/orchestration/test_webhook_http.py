@@ -23,6 +23,7 @@ def test_client_reports_status_and_errors_as_values() -> None:
 
 def test_client_refuses_private_addresses_at_send_time() -> None:
     with running_receiver() as receiver:
-        status, error = WebhookHttpClient(allow_private=False).post(url=receiver.url, body=b"{}", headers={})
+        https_url = receiver.url.replace("http://", "https://")  # https: the scheme rule would refuse first
+        status, error = WebhookHttpClient(allow_private=False).post(url=https_url, body=b"{}", headers={})
         assert receiver.requests == []
     assert status is None and error is not None and "non-public" in error

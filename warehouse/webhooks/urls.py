@@ -1,38 +1,68 @@
 """Which endpoint URLs we accept: HTTPS to public addresses (no SSRF into our own network).
 
 With `allow_private` (FLOKIT_WEBHOOKS_ALLOW_PRIVATE=1, for development and tests) plain HTTP and
-private or loopback addresses are accepted too. The sender checks the addresses again before
-every send, because DNS answers can change after the endpoint was added.
+private or loopback addresses are accepted too. Adding an endpoint checks its URL here; the
+sender checks the form again before every send and, for every new connection, resolves the host
+once, checks every address (`public_addresses`) and connects only to those: resolving again to
+connect would let a name that rebinds (public when checked, internal when connected) through.
+Which addresses count as public is `transforms.webhooks.addresses.refusal`.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import socket
+from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
+
+from transforms.webhooks.addresses import refusal
+
+# (host, port) -> the host's IP addresses in the order to try them; raises OSError if it has none.
+Resolver = Callable[[str, int], Sequence[str]]
 
 
 class InvalidUrl(ValueError):
     """The URL is not acceptable as a webhook endpoint; the message says why."""
 
 
-def resolve(host: str, port: int) -> list[str]:
+class DoesNotResolve(InvalidUrl):
+    """The host has no address (now): refused when adding an endpoint, a network error when sending."""
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """The operating system's answer (getaddrinfo), in its preference order, without duplicates."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def resolve(host: str, port: int, resolver: Resolver = system_resolver) -> list[str]:
+    """The host's addresses from one lookup; DoesNotResolve if there are none."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise InvalidUrl(f"host {host!r} does not resolve: {exc}") from exc
-    return sorted({str(info[4][0]) for info in infos})
+        addresses = list(resolver(host.strip("[]"), port))
+    except (OSError, UnicodeError) as exc:
+        raise DoesNotResolve(f"host {host!r} does not resolve: {exc}") from exc
+    if not addresses:
+        raise DoesNotResolve(f"host {host!r} does not resolve: no addresses")
+    return addresses
 
 
-def check_public(host: str, port: int) -> None:
-    """Every address the host resolves to must be globally routable."""
-    for address in resolve(host, port):
-        if not ipaddress.ip_address(address.split("%", 1)[0]).is_global:
-            raise InvalidUrl(f"host {host!r} resolves to non-public address {address}")
+def public_addresses(host: str, port: int, resolver: Resolver = system_resolver) -> list[str]:
+    """The host's addresses from one lookup, if every one of them is public; else InvalidUrl.
+
+    Every address, not just the first: the connection may fall back to any of them.
+    """
+    addresses = resolve(host, port, resolver)
+    for address in addresses:
+        reason = refusal(address)
+        if reason is not None:
+            raise InvalidUrl(f"host {host!r} resolves to non-public address {address} ({reason})")
+    return addresses
 
 
-def validate_url(url: str, *, allow_private: bool) -> str:
-    """The URL unchanged if acceptable, else InvalidUrl."""
+def check_form(url: str, *, allow_private: bool) -> tuple[str, int]:
+    """(host, port) of an acceptable URL, checking everything but the addresses; else InvalidUrl.
+
+    The sender calls this before every send too: https only unless private addresses are allowed.
+    """
     if len(url) > 2048:
         raise InvalidUrl("URL longer than 2048 characters")
     parts = urlsplit(url)
@@ -49,6 +79,12 @@ def validate_url(url: str, *, allow_private: bool) -> str:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
         raise InvalidUrl(f"bad port: {exc}") from exc
+    return parts.hostname, port
+
+
+def validate_url(url: str, *, allow_private: bool, resolver: Resolver = system_resolver) -> str:
+    """The URL unchanged if acceptable, else InvalidUrl."""
+    host, port = check_form(url, allow_private=allow_private)
     if not allow_private:
-        check_public(parts.hostname, port)
+        public_addresses(host, port, resolver)
     return url
