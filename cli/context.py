@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from warehouse.db import Database, database_for
-from warehouse.settings import Settings, SettingsError
+from warehouse.settings import DATA_DIR_MODE, Settings, SettingsError
 
 
 def load_settings() -> Settings:
@@ -14,5 +14,5 @@ def load_settings() -> Settings:
 
 
 def open_database(settings: Settings) -> Database:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.data_dir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
     return database_for(settings.database_url)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import click
 
 from cli.context import load_settings, open_database
 from cli.output import emit
 from warehouse import migrate
-from warehouse.db import Database
+from warehouse.db import SQLITE_FILE_MODE, Database, sqlite_files, sqlite_path
 from warehouse.durability import durability_warnings
+from warehouse.settings import DATA_DIR_MODE, Settings
 
 
 @click.group()
@@ -21,15 +26,51 @@ def db() -> None:
 def upgrade(as_json: bool) -> None:
     """Apply every pending migration."""
     settings = load_settings()
+    tightened = secure_data_dir(settings)
     database = open_database(settings)
     before = migrate.current(database)
     after = migrate.upgrade(database)
+    tightened += secure_data_dir(settings)  # files the upgrade itself created (-wal, -shm, .writers)
     warnings = warn_if_not_durable(database)
     emit(
-        {"database": _redacted(settings.database_url), "from": before, "to": after, "durability_warnings": warnings},
+        {
+            "database": _redacted(settings.database_url),
+            "from": before,
+            "to": after,
+            "durability_warnings": warnings,
+            "tightened": tightened,
+        },
         as_json,
         f"database migrated to {', '.join(after)} (was {', '.join(before) or 'empty'})",
     )
+
+
+def secure_data_dir(settings: Settings) -> list[str]:
+    """Create the data directory owner-only (0700) if it is missing, and take group and other
+    access away from it and from the SQLite files (0600): they hold the webhook signing secrets.
+    Each change is named on stderr and returned; a path FloKit may not change is warned about."""
+    settings.data_dir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
+    database = sqlite_path(settings.database_url)
+    wanted: list[tuple[Path, int]] = [(settings.data_dir, DATA_DIR_MODE)]
+    wanted += [(path, SQLITE_FILE_MODE) for path in (sqlite_files(database) if database else [])]
+    changed = []
+    for path, mode in wanted:
+        try:
+            current = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            continue
+        if not current & 0o077:
+            continue
+        try:
+            os.chmod(path, mode)
+        except OSError as exc:
+            click.echo(
+                f"warning: {path} is readable by others ({current:04o}) and could not be tightened: {exc}", err=True
+            )
+            continue
+        changed.append(f"{path}: {current:04o} -> {mode:04o}")
+        click.echo(f"tightened permissions of {changed[-1]}", err=True)
+    return changed
 
 
 def warn_if_not_durable(database: Database) -> list[str]:

@@ -26,7 +26,7 @@ import click
 
 from cli.context import load_settings, open_database
 from cli.dagster_instance import RUNNING_LOCK, InstanceBusy, InstanceDamaged, holding, prepare_instance
-from cli.db import warn_if_not_durable
+from cli.db import secure_data_dir, warn_if_not_durable
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS, seed_workspace
 from cli.location import LocationWatch
 from cli.supervisor import Child, RestartPolicy, Supervisor
@@ -34,7 +34,7 @@ from warehouse import migrate, workspaces
 from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
 from warehouse.lake import Lake
-from warehouse.settings import APP_SESSION_SECRET_FILE, Settings
+from warehouse.settings import APP_SESSION_SECRET_FILE, DATA_DIR_MODE, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 # Gunicorn workers: two per core is the usual sizing for I/O-bound Flask on this 2-core class.
@@ -58,7 +58,7 @@ def ensure_app_session_secret(settings: Settings) -> Settings:
     if settings.app_session_secret:
         return settings
     path = settings.data_dir / APP_SESSION_SECRET_FILE
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.data_dir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(secrets.token_urlsafe(48) + "\n")
@@ -109,6 +109,7 @@ def print_first_run(result: dict[str, str]) -> None:
 def up(no_bootstrap: bool, workers: int) -> None:
     """Run the whole service until Ctrl-C."""
     settings = load_settings()
+    secure_data_dir(settings)  # before anything creates the directory with the umask's mode
     try:
         with holding(settings.dagster_home, RUNNING_LOCK, wait=False):
             raise SystemExit(_up(settings, no_bootstrap, workers))

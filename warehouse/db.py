@@ -21,6 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from warehouse.settings import DATA_DIR_MODE
+
 # How long a SQLite writer waits for the lock before giving up. Generous: a request that waits
 # is better than a request that fails, and real contention resolves in milliseconds.
 SQLITE_BUSY_TIMEOUT_MS = 10_000
@@ -29,6 +31,10 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 PG_CONNECT_TIMEOUT_S = 5
 
 _WRITE = "flokit_write"
+
+# The SQLite files hold the webhook signing secrets: owner-only (0600) whatever the umask, as is
+# the directory FloKit creates for them (DATA_DIR_MODE, 0700).
+SQLITE_FILE_MODE = 0o600
 
 
 def utcnow() -> datetime:
@@ -76,11 +82,30 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a SQLite URL; None for PostgreSQL and in-memory databases."""
+    path = url.removeprefix("sqlite:///").split("?", 1)[0] if url.startswith("sqlite:///") else ""
+    return Path(path) if path and path != ":memory:" else None
+
+
+def sqlite_files(path: Path) -> list[Path]:
+    """The database file and the files SQLite and FloKit keep beside it (some may not exist)."""
+    return [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal", ".writers"))]
+
+
+def _create_owner_only(path: Path) -> None:
+    """Create the database file 0600 before SQLite would (0644 minus the umask). SQLite gives the
+    -wal, -shm and -journal files it creates later the database file's own mode."""
+    path.parent.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE))
+
+
 def create_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        path = url.removeprefix("sqlite:///")
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        path = sqlite_path(url)
+        if path is not None:
+            _create_owner_only(path)
         engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _configure_sqlite(engine)
         return engine
@@ -116,7 +141,7 @@ class WriterQueue:
 
     def _descriptor(self) -> int:
         if self._fd is None or self._pid != os.getpid():  # a forked worker opens its own
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, SQLITE_FILE_MODE)
             self._pid = os.getpid()
         return self._fd
 
@@ -205,8 +230,8 @@ class Database:
         self.url = url
         self.engine = create_engine(url)
         self.is_sqlite = url.startswith("sqlite")
-        path = url.removeprefix("sqlite:///") if self.is_sqlite else ""
-        self._writers = WriterQueue(Path(path)) if path and path != ":memory:" else None
+        path = sqlite_path(url)
+        self._writers = WriterQueue(path) if path is not None else None
         self._pins = PinnedConnections(self.engine, autocommit=not self.is_sqlite)
 
     @contextmanager

@@ -71,6 +71,9 @@ def _count(env: Mapping[str, str], name: str, default: int, minimum: int, maximu
     return int(raw)
 
 
+# The data directory holds the database, its webhook signing secrets and the app-session secret:
+# FloKit creates it owner-only, and `flokit up` / `flokit db upgrade` tighten an existing one.
+DATA_DIR_MODE = 0o700
 APP_SESSION_SECRET_FILE = "app-session.secret"  # noqa: S105  (a file name, not a secret)
 MIN_APP_SESSION_SECRET = 32
 
