@@ -72,6 +72,9 @@ def children(settings: Settings, workers: int) -> list[Child]:
             "api",
             [
                 _tool("gunicorn"),
+                # Request limits and JSON answers for the requests gunicorn refuses itself.
+                "--config",
+                str(ROOT / "api" / "gunicorn_conf.py"),
                 "--bind",
                 f"127.0.0.1:{settings.api_port}",
                 "--workers",

@@ -71,7 +71,10 @@ def gunicorn_server(env: dict[str, str], *, workers: int, log_dir: Path) -> Iter
     stopped with SIGTERM and waited for on exit, so callers can check it shut down cleanly."""
     port = free_port()
     stderr = log_dir / f"gunicorn-{port}.log"
-    argv = [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "api.app:create_app()"]
+    argv = [
+        *[str(BIN / "gunicorn"), "--config", str(ROOT / "api" / "gunicorn_conf.py")],  # as `flokit up` runs it
+        *["--bind", f"127.0.0.1:{port}", "--workers", str(workers), "api.app:create_app()"],
+    ]
     with stderr.open("wb") as sink:
         process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=sink)
         server = GunicornServer(f"http://127.0.0.1:{port}", process, stderr)
