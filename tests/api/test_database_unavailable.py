@@ -73,20 +73,22 @@ def assert_gateway_503(r) -> None:
     assert r.json == {"error": "Service Unavailable"}
 
 
-@pytest.fixture
-def sqlite_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
-    gen = fresh_database_url(request, "sqlite", tmp_path)
+def settings_on(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
+    """Settings on a fresh database of one backend, dropped after the test."""
+    gen = fresh_database_url(request, backend, tmp_path)
     url = next(gen)
     yield Settings(data_dir=tmp_path / "data", database_url=url)
     next(gen, None)
+
+
+@pytest.fixture
+def sqlite_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
+    yield from settings_on("sqlite", request, tmp_path)
 
 
 @pytest.fixture
 def postgres_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
-    gen = fresh_database_url(request, "postgres", tmp_path)
-    url = next(gen)
-    yield Settings(data_dir=tmp_path / "data", database_url=url)
-    next(gen, None)
+    yield from settings_on("postgres", request, tmp_path)
 
 
 def test_every_surface_answers_503_with_retry_after(down: FlaskClient) -> None:
