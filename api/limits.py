@@ -18,7 +18,7 @@ from itertools import accumulate
 from typing import IO, Any
 
 from flask.json.provider import DefaultJSONProvider
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import LimitedStream, get_input_stream
 
 # Objects and arrays, the top-level value included. Our deepest legitimate body (a v1 event's or
@@ -54,6 +54,23 @@ class BoundedInput(LimitedStream):
         return data
 
 
+class ServerFramedInput:
+    """A body the server de-chunks (`wsgi.input_terminated`): a malformed chunk raises in the
+    server's reader (gunicorn's `ChunkMissingTerminator`, `InvalidChunkSize`, ...) where the
+    route reads it, and was answered 500. It is the client's framing: 400."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.read(size)
+        except (HTTPException, OSError, ValueError):
+            raise  # a deadline (408) or a disconnection, which the callers tell apart
+        except Exception as exc:
+            raise BadRequest(f"The request body's chunked framing is malformed: {type(exc).__name__}") from exc
+
+
 def input_stream(environ: dict[str, Any], max_content_length: int | None) -> IO[bytes]:
     """Werkzeug's `get_input_stream`, but a stream the server terminates (chunked bodies under
     gunicorn) is 413 past the limit instead of cut at it. A Content-Length over the limit is 413
@@ -61,7 +78,7 @@ def input_stream(environ: dict[str, Any], max_content_length: int | None) -> IO[
     stream = get_input_stream(environ, max_content_length=max_content_length)
     if max_content_length is not None and "wsgi.input_terminated" in environ:
         # Where Werkzeug returned LimitedStream(wsgi.input, max_content_length, is_max=True).
-        return BoundedInput(environ["wsgi.input"], max_content_length)  # type: ignore[return-value]
+        return BoundedInput(ServerFramedInput(environ["wsgi.input"]), max_content_length)  # type: ignore[arg-type,return-value]
     return stream
 
 

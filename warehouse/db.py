@@ -116,7 +116,9 @@ def create_engine(url: str) -> Engine:
         url,
         pool_pre_ping=True,
         pool_size=5,
-        max_overflow=10,
+        # A gunicorn worker's threads (8 by default) may each hold a pinned connection and a
+        # pooled one at once.
+        max_overflow=15,
         connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S},
     )
 

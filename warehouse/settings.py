@@ -74,6 +74,7 @@ def _count(env: Mapping[str, str], name: str, default: int, minimum: int, maximu
 # The data directory holds the database, its webhook signing secrets and the app-session secret:
 # FloKit creates it owner-only, and `flokit up` / `flokit db upgrade` tighten an existing one.
 DATA_DIR_MODE = 0o700
+MAX_BODY_BYTES = 1024 * 1024
 APP_SESSION_SECRET_FILE = "app-session.secret"  # noqa: S105  (a file name, not a secret)
 MIN_APP_SESSION_SECRET = 32
 
@@ -129,7 +130,7 @@ class Settings:
     dagster_home: Path = field(default=Path())
     # Request bodies above this are answered 413 before any handler reads them. The largest
     # legitimate body is a batch of 50 paywall events, far below 1 MiB.
-    max_body_bytes: int = 1024 * 1024
+    max_body_bytes: int = MAX_BODY_BYTES
     # Webhook endpoints may be http:// and resolve to private/loopback addresses (dev and tests).
     webhooks_allow_private: bool = False
     # Multiplier on the webhook retry delays (30 s ... 6 h); tests shrink it, 0 retries at once.
@@ -151,6 +152,11 @@ class Settings:
     receipt_verifier_url: str | None = None
     # Signs app-session tokens; None: minting is not configured here (503).
     app_session_secret: str | None = field(default=None, repr=False)
+    # Seconds a client has to send a request head, then its body, before a 408 (api/workers.py).
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 15.0
+    # Threads serving requests in each gunicorn worker process.
+    worker_threads: int = 8
 
     def __post_init__(self) -> None:
         if self.dagster_home == Path():
@@ -179,6 +185,9 @@ class Settings:
             receipt_verifier_url=_http_url(env, "FLOKIT_RECEIPT_VERIFIER_URL"),
             config_cache_s=_positive_number(env, "FLOKIT_CONFIG_CACHE_S", 1.0, allow_zero=True),
             passthrough_timeout_s=_positive_number(env, "FLOKIT_PASSTHROUGH_TIMEOUT_S", 10.0),
+            header_timeout_s=_positive_number(env, "FLOKIT_HEADER_TIMEOUT_S", 10.0),
+            body_timeout_s=_positive_number(env, "FLOKIT_BODY_TIMEOUT_S", 15.0),
+            worker_threads=_count(env, "FLOKIT_WORKER_THREADS", 8, 1, 256),
         )
 
     @property
@@ -210,4 +219,7 @@ class Settings:
             "FLOKIT_RECEIPT_VERIFIER_URL": self.receipt_verifier_url or "",
             "FLOKIT_CONFIG_CACHE_S": repr(self.config_cache_s),
             "FLOKIT_PASSTHROUGH_TIMEOUT_S": repr(self.passthrough_timeout_s),
+            "FLOKIT_HEADER_TIMEOUT_S": repr(self.header_timeout_s),
+            "FLOKIT_BODY_TIMEOUT_S": repr(self.body_timeout_s),
+            "FLOKIT_WORKER_THREADS": str(self.worker_threads),
         } | ({"FLOKIT_APP_SESSION_SECRET": self.app_session_secret} if self.app_session_secret else {})

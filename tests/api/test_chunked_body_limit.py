@@ -7,6 +7,7 @@ longer one reached the routes cut at 1 MiB as if it had ended there."""
 
 import json
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -125,3 +126,20 @@ def test_chunked_bodies_up_to_the_limit_still_work(served: Served, workspace: di
         r = chunked(served.base, WEBHOOK, body, **{"Content-Type": "application/json"})
         assert r.status_code == 200 and r.content == b"ok"
     assert [received.body for received in served.downstream.requests] == bodies  # whole, byte for byte
+
+
+def test_malformed_chunked_framing_is_400_not_500(served: Served, workspace: dict, db: Database) -> None:
+    """A chunk whose data runs past its declared size: gunicorn's reader raises where the route
+    reads the body, which was answered 500 with a traceback. It is the client's framing: 400."""
+    host, port = served.base.removeprefix("http://").split(":")
+    body = b"3\r\nabcdef\r\n0\r\n\r\n"  # 3 bytes declared, 6 sent: no CRLF where the chunk ends
+    head = b"POST %s HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\n" % INGEST.encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + body)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.split(b" ")[1] == b"400", answer[:300]
+    assert json.loads(rest.partition(b"\r\n\r\n")[2]) == {"error": "Bad Request"}
+    assert counts(db) == (0, 0)  # nothing claimed or landed

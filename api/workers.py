@@ -1,0 +1,382 @@
+"""The gunicorn worker the API runs in (`api/gunicorn_conf.py` names it): gunicorn's threaded
+worker, with requests read by its event loop so that slow and idle clients cost no thread.
+
+gunicorn's sync worker serves one connection per process and reads with no deadline: four
+sockets that sent half a request header left every surface unanswered until gunicorn killed the
+workers 30 s later. Its threaded worker (`gthread`) still hands each new connection to a thread
+that blocks reading the request head. `EdgeWorker` instead keeps a connection in its event loop
+(a `selectors` poller, non-blocking `recv`) until a whole request has arrived: the head (up to
+`HEAD_BUFFER_BYTES`) and, when it announces a `Content-Length` within the body limit, the body.
+Only then does a thread parse and serve it, from memory. So:
+
+- an idle connection costs a file descriptor until the header timeout closes it;
+- a client sending its head or body slowly costs its buffered bytes, and is answered 408 (JSON)
+  and closed when the header or body timeout passes;
+- a body the loop cannot buffer (chunked, `Expect: 100-continue`, over the limit, or over the
+  worker's buffer budget) is read by the thread against a deadline of `body_timeout` seconds,
+  then answered 408 the same way.
+
+The production front (`deploy/nginx/flokit.conf`) buffers requests too; this worker is what
+keeps a FloKit reachable without it standing.
+
+`JsonErrors` answers what gunicorn refuses itself (414 request line too long, 431 header fields,
+400 malformed, 501 transfer coding, 408 too slow) with the API's JSON error shape
+`{"error": <HTTP reason phrase>, "message": <what was wrong>}` instead of gunicorn's HTML page.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import selectors
+import socket
+import time
+from contextlib import suppress
+from functools import partial
+from http import HTTPStatus
+from typing import Any
+
+from gunicorn import util
+from gunicorn.http.unreader import SocketUnreader
+from gunicorn.http2 import negotiation
+from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
+from gunicorn.workers.sync import SyncWorker
+from werkzeug.exceptions import RequestTimeout
+
+from warehouse.settings import MAX_BODY_BYTES
+
+# A request head larger than this is handed to a thread as it is (gunicorn's parser then answers
+# 414 or 431 against its own limits); real heads are a few KB.
+HEAD_BUFFER_BYTES = 64 * 1024
+# At most this many bytes of requests held in one worker's loop; past it, new bodies are read by
+# their thread (against the body timeout) rather than buffered.
+BUFFER_BUDGET_BYTES = 64 * 1024 * 1024
+# How often the loop looks for connections past their deadline.
+SWEEP_INTERVAL_S = 0.25
+
+_HEAD_END = b"\r\n\r\n"
+_FIELD = re.compile(rb"\r\n(content-length|transfer-encoding|expect)[ \t]*:[ \t]*([^\r]*)", re.IGNORECASE)
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    value = float(raw)
+    if not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {raw!r}")
+    return value
+
+
+class ReadTimeout(RequestTimeout):
+    """A request did not arrive within its deadline: a werkzeug `RequestTimeout`, so that where
+    the application reads the body it answers 408 in the surface's shape. Not an `OSError`:
+    werkzeug would take that for a disconnected client, and gunicorn for a socket fault."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        super().__init__(f"The request {what} did not arrive within {seconds:g} seconds")
+
+
+class _Page:
+    """Stands in for the client socket while gunicorn writes its error page, to learn its status."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def gettimeout(self) -> float:
+        return 0.0
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data
+
+
+def json_error(status: HTTPStatus, message: str) -> bytes:
+    """A whole HTTP/1.1 response in the API's error shape, closing the connection."""
+    body = json.dumps({"error": status.phrase, "message": message}).encode()
+    head = (
+        f"HTTP/1.1 {status.value} {status.phrase}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+class JsonErrors:
+    """Mixed into a gunicorn worker: its own refusals are answered as JSON."""
+
+    cfg: Any
+    log: Any
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        if isinstance(exc, ReadTimeout):
+            # A slow client, not a fault: no traceback in the log.
+            self.log.info("Request from %s timed out: %s", addr, exc.description)
+            response = json_error(HTTPStatus.REQUEST_TIMEOUT, str(exc.description))
+        else:
+            page = _Page()
+            # gunicorn decides the status, logs the error and the access line as usual; only the
+            # page it writes is replaced.
+            super().handle_error(req, page, addr, exc)  # type: ignore[misc]
+            try:
+                status = HTTPStatus(int(page.data.split(b" ", 2)[1]))
+            except (ValueError, IndexError):
+                status = HTTPStatus.INTERNAL_SERVER_ERROR
+            response = json_error(status, self._message(status, exc))
+        try:
+            util.write_nonblock(client, response)
+        except Exception:  # the client is gone, as gunicorn's own page would have found
+            self.log.debug("Failed to send error message.")
+
+    def _message(self, status: HTTPStatus, exc: BaseException) -> str:
+        if status == 414:
+            return (
+                f"The request line (method, path and query string) is longer than {self.cfg.limit_request_line} bytes"
+            )
+        if status == 431:
+            return (
+                f"At most {self.cfg.limit_request_fields} header fields of at most "
+                f"{self.cfg.limit_request_field_size} bytes each are accepted"
+            )
+        if status >= 500 and status != 501:
+            return status.phrase  # a server fault: nothing of its detail goes to the client
+        return str(exc) or status.phrase
+
+
+class JsonErrorWorker(JsonErrors, SyncWorker):
+    """gunicorn's sync worker with JSON refusals: one connection per process, no read deadline.
+    Only for comparison (`tests/bench/surfaces.py`) or behind a front that buffers whole requests."""
+
+
+class DeadlineSocket:
+    """The client socket as the request parser reads it: every `recv` waits at most until the
+    request's deadline, then raises `ReadTimeout`. Everything else is the socket's own."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.deadline: float | None = None
+        self.seconds = 0.0
+        self._timeout: float | None = None  # what a caller set (gunicorn bounds its body drain)
+
+    def arm(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def recv(self, size: int) -> bytes:
+        timeout = self._timeout
+        if self.deadline is not None:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                raise ReadTimeout("body", self.seconds)
+            timeout = remaining if timeout is None else min(timeout, remaining)
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(size)
+        except TimeoutError:  # socket.timeout
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise ReadTimeout("body", self.seconds) from None
+            raise
+        finally:
+            self.sock.settimeout(None)  # responses are written blocking, as gunicorn expects
+
+    def settimeout(self, value: float | None) -> None:
+        self._timeout = value
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+class EdgeConn(TConn):
+    """A connection whose request bytes the event loop reads before a thread parses them."""
+
+    def __init__(self, cfg: Any, sock: socket.socket, client: Any, server: Any) -> None:
+        super().__init__(cfg, sock, client, server)
+        self.buffered = bytearray()
+        self.deadline = 0.0
+        self.scanned = 0  # the head's end was looked for in buffered[:scanned]
+        # Bytes of buffered that make the request whole, once its head arrived; -1: a thread reads it.
+        self.need: int | None = None
+        self.reader: DeadlineSocket | None = None
+        self.read_seconds = 0.0  # how long the thread may wait for what the loop did not read
+
+    def init(self) -> None:
+        super().init()
+        if self.is_http2:
+            return
+        unreader = getattr(self.parser, "unreader", None)
+        if isinstance(unreader, SocketUnreader):
+            if self.reader is None:
+                self.reader = DeadlineSocket(unreader.sock)
+                unreader.sock = self.reader
+            self.reader.arm(self.read_seconds)
+            if self.buffered:
+                unreader.unread(bytes(self.buffered))
+                self.buffered.clear()
+
+
+class EdgeWorker(JsonErrors, ThreadWorker):
+    """gunicorn's threaded worker whose event loop reads each request before a thread serves it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.header_timeout = _env_seconds("FLOKIT_HEADER_TIMEOUT_S", 10.0)
+        self.body_timeout = _env_seconds("FLOKIT_BODY_TIMEOUT_S", 15.0)
+        self.max_body = MAX_BODY_BYTES
+        self.reading: dict[EdgeConn, None] = {}  # connections the loop is reading, oldest first
+        self.buffered_bytes = 0
+        self._swept = 0.0
+
+    # -- connections enter the loop -------------------------------------------------------
+
+    def accept(self, listener: socket.socket) -> None:
+        try:
+            client_sock, client_addr = listener.accept()
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        conn = EdgeConn(self.cfg, client_sock, client_addr, listener.getsockname())
+        if self.cfg.is_ssl or negotiation.prior_knowledge_allowed(self.cfg, client_addr):
+            # TLS and HTTP/2 are read by their own machinery in the thread (FloKit runs neither:
+            # nginx terminates TLS in front of it).
+            client_sock.setblocking(True)
+            self.enqueue_req(conn)
+            return
+        self._read(conn, self.header_timeout)
+
+    def _read(self, conn: EdgeConn, seconds: float) -> None:
+        """Keep `conn` in the loop until a request is whole, for `seconds` at most."""
+        conn.sock.setblocking(False)
+        conn.deadline = time.monotonic() + seconds
+        conn.scanned = 0
+        conn.need = None
+        self.reading[conn] = None
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
+
+    def _on_readable(self, conn: EdgeConn, _sock: Any) -> None:
+        try:
+            data = conn.sock.recv(HEAD_BUFFER_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+            return
+        if not data:  # the client closed
+            self._close(conn)
+            return
+        if not conn.buffered and conn.initialized:
+            # A kept-alive connection's next request started: it has the header timeout to
+            # finish its head, not what was left of the keep-alive wait.
+            conn.deadline = time.monotonic() + self.header_timeout
+        conn.buffered += data
+        self.buffered_bytes += len(data)
+        if self._whole(conn):
+            self._hand_over(conn)
+
+    def _whole(self, conn: EdgeConn) -> bool:
+        """Whether a thread should take the request now (whole, or not the loop's to read)."""
+        buf = conn.buffered
+        if conn.need is None:
+            # Look only at what was not looked at (less the 3 bytes an end may straddle): a
+            # client sending its head a byte at a time must not cost the loop quadratic scans.
+            end = buf.find(_HEAD_END, max(0, conn.scanned - 3))
+            conn.scanned = len(buf)
+            if end < 0:
+                return len(buf) > HEAD_BUFFER_BYTES  # the parser refuses it (414/431) from memory
+            conn.deadline = time.monotonic() + self.body_timeout
+            conn.need = self._request_size(bytes(buf[: end + 2]), end + 4)
+        if conn.need < 0 or self.buffered_bytes > BUFFER_BUDGET_BYTES:
+            return True
+        return len(buf) >= conn.need
+
+    def _request_size(self, head: bytes, head_size: int) -> int:
+        """Bytes of the head and its body, or -1 when the loop leaves the body to the thread."""
+        found = _FIELD.findall(head)
+        fields = {name.lower(): value.strip() for name, value in found}
+        if len(found) != len(fields):
+            return -1  # a field repeated: the parser decides (it refuses ambiguous framing)
+        if b"transfer-encoding" in fields or b"expect" in fields:
+            return -1  # chunked or waiting for 100 Continue: read in the thread, with a deadline
+        length = fields.get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > self.max_body:
+            return -1  # the parser or the application answers 400/413 without reading it
+        return head_size + int(length)
+
+    def _hand_over(self, conn: EdgeConn) -> None:
+        self.poller.unregister(conn.sock)
+        del self.reading[conn]
+        self.buffered_bytes -= len(conn.buffered)
+        conn.data_ready = True
+        self.enqueue_req(conn)
+
+    def _close(self, conn: EdgeConn, answer: bytes = b"") -> None:
+        with suppress(KeyError, ValueError, OSError):  # not registered (any more)
+            self.poller.unregister(conn.sock)
+        self.reading.pop(conn, None)
+        self.buffered_bytes -= len(conn.buffered)
+        conn.buffered.clear()
+        self.nr_conns -= 1
+        if answer:
+            with suppress(OSError):  # best effort: the client may be gone
+                conn.sock.send(answer)
+        conn.close()
+
+    def murder_pending(self) -> None:
+        """Also close the connections whose request did not arrive in time: silently when they
+        sent nothing (idle or kept alive), with a 408 when they stopped half way."""
+        super().murder_pending()
+        now = time.monotonic()
+        if now - self._swept < SWEEP_INTERVAL_S:
+            return
+        self._swept = now
+        if not self.alive:
+            # Stopping: a request a client may be sending has STOP_KEEPALIVE_LINGER to arrive.
+            for conn in self.reading:
+                conn.deadline = min(conn.deadline, now + STOP_KEEPALIVE_LINGER)
+        expired = [c for c in self.reading if c.deadline <= now]
+        for conn in expired:
+            if not conn.buffered:
+                self._close(conn)
+                continue
+            what, seconds = ("body", self.body_timeout) if conn.need is not None else ("head", self.header_timeout)
+            self.log.info("Request from %s timed out: its %s took over %g s", conn.client, what, seconds)
+            self._close(conn, json_error(HTTPStatus.REQUEST_TIMEOUT, str(ReadTimeout(what, seconds).description)))
+
+    # -- a thread serves the request -------------------------------------------------------
+
+    def handle(self, conn: EdgeConn) -> Any:  # type: ignore[override]
+        conn.read_seconds = self.body_timeout  # armed when the connection is set up for this request
+        return super().handle(conn)
+
+    def _keepalive_after(self, conn: EdgeConn, keepalive: bool) -> bool:  # type: ignore[override]
+        """A body left unread past its deadline closes the connection (the request was answered)."""
+        try:
+            return bool(super()._keepalive_after(conn, keepalive))
+        except ReadTimeout:
+            return False
+
+    def finish_request(self, conn: EdgeConn, fs: Any) -> None:  # type: ignore[override]
+        """As gunicorn's, except that a kept-alive connection goes back to the loop to read its
+        next request (starting with any bytes the last one read ahead)."""
+        try:
+            keep = fs.result() if not fs.cancelled() else False
+        except Exception:
+            keep = False
+        if keep is not True or not self.alive or not isinstance(conn, EdgeConn) or conn.is_http2:
+            super().finish_request(conn, fs)
+            return
+        try:
+            ahead = conn.parser.unreader.take_buffered()
+            if conn.reader is not None:
+                conn.reader.deadline = None
+            conn.buffered += ahead
+            self.buffered_bytes += len(ahead)
+            self._read(conn, self.cfg.keepalive if not ahead else self.header_timeout)
+            if ahead and self._whole(conn):
+                self._hand_over(conn)
+        except Exception:
+            self._close(conn)
