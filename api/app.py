@@ -18,6 +18,7 @@ from api.errors import ApiError, log_outage, register_error_handlers, retry_late
 from api.limits import BoundedJSONProvider, JsonTooDeep, input_stream
 from api.logs import configure_logging, register_request_logging
 from api.openapi import Health, NotReady, operation, register_openapi
+from api.ratelimits import register_rate_limits
 from warehouse.availability import probe
 from warehouse.db import database_for
 from warehouse.settings import Settings
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     register_request_logging(app)
     register_error_handlers(app)
+    register_rate_limits(app, settings)
 
     @app.get("/healthz")
     @operation(summary="Liveness: the process answers", responses={200: Health}, tags=["meta"], database=False)

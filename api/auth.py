@@ -11,6 +11,7 @@ from flask import g, request
 from api.context import state
 from api.errors import ApiError
 from api.openapi import AUTH_ATTR
+from api.ratelimits import rate_limits
 from warehouse.workspaces import Principal, authenticate
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -35,6 +36,7 @@ def require_key(*, write: bool = False) -> Callable[[F], F]:
                 principal = authenticate(conn, token)
             if principal is None:
                 raise ApiError(401, "Invalid API key (unknown, rotated or revoked)")
+            rate_limits().hit("api_key", principal.key_id)
             if write and not principal.can_write:
                 raise ApiError(403, "This API key is read-only; this request needs a read-write key")
             g.principal = principal

@@ -25,6 +25,8 @@ log = logging.getLogger("flokit.api")
 # takes seconds, and a sooner retry would only add load to a database coming back.
 RETRY_AFTER_S = 5
 _OUTAGE_LOG = "flokit.outage_log"
+# Called with no arguments on every 401 (api/ratelimits.py counts them per client address).
+FAILED_AUTHENTICATION = "flokit.failed_authentication"
 
 V1_CODES = {
     400: "invalid_request",
@@ -111,7 +113,15 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> Response:
-        return error_response(exc.status, exc.message, exc.code)
+        response = error_response(exc.status, exc.message, exc.code)
+        retry_after = getattr(exc, "retry_after", None)  # a rate limit (api/ratelimits.py)
+        if retry_after is not None:
+            response.headers["Retry-After"] = str(retry_after)
+        if exc.status == 401:
+            failed = app.extensions.get(FAILED_AUTHENTICATION)
+            if failed is not None:
+                failed()
+        return response
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

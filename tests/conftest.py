@@ -27,6 +27,7 @@ from warehouse.db import Database, close_database, database_for
 from warehouse.settings import Settings
 
 PG_URL_ENV = "FLOKIT_TEST_POSTGRES_URL"
+REDIS_URL_ENV = "FLOKIT_TEST_REDIS_URL"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,6 +61,22 @@ def postgres_admin_url() -> str:
         if os.environ.get("FLOKIT_TEST_REQUIRE_POSTGRES") == "1":
             pytest.fail(f"{PG_URL_ENV} is not set; run the suite through scripts/with-postgres.sh")
         pytest.skip(f"PostgreSQL tests need {PG_URL_ENV} (make test starts a cluster)")
+    return url
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The private Redis of `scripts/with-redis.sh` (which `make test` uses), emptied for this test."""
+    url = os.environ.get(REDIS_URL_ENV)
+    if not url:
+        if os.environ.get("FLOKIT_TEST_REQUIRE_REDIS") == "1":
+            pytest.fail(f"{REDIS_URL_ENV} is not set; run the suite through scripts/with-redis.sh")
+        pytest.skip(f"Redis tests need {REDIS_URL_ENV} (make test starts a server)")
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
     return url
 
 

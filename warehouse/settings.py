@@ -79,6 +79,44 @@ APP_SESSION_SECRET_FILE = "app-session.secret"  # noqa: S105  (a file name, not 
 MIN_APP_SESSION_SECRET = 32
 
 
+# Rate limits (api/ratelimits.py): `limits` notation ("100/second", "100/10 seconds", several
+# joined by ";"), or "off". Defaults a busy production app does not reach, except failed
+# authentications: an address gets at most 100 per 10 seconds on any surface.
+RATE_LIMIT_DEFAULTS = {
+    "api_key": "100/second",
+    "app_client": "1000/second",
+    "ingest_token": "2000/second",
+    "address": "1000/second",
+    "auth_failures": "100/10 seconds",
+}
+
+
+def _rate_limit(env: Mapping[str, str], kind: str) -> str:
+    name = f"FLOKIT_RATE_LIMIT_{kind.upper()}"
+    raw = " ".join(env.get(name, "").split()) or RATE_LIMIT_DEFAULTS[kind]
+    if raw == "off":
+        return raw
+    from limits import parse_many  # here: only a process that reads its settings needs it
+
+    try:
+        items = parse_many(raw)
+    except ValueError:
+        items = []
+    if not items or any(item.amount < 1 for item in items):
+        raise SettingsError(
+            f'{name} must be a rate such as "100/second" or "100/10 seconds" (several joined by ";"), or off; '
+            f"got {raw!r}"
+        )
+    return raw
+
+
+def _rate_limit_storage(env: Mapping[str, str]) -> str:
+    raw = env.get("FLOKIT_RATE_LIMIT_STORAGE", "").strip() or "memory://"
+    if raw != "memory://" and not raw.startswith(("redis://", "rediss://")):
+        raise SettingsError(f"FLOKIT_RATE_LIMIT_STORAGE must be memory:// or a redis:// (rediss://) URL, got {raw!r}")
+    return raw
+
+
 def _app_session_secret(env: Mapping[str, str], data_dir: Path) -> str | None:
     """FLOKIT_APP_SESSION_SECRET, else the secret `flokit up` keeps in the data directory, else
     None (token minting not configured: POST /api/paywall/token answers 503)."""
@@ -157,6 +195,14 @@ class Settings:
     body_timeout_s: float = 15.0
     # Threads serving requests in each gunicorn worker process.
     worker_threads: int = 8
+    # Where rate-limit counters live: memory:// (per worker process) or redis:// (shared, exact).
+    rate_limit_storage: str = "memory://"
+    # One rate per kind of limit (RATE_LIMIT_DEFAULTS; "off" disables one).
+    rate_limit_api_key: str = RATE_LIMIT_DEFAULTS["api_key"]
+    rate_limit_app_client: str = RATE_LIMIT_DEFAULTS["app_client"]
+    rate_limit_ingest_token: str = RATE_LIMIT_DEFAULTS["ingest_token"]
+    rate_limit_address: str = RATE_LIMIT_DEFAULTS["address"]
+    rate_limit_auth_failures: str = RATE_LIMIT_DEFAULTS["auth_failures"]
 
     def __post_init__(self) -> None:
         if self.dagster_home == Path():
@@ -188,7 +234,17 @@ class Settings:
             header_timeout_s=_positive_number(env, "FLOKIT_HEADER_TIMEOUT_S", 10.0),
             body_timeout_s=_positive_number(env, "FLOKIT_BODY_TIMEOUT_S", 15.0),
             worker_threads=_count(env, "FLOKIT_WORKER_THREADS", 8, 1, 256),
+            rate_limit_storage=_rate_limit_storage(env),
+            rate_limit_api_key=_rate_limit(env, "api_key"),
+            rate_limit_app_client=_rate_limit(env, "app_client"),
+            rate_limit_ingest_token=_rate_limit(env, "ingest_token"),
+            rate_limit_address=_rate_limit(env, "address"),
+            rate_limit_auth_failures=_rate_limit(env, "auth_failures"),
         )
+
+    def rate_limits(self) -> dict[str, str]:
+        """Each kind of rate limit and its rate (or "off")."""
+        return {kind: getattr(self, f"rate_limit_{kind}") for kind in RATE_LIMIT_DEFAULTS}
 
     @property
     def lake_dir(self) -> Path:
@@ -204,7 +260,7 @@ class Settings:
 
     def child_env(self) -> dict[str, str]:
         """The variables that make a child process build exactly these settings."""
-        return {
+        env = {
             "FLOKIT_DATA_DIR": str(self.data_dir),
             "FLOKIT_DATABASE_URL": self.database_url,
             "FLOKIT_SURFACES": ",".join(self.surfaces),
@@ -222,4 +278,9 @@ class Settings:
             "FLOKIT_HEADER_TIMEOUT_S": repr(self.header_timeout_s),
             "FLOKIT_BODY_TIMEOUT_S": repr(self.body_timeout_s),
             "FLOKIT_WORKER_THREADS": str(self.worker_threads),
-        } | ({"FLOKIT_APP_SESSION_SECRET": self.app_session_secret} if self.app_session_secret else {})
+            "FLOKIT_RATE_LIMIT_STORAGE": self.rate_limit_storage,
+        }
+        env |= {f"FLOKIT_RATE_LIMIT_{kind.upper()}": rate for kind, rate in self.rate_limits().items()}
+        if self.app_session_secret:
+            env["FLOKIT_APP_SESSION_SECRET"] = self.app_session_secret
+        return env

@@ -14,6 +14,7 @@ from flask import g, request
 
 from api.context import state
 from api.errors import ApiError
+from api.ratelimits import count_app_client
 from transforms import app_session
 from warehouse.db import utcnow
 from warehouse.workspaces import App, app_by_id, app_for_key
@@ -28,13 +29,16 @@ def require_app(*, token_allowed: bool = True, user: str | None = None) -> App:
     key = request.headers.get("x-app-key", "").strip()
     token = request.headers.get("x-app-token", "").strip() if token_allowed else ""
     if not key and token:
-        return _app_of_token(token, request.headers.get("x-user-id", "").strip() if user is None else user)
-    if not key:
-        raise ApiError(401, "Missing x-app-key: send the app's publishable key (pk_...)")
-    with state().db.read() as conn:
-        app = app_for_key(conn, key)
-    if app is None:
-        raise ApiError(401, "Invalid x-app-key (unknown or revoked)")
+        app = _app_of_token(token, request.headers.get("x-user-id", "").strip() if user is None else user)
+    else:
+        if not key:
+            raise ApiError(401, "Missing x-app-key: send the app's publishable key (pk_...)")
+        with state().db.read() as conn:
+            found = app_for_key(conn, key)
+        if found is None:
+            raise ApiError(401, "Invalid x-app-key (unknown or revoked)")
+        app = found
+    count_app_client(app.publishable_key)
     return app
 
 

@@ -17,6 +17,7 @@ from api.context import state
 from api.gateway import blueprint
 from api.gateway.auth import require_user
 from api.openapi import operation
+from api.ratelimits import count_app_client, takes_no_credentials
 from transforms import paywall
 from warehouse.db import Database
 from warehouse.paywalls import configs
@@ -84,6 +85,7 @@ class PaywallConfig(BaseModel):
 
 
 @blueprint.get("/api/paywall/config")
+@takes_no_credentials  # spec: no key; counted per app and client address
 @operation(
     summary="Paywall configuration for a user",
     description="The live configuration of the paywall with the user's variant: deterministic per user and "
@@ -96,6 +98,7 @@ class PaywallConfig(BaseModel):
     tags=["paywall"],
 )
 def paywall_config(query: ConfigQuery) -> Response:
+    count_app_client(query.app_id)
     user = require_user(query.userId, query.anonymousId)  # spec: the header takes precedence
     live = _live_configs().get(state().db, query.app_id, query.paywall_id)
     if live is None:

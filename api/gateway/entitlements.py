@@ -21,6 +21,7 @@ from api.errors import ApiError
 from api.gateway import blueprint
 from api.gateway.auth import require_app, require_user
 from api.openapi import operation
+from api.ratelimits import count_app_client, per_address
 from warehouse.paywalls import entitlements
 from warehouse.workspaces import App
 
@@ -91,6 +92,7 @@ def _verify_upstream(body: dict[str, Any]) -> dict[str, Any]:
 
 
 @blueprint.post("/api/paywall/receipt")
+@per_address  # the key is optional: counted per address, and per app when one is sent
 @operation(
     summary="Verify a store purchase",
     description="Forwards the receipt to the verification upstream and returns its result as produced "
@@ -129,6 +131,7 @@ def _entitlement(user: str) -> Response:
             found = entitlements.current_for_key(conn, publishable_key=key, user_id=user)
         if found is None:
             raise ApiError(401, "Invalid x-app-key (unknown or revoked)")
+        count_app_client(key)
     else:
         app = require_app(user=user)
         with state().db.read() as conn:

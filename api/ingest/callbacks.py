@@ -19,6 +19,7 @@ from api.context import state
 from api.errors import ApiError
 from api.ingest import blueprint
 from api.openapi import operation
+from api.ratelimits import rate_limits
 from transforms.ingest.attribution import ADAPTERS, Dropped, mapping_key, normalize
 from transforms.ingest.network import address_allowed, client_address
 from transforms.ingest.query import query_parameters
@@ -108,6 +109,8 @@ def receive_callback(vendor: str) -> Response:
     params = _params()
     caller = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), app.settings.trusted_proxies)
     key = mapping_key(params)
+    # Before the secret is checked: a guess at an app's secret counts against its app token.
+    rate_limits().hit("ingest_token", params.get("app_token") or "")
     # Lookup, then (for an accepted event) claim + landed row, atomically: one transaction on
     # SQLite, one statement on PostgreSQL. A failure leaves no claim (401/drop write nothing).
     with single_event_connection(app.db) as conn:

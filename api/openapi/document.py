@@ -12,6 +12,7 @@ from pydantic.json_schema import models_json_schema
 from werkzeug.routing import Rule
 
 from api.openapi.validation import AUTH_ATTR, OPERATION_ATTR, Operation
+from api.ratelimits import EXEMPT_ENDPOINTS as RATE_LIMIT_EXEMPT
 
 _REF = "#/components/schemas/{model}"
 
@@ -150,13 +151,16 @@ def build_document(app: Flask, *, title: str, description: str, surface: str | N
             errors |= {401, 403} if auth == "write" else {401}
         if op.database and 503 not in op.responses:
             errors |= {503}
+        if rule.endpoint not in RATE_LIMIT_EXEMPT:
+            errors |= {429}  # api/ratelimits.py
         for status in sorted(errors):
             responses[str(status)] = {
                 "description": HTTPStatus(status).phrase,
                 "content": {"application/json": {"schema": error_ref}},
             }
-        if "503" in responses:
-            responses["503"]["headers"] = {"Retry-After": _RETRY_AFTER}
+        for retried in ("429", "503"):
+            if retried in responses:
+                responses[retried]["headers"] = {"Retry-After": _RETRY_AFTER}
         item["responses"] = responses
         if scheme:
             used_schemes.add(scheme)

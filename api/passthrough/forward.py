@@ -26,6 +26,7 @@ from api.downstream import session
 from api.errors import ApiError
 from api.openapi import operation
 from api.passthrough import blueprint
+from api.ratelimits import per_address
 from transforms.ingest.network import client_address
 
 # Provider kind of each path (spec "Provider webhook passthrough").
@@ -119,14 +120,17 @@ def forward() -> Response:
 
 
 for _path, _kind in PATHS.items():
-    _view = operation(
-        summary=f"Webhook passthrough: {_kind}",
-        description="The raw body and the provider's signature headers are forwarded downstream, which "
-        "verifies them; its answer is returned as is. 502: downstream unreachable; 504: no answer in 10 s.",
-        responses={200: "*/*"},
-        errors=(502, 504),
-        tags=["passthrough"],
-    )(forward)
+    # No credential here (downstream verifies the provider's signature): counted per address.
+    _view = per_address(
+        operation(
+            summary=f"Webhook passthrough: {_kind}",
+            description="The raw body and the provider's signature headers are forwarded downstream, which "
+            "verifies them; its answer is returned as is. 502: downstream unreachable; 504: no answer in 10 s.",
+            responses={200: "*/*"},
+            errors=(502, 504),
+            tags=["passthrough"],
+        )(forward)
+    )
     blueprint.add_url_rule(
         _path, endpoint=_path.strip("/").replace("/", "_").replace("-", "_"), view_func=_view, methods=["POST"]
     )

@@ -199,7 +199,7 @@ def test_the_callback_is_documented_without_being_validated(client: FlaskClient)
     names = {p["name"] for p in get["parameters"]}
     assert {"vendor", "app_token", "event_token", "created_at", "user_id"} <= names and "secret" not in names
     assert get["security"] == [{"ingestSecret": []}]
-    assert set(get["responses"]) == {"200", "401", "404", "500", "503"}  # never 400: bad values are dropped
+    assert set(get["responses"]) == {"200", "401", "404", "429", "500", "503"}  # never 400: bad values are dropped
 
 
 def test_a_connection_the_database_ended_costs_no_callback(client: FlaskClient, workspace: dict, db: Database) -> None:

@@ -48,8 +48,9 @@ def test_v1_operations_carry_auth_models_and_errors(client: FlaskClient) -> None
     doc = client.get("/openapi.json").json
     approve = doc["paths"]["/v1/actions/{action_id}/approve"]["post"]
     assert approve["security"] == [{"bearerAuth": []}]
-    assert set(approve["responses"]) == {"200", "400", "401", "403", "404", "409", "413", "503"}
+    assert set(approve["responses"]) == {"200", "400", "401", "403", "404", "409", "413", "429", "503"}
     assert approve["responses"]["503"]["headers"]["Retry-After"]["schema"]["type"] == "integer"
+    assert approve["responses"]["429"]["headers"]["Retry-After"]["schema"]["type"] == "integer"
     body_ref = approve["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     body = doc["components"]["schemas"][body_ref.rsplit("/", 1)[-1]]
     assert body["required"] == ["approved_by"]
@@ -57,7 +58,7 @@ def test_v1_operations_carry_auth_models_and_errors(client: FlaskClient) -> None
     params = {p["name"]: p for p in listing["parameters"]}
     assert params["limit"]["schema"] == {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}
     assert set(params["status"]["schema"]["enum"]) >= {"draft", "ready", "approved", "running", "rolled_back"}
-    assert set(listing["responses"]) == {"200", "400", "401", "503"}
+    assert set(listing["responses"]) == {"200", "400", "401", "429", "503"}
     error = listing["responses"]["401"]["content"]["application/json"]["schema"]["$ref"]
     assert error.endswith("/V1Error")
     assert doc["paths"]["/healthz"]["get"].get("security") is None

@@ -1,0 +1,203 @@
+"""Rate limits on every surface, counted with `limits` (the library behind Flask-Limiter).
+
+What is counted, each a setting with a default a busy production app does not reach
+(docs/spec-decisions.md "Rate limits"):
+
+- `api_key`: v1 requests per API key, after the key authenticated;
+- `app_client`: gateway requests per app and client address (a device, or a carrier's NAT);
+- `ingest_token`: ingest callbacks per app token, counted before the secret is checked, so
+  guesses at one app's secret count against that app token too;
+- `address`: requests per client address on the routes that take no credentials (the receipt
+  check and the provider webhook passthrough);
+- `auth_failures`: failed authentications (any 401) per client address on every surface.
+  Past it, the address is answered 429 on every route that takes credentials, before they are
+  checked: a 429 only for wrong ones would still tell a guesser which guess was right.
+
+Each is a sliding window counter (`SlidingWindowCounterRateLimiter`): a steady rate with a
+bounded burst, in constant space per key, which is what a token bucket gives; `limits` has no
+bucket proper, and its exact moving window keeps every hit. The client address is the one
+`FLOKIT_TRUSTED_PROXIES` says the outermost trusted proxy saw.
+
+The counters live in `FLOKIT_RATE_LIMIT_STORAGE`: `memory://` (the default) counts in each
+gunicorn worker process, so a limit is reached at up to workers x the figure; `redis://host:port`
+shares them across workers and hosts, exactly. When that store cannot be reached the request is
+let through and the outage logged (once per interval per kind, as database outages are): a limit must never take the
+service down with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, TypeVar, cast
+
+from flask import Flask, current_app, request
+from limits import RateLimitItem, parse_many
+from limits.storage import storage_from_string
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+from api.errors import FAILED_AUTHENTICATION, ApiError
+from api.logs import RateLimitedLog
+from transforms.ingest.network import client_address
+from warehouse.settings import Settings
+
+log = logging.getLogger("flokit.api.ratelimits")
+
+EXTENSION = "flokit.rate_limits"
+PUBLIC_ATTR = "__flokit_public__"  # set by `per_address`: the route takes no credentials
+EXEMPT_ENDPOINTS = frozenset({"healthz", "readyz"})  # load balancers poll them
+STORE_TIMEOUT_S = 0.25  # a shared store slower than this is treated as down for that request
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_WHAT = {
+    "api_key": "for this API key",
+    "app_client": "for this app from this address",
+    "ingest_token": "for this app token",
+    "address": "from this address",
+    "auth_failures": "failed authentications from this address",
+}
+
+
+class RateLimited(ApiError):
+    """429 in the surface's shape, with Retry-After (whole seconds, at least 1)."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(429, message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str
+    items: tuple[RateLimitItem, ...]
+
+    def describe(self) -> str:
+        return " and ".join(f"{item.amount} per {_window(item)}" for item in self.items)
+
+
+def _window(item: RateLimitItem) -> str:
+    seconds = item.get_expiry()
+    return "second" if seconds == 1 else f"{seconds} seconds"
+
+
+def _identifier(value: str) -> str:
+    """Keys stay short whatever a caller sends (an ingest app token is the caller's to choose)."""
+    return value if len(value) <= 64 else hashlib.sha256(value.encode()).hexdigest()
+
+
+class RateLimits:
+    def __init__(self, settings: Settings) -> None:
+        options: dict[str, float | str | bool] = {}
+        if settings.rate_limit_storage.startswith(("redis://", "rediss://")):
+            options = {"socket_timeout": STORE_TIMEOUT_S, "socket_connect_timeout": STORE_TIMEOUT_S}
+        self.storage = storage_from_string(settings.rate_limit_storage, **options)
+        self.strategy = SlidingWindowCounterRateLimiter(self.storage)  # type: ignore[arg-type]
+        self.rules: dict[str, Rule] = {}
+        for kind, text in settings.rate_limits().items():
+            if text != "off":
+                self.rules[kind] = Rule(kind, tuple(parse_many(text)))
+        self.trusted_proxies = settings.trusted_proxies
+        self._outage = RateLimitedLog(log)
+
+    def address(self) -> str:
+        found = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), self.trusted_proxies)
+        return found or "unknown"
+
+    def hit(self, kind: str, *identifiers: str) -> None:
+        """Count one request against `kind` for `identifiers`: 429 when over the limit."""
+        rule = self.rules.get(kind)
+        if rule is None:
+            return
+        ids = ("flokit", kind, *(_identifier(i) for i in identifiers))
+        for item in rule.items:
+            allowed = self._ask(kind, lambda item=item: self.strategy.hit(item, *ids))
+            if not allowed:
+                self._refuse(rule, item, ids)
+
+    def check_failures(self) -> None:
+        """429 before any credential is checked when this address failed too often lately."""
+        rule = self.rules.get("auth_failures")
+        if rule is None:
+            return
+        ids = ("flokit", "auth_failures", self.address())
+        for item in rule.items:
+            if not self._ask("auth_failures", lambda item=item: self.strategy.test(item, *ids)):
+                self._refuse(rule, item, ids)
+
+    def record_failure(self) -> None:
+        rule = self.rules.get("auth_failures")
+        if rule is None:
+            return
+        ids = ("flokit", "auth_failures", self.address())
+        for item in rule.items:
+            self._ask("auth_failures", lambda item=item: self.strategy.hit(item, *ids))
+
+    def _ask(self, kind: str, question: Callable[[], bool]) -> bool:
+        try:
+            return question()
+        except Exception as exc:  # the store is down or slow: let the request through, say so
+            self._outage.warning(
+                kind, "rate limit store unavailable: not limiting", {"kind": kind, "error": type(exc).__name__}
+            )
+            return True
+
+    def _refuse(self, rule: Rule, item: RateLimitItem, ids: tuple[str, ...]) -> None:
+        try:
+            reset = self.strategy.get_window_stats(item, *ids).reset_time
+            retry_after = max(1, math.ceil(reset - time.time()))
+        except Exception:  # the store went away between the two calls: one window
+            retry_after = item.get_expiry()
+        retry_after = min(retry_after, item.get_expiry())
+        if rule.kind == "auth_failures":
+            message = f"Too many failed authentications from this address (at most {rule.describe()})"
+        else:
+            message = f"Too many requests {_WHAT[rule.kind]} (at most {rule.describe()})"
+        raise RateLimited(f"{message}; retry after {retry_after} s", retry_after)
+
+
+def rate_limits() -> RateLimits:
+    return cast(RateLimits, current_app.extensions[EXTENSION])
+
+
+def takes_no_credentials(view: F) -> F:
+    """Marks a route with no credential to guess: an address over its failure budget still gets it."""
+    setattr(view, PUBLIC_ATTR, True)
+    return view
+
+
+def count_app_client(app_ref: str) -> None:
+    """A gateway request for the app `app_ref` (its key or id) from this client address."""
+    limits = rate_limits()
+    limits.hit("app_client", app_ref, limits.address())
+
+
+def per_address(view: F) -> F:
+    """For routes that take no credentials: counted per client address (`address`)."""
+
+    @wraps(view)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        limits = rate_limits()
+        limits.hit("address", limits.address())
+        return view(*args, **kwargs)
+
+    return takes_no_credentials(cast(F, wrapper))
+
+
+def register_rate_limits(app: Flask, settings: Settings) -> None:
+    limits = app.extensions[EXTENSION] = RateLimits(settings)
+    app.extensions[FAILED_AUTHENTICATION] = limits.record_failure
+
+    @app.before_request
+    def _failed_too_often() -> None:
+        if request.endpoint in EXEMPT_ENDPOINTS:
+            return
+        view = app.view_functions.get(request.endpoint or "")
+        if view is not None and getattr(view, PUBLIC_ATTR, False):
+            return
+        rate_limits().check_failures()

@@ -1,0 +1,189 @@
+"""Rate limits (api/ratelimits.py): per API key, per app and client address, per ingest app token
+(401s included), per address on routes without credentials, and failed authentications per
+address on every surface; 429 with Retry-After in each surface's shape. Counted in memory per
+process by default, exactly across processes in Redis, and never in the way when the store is down.
+
+Windows are a minute long here so that no window turns over during a test."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+import requests
+from flask.testing import FlaskClient
+
+from api.app import create_app
+from tests.conftest import bearer
+from tests.ingest_support import PATH as INGEST
+from tests.support import free_port, gunicorn_server
+from warehouse.settings import RATE_LIMIT_DEFAULTS, Settings, SettingsError
+
+ENTITLEMENT = "/api/paywall/entitlement"
+RECEIPT = "/api/paywall/receipt"
+
+
+def client_for(settings: Settings, **limits: str) -> FlaskClient:
+    return create_app(replace(settings, **{f"rate_limit_{k}": v for k, v in limits.items()})).test_client()
+
+
+def assert_429(response: Any, *, v1: bool, window_s: int = 60) -> str:
+    assert response.status_code == 429, (response.status_code, response.get_data(as_text=True))
+    assert 1 <= int(response.headers["Retry-After"]) <= window_s
+    body = response.get_json()
+    if v1:
+        assert set(body) == {"error", "message"} and body["error"] == "rate_limited"
+        return str(body["message"])
+    assert set(body) == {"error"}  # the gateway's and ingest's shape
+    return str(body["error"])
+
+
+def app_headers(workspace: dict, user: str = "u1") -> dict[str, str]:
+    return {"x-app-key": workspace["app_key"], "x-user-id": user}
+
+
+def callback(workspace: dict, secret: str | None = None, n: int = 0) -> str:
+    params = {
+        "secret": secret or workspace["ingest_secret"],
+        "app_token": workspace["ingest_app_token"],
+        "activity_kind": "install",
+        "created_at": "1763251200",
+        "adid": f"device-{n}",
+        "os_name": "ios",
+    }
+    return f"{INGEST}?{urlencode(params)}"
+
+
+def test_an_api_key_gets_its_rate_then_429_and_other_keys_are_unaffected(
+    settings: Settings, workspace: dict[str, Any]
+) -> None:
+    client = client_for(settings, api_key="3/minute")
+    key, other = workspace["api_key_read_only"], workspace["api_key_read_write"]
+    assert [client.get("/v1/workspace", headers=bearer(key)).status_code for _ in range(3)] == [200] * 3
+    message = assert_429(client.get("/v1/workspace", headers=bearer(key)), v1=True)
+    assert message.startswith("Too many requests for this API key (at most 3 per 60 seconds); retry after ")
+    assert client.get("/v1/workspace", headers=bearer(other)).status_code == 200
+
+
+def test_an_app_is_limited_per_client_address(settings: Settings, workspace: dict[str, Any]) -> None:
+    """Behind one trusted proxy, the address is the one it saw (X-Forwarded-For)."""
+    client = client_for(replace(settings, trusted_proxies=1), app_client="2/minute")
+
+    def entitlement(address: str) -> Any:
+        return client.get(ENTITLEMENT, headers={**app_headers(workspace), "X-Forwarded-For": address})
+
+    assert [entitlement("198.51.100.7").status_code for _ in range(2)] == [200, 200]
+    message = assert_429(entitlement("198.51.100.7"), v1=False)
+    assert message.startswith("Too many requests for this app from this address (at most 2 per 60 seconds)")
+    assert entitlement("198.51.100.8").status_code == 200  # another device
+    # The paywall configuration takes no key: it is counted per app id and address.
+    config = f"/api/paywall/config?app_id={workspace['app_id']}&paywall_id=main"
+    headers = {"x-user-id": "u1", "X-Forwarded-For": "203.0.113.9"}
+    assert [client.get(config, headers=headers).status_code for _ in range(2)] == [200, 200]
+    assert_429(client.get(config, headers=headers), v1=False)
+
+
+def test_an_ingest_app_token_counts_its_401s(settings: Settings, workspace: dict[str, Any]) -> None:
+    client = client_for(settings, ingest_token="3/minute")
+    assert client.get(callback(workspace, secret="guess-1")).status_code == 401
+    assert client.get(callback(workspace, secret="guess-2")).status_code == 401
+    assert client.get(callback(workspace, n=1)).status_code == 200
+    message = assert_429(client.get(callback(workspace, n=2)), v1=False)
+    assert message.startswith("Too many requests for this app token (at most 3 per 60 seconds)")
+
+
+def test_routes_without_credentials_are_limited_per_address(settings: Settings) -> None:
+    client = client_for(settings, address="2/minute")
+    body = {"provider": "ios_store", "signedTransactionInfo": "x"}
+    # No verifier is configured here: 503, yet each counts.
+    assert [client.post(RECEIPT, json=body, headers={"x-user-id": "u1"}).status_code for _ in range(2)] == [503] * 2
+    message = assert_429(client.post(RECEIPT, json=body, headers={"x-user-id": "u1"}), v1=False)
+    assert message.startswith("Too many requests from this address (at most 2 per 60 seconds)")
+    # The passthrough shares the address's count.
+    assert_429(client.post("/webhooks/ios_store", data=b"{}"), v1=False)
+    assert client.get("/healthz").status_code == 200  # never limited: load balancers poll it
+
+
+def test_failed_authentications_lock_an_address_out_of_every_credentialed_route(
+    settings: Settings, workspace: dict[str, Any]
+) -> None:
+    """By default, 100 failed authentications per 10 s: the 101st attempt from that address is
+    429 whatever it carries, on any surface, valid key or not (an answer that differed for a
+    right guess would still be an oracle); routes without credentials still answer."""
+    assert RATE_LIMIT_DEFAULTS["auth_failures"] == "100/10 seconds"
+    assert settings.rate_limit_auth_failures == "100/10 seconds"
+    client = create_app(replace(settings, trusted_proxies=1)).test_client()
+    attacker = {"X-Forwarded-For": "192.0.2.66"}
+    for i in range(100):
+        if i % 3 == 0:
+            wrong = client.get("/v1/workspace", headers={**attacker, **bearer(f"flk_wrong_{i}")})
+        elif i % 3 == 1:
+            wrong = client.get(ENTITLEMENT, headers={**attacker, "x-app-key": f"pk_wrong_{i}", "x-user-id": "u"})
+        else:
+            wrong = client.get(callback(workspace, secret=f"guess-{i}"), headers=attacker)
+        assert wrong.status_code == 401, (i, wrong.get_json())
+    v1 = client.get("/v1/workspace", headers={**attacker, **bearer(workspace["api_key_read_only"])})
+    message = assert_429(v1, v1=True, window_s=10)
+    assert message.startswith("Too many failed authentications from this address (at most 100 per 10 seconds)")
+    assert_429(client.get(ENTITLEMENT, headers={**attacker, **app_headers(workspace)}), v1=False, window_s=10)
+    assert_429(client.get(callback(workspace), headers=attacker), v1=False, window_s=10)
+    config = f"/api/paywall/config?app_id={workspace['app_id']}&paywall_id=main"
+    assert client.get(config, headers={**attacker, "x-user-id": "u"}).status_code == 200  # nothing to guess there
+    honest = {"X-Forwarded-For": "192.0.2.67"}
+    assert client.get("/v1/workspace", headers={**honest, **bearer(workspace["api_key_read_only"])}).status_code == 200
+
+
+def test_a_limit_can_be_turned_off_and_bad_settings_are_refused(tmp_path: Path) -> None:
+    env = {"FLOKIT_DATA_DIR": str(tmp_path / "d"), "FLOKIT_RATE_LIMIT_API_KEY": "off"}
+    assert Settings.from_env(env).rate_limits()["api_key"] == "off"
+    assert Settings.from_env(env | {"FLOKIT_RATE_LIMIT_ADDRESS": "50 / second"}).rate_limit_address == "50 / second"
+    for name, bad in [
+        ("FLOKIT_RATE_LIMIT_API_KEY", "lots"),
+        ("FLOKIT_RATE_LIMIT_AUTH_FAILURES", "0/second"),
+        ("FLOKIT_RATE_LIMIT_STORAGE", "memcached://localhost"),
+    ]:
+        with pytest.raises(SettingsError, match=name):
+            Settings.from_env(env | {name: bad})
+
+
+def test_memory_counts_per_process_and_redis_exactly_across_processes(
+    settings: Settings, workspace: dict[str, Any], redis_url: str
+) -> None:
+    """Two apps stand for two gunicorn workers: in memory each has its own count (a limit of 3
+    lets up to 6 through); in Redis they share one (exactly 3)."""
+    key = bearer(workspace["api_key_read_only"])
+
+    def statuses(storage: str) -> list[int]:
+        workers = [client_for(replace(settings, rate_limit_storage=storage), api_key="3/minute") for _ in range(2)]
+        return [workers[i % 2].get("/v1/workspace", headers=key).status_code for i in range(8)]
+
+    assert statuses("memory://") == [200] * 6 + [429] * 2
+    assert statuses(redis_url) == [200] * 3 + [429] * 5
+
+
+def test_a_real_server_with_redis_limits_exactly_across_its_workers(
+    settings: Settings, workspace: dict[str, Any], redis_url: str, tmp_path: Path
+) -> None:
+    configured = replace(settings, rate_limit_storage=redis_url, rate_limit_api_key="10/minute")
+    env = {**os.environ, **configured.child_env()}
+    with gunicorn_server(env, workers=3, log_dir=tmp_path) as server, requests.Session() as session:
+        answers = [
+            session.get(f"{server.base}/v1/workspace", headers=bearer(workspace["api_key_read_only"]), timeout=5)
+            for _ in range(30)
+        ]
+    assert [a.status_code for a in answers] == [200] * 10 + [429] * 20
+    assert all(1 <= int(a.headers["Retry-After"]) <= 60 for a in answers[10:])
+
+
+def test_an_unreachable_store_lets_requests_through_and_says_so(
+    settings: Settings, workspace: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    client = client_for(replace(settings, rate_limit_storage=f"redis://127.0.0.1:{free_port()}/0"), api_key="1/minute")
+    key = bearer(workspace["api_key_read_only"])
+    assert [client.get("/v1/workspace", headers=key).status_code for _ in range(3)] == [200] * 3
+    warnings = [r for r in caplog.records if r.name == "flokit.api.ratelimits"]
+    assert warnings and warnings[0].getMessage() == "rate limit store unavailable: not limiting"
