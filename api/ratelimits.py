@@ -16,7 +16,7 @@ What is counted, each a setting with a default a busy production app does not re
 Each is a sliding window counter (`SlidingWindowCounterRateLimiter`): a steady rate with a
 bounded burst, in constant space per key, which is what a token bucket gives; `limits` has no
 bucket proper, and its exact moving window keeps every hit. The client address is the one
-`FLOKIT_TRUSTED_PROXIES` says the outermost trusted proxy saw.
+`FLOKIT_TRUSTED_PROXIES` says the outermost trusted proxy saw; an IPv6 client counts as its /64.
 
 The counters live in `FLOKIT_RATE_LIMIT_STORAGE`: `memory://` (the default) counts in each
 gunicorn worker process, so a limit is reached at up to workers x the figure; `redis://host:port`
@@ -28,6 +28,7 @@ service down with it.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 import math
 import time
@@ -106,8 +107,20 @@ class RateLimits:
         self._outage = RateLimitedLog(log)
 
     def address(self) -> str:
+        """The client address the limits count by. An IPv6 client is its /64: one subscriber line
+        or host gets a whole /64, so counting single addresses would let it rotate through them."""
         found = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), self.trusted_proxies)
-        return found or "unknown"
+        if not found:
+            return "unknown"
+        try:
+            parsed = ipaddress.ip_address(found)
+        except ValueError:
+            return found
+        if isinstance(parsed, ipaddress.IPv6Address):
+            if parsed.ipv4_mapped is not None:  # an IPv4 client on a dual-stack socket
+                return str(parsed.ipv4_mapped)
+            return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+        return found
 
     def hit(self, kind: str, *identifiers: str) -> None:
         """Count one request against `kind` for `identifiers`: 429 when over the limit."""

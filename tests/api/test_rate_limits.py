@@ -80,6 +80,10 @@ def test_an_app_is_limited_per_client_address(settings: Settings, workspace: dic
     message = assert_429(entitlement("198.51.100.7"), v1=False)
     assert message.startswith("Too many requests for this app from this address (at most 2 per 60 seconds)")
     assert entitlement("198.51.100.8").status_code == 200  # another device
+    # An IPv6 client counts as its /64: rotating through its own addresses does not reset it.
+    assert [entitlement(f"2001:db8:1:2::{i}").status_code for i in (1, 2)] == [200, 200]
+    assert_429(entitlement("2001:db8:1:2:ffff::3"), v1=False)
+    assert entitlement("2001:db8:1:3::1").status_code == 200  # another /64
     # The paywall configuration takes no key: it is counted per app id and address.
     config = f"/api/paywall/config?app_id={workspace['app_id']}&paywall_id=main"
     headers = {"x-user-id": "u1", "X-Forwarded-For": "203.0.113.9"}
