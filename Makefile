@@ -25,9 +25,9 @@ lint: $(STAMP) ## ruff and the import-linter contracts between the rooms
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-test: $(STAMP) ## Lint, then the whole suite against SQLite and a private PostgreSQL cluster (and Redis)
+test: $(STAMP) ## Lint, then the whole suite against SQLite and a private PostgreSQL cluster (and Redis, nginx)
 	$(MAKE) lint
-	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest
+	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest
 
 faults: $(STAMP) ## The whole fault suite, long scenarios included (see docs/reliability.md)
 	FLOKIT_TEST_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(BIN)/pytest tests/faults --run-slow -v

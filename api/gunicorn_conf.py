@@ -5,7 +5,8 @@ The worker is `api.workers.EdgeWorker`: gunicorn's threaded worker, whose event 
 request whole before one of `threads` threads serves it, so idle and slow clients hold no thread
 (see its module). Its timeouts are settings: `FLOKIT_HEADER_TIMEOUT_S` (default 10 s for a
 request head) and `FLOKIT_BODY_TIMEOUT_S` (15 s for its body), answered 408; the threads per
-worker are `FLOKIT_WORKER_THREADS` (default 8).
+worker are `FLOKIT_WORKER_THREADS` (default 4: more only add contention on a small host, see
+docs/benchmarks.md "gunicorn worker classes").
 
 Limits on what gunicorn parses before the API sees a request, sized to what the API takes:
 
@@ -27,7 +28,7 @@ import resource
 from typing import Any
 
 worker_class = "api.workers.EdgeWorker"
-threads = int(os.environ.get("FLOKIT_WORKER_THREADS", "").strip() or 8)
+threads = int(os.environ.get("FLOKIT_WORKER_THREADS", "").strip() or 4)
 # Connections one worker holds open (kept alive, or a request on its way in). Each costs a file
 # descriptor and at most its buffered request; nginx in front limits them per address.
 worker_connections = 4096
