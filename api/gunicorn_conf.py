@@ -2,10 +2,11 @@
 tests' gunicorn both run with it, so what is tested is what runs.
 
 The worker is `api.workers.EdgeWorker`: gunicorn's threaded worker, whose event loop reads each
-request whole before one of `threads` threads serves it, so idle and slow clients hold no thread
-(see its module). Its timeouts are settings: `FLOKIT_HEADER_TIMEOUT_S` (default 10 s for a
+request whole before it is served, so idle and slow clients hold nothing but their bytes (see
+its module). Its timeouts are settings: `FLOKIT_HEADER_TIMEOUT_S` (default 10 s for a
 request head) and `FLOKIT_BODY_TIMEOUT_S` (15 s for its body), answered 408; the threads per
-worker are `FLOKIT_WORKER_THREADS` (default 4: more only add contention on a small host, see
+worker are `FLOKIT_WORKER_THREADS` (default 1: the loop serves each whole request itself, the
+fastest on a small host; more for deployments whose requests wait on slow downstreams, see
 docs/benchmarks.md "gunicorn worker classes").
 
 Limits on what gunicorn parses before the API sees a request, sized to what the API takes:
@@ -28,7 +29,7 @@ import resource
 from typing import Any
 
 worker_class = "api.workers.EdgeWorker"
-threads = int(os.environ.get("FLOKIT_WORKER_THREADS", "").strip() or 4)
+threads = int(os.environ.get("FLOKIT_WORKER_THREADS", "").strip() or 1)
 # Connections one worker holds open (kept alive, or a request on its way in). Each costs a file
 # descriptor and at most its buffered request; nginx in front limits them per address.
 worker_connections = 4096

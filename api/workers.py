@@ -1,20 +1,27 @@
 """The gunicorn worker the API runs in (`api/gunicorn_conf.py` names it): gunicorn's threaded
-worker, with requests read by its event loop so that slow and idle clients cost no thread.
+worker, with requests read whole by its event loop so that slow and idle clients cost no thread.
 
 gunicorn's sync worker serves one connection per process and reads with no deadline: four
 sockets that sent half a request header left every surface unanswered until gunicorn killed the
 workers 30 s later. Its threaded worker (`gthread`) still hands each new connection to a thread
 that blocks reading the request head. `EdgeWorker` instead keeps a connection in its event loop
-(a `selectors` poller, non-blocking `recv`) until a whole request has arrived: the head (up to
-`HEAD_BUFFER_BYTES`) and, when it announces a `Content-Length` within the body limit, the body.
-Only then does a thread parse and serve it, from memory. So:
+(a `selectors` poller, non-blocking `recv`) until the whole request has arrived: the head (up to
+`HEAD_BUFFER_BYTES`) and the body, by its `Content-Length` or followed chunk by chunk (answering
+`Expect: 100-continue` itself). Only then is the request parsed and served, from memory. So:
 
 - an idle connection costs a file descriptor until the header timeout closes it;
 - a client sending its head or body slowly costs its buffered bytes, and is answered 408 (JSON)
   and closed when the header or body timeout passes;
-- a body the loop cannot buffer (chunked, `Expect: 100-continue`, over the limit, or over the
-  worker's buffer budget) is read by the thread against a deadline of `body_timeout` seconds,
-  then answered 408 the same way.
+- a body over the limit is answered 413 from its head (or from the chunk that crosses it), in
+  the shape of the surface its path names, without reading the rest.
+
+With one thread (`FLOKIT_WORKER_THREADS=1`, the default) the loop serves each whole request
+itself, as the sync worker did but never waiting on a client: no hand-off between threads and
+no contention for the GIL, which on a 2-core host made every surface 3-31 % faster than the
+sync worker, where 4 or 8 threads lost up to 16 % on database-bound requests
+(docs/benchmarks.md). More threads pay off where requests wait on something slow (the
+passthrough's and the receipt check's downstream, up to 10 s each): then a pool serves them,
+and the thread's reads still honour the body deadline (`DeadlineSocket`).
 
 The production front (`deploy/nginx/flokit.conf`) buffers requests too; this worker is what
 keeps a FloKit reachable without it standing.
@@ -33,6 +40,8 @@ import re
 import selectors
 import socket
 import time
+from collections import deque
+from concurrent import futures
 from contextlib import suppress
 from functools import partial
 from http import HTTPStatus
@@ -57,6 +66,9 @@ BUFFER_BUDGET_BYTES = 64 * 1024 * 1024
 SWEEP_INTERVAL_S = 0.25
 
 _HEAD_END = b"\r\n\r\n"
+_CHUNK_LINE_BYTES = 4096  # a chunk-size line (with extensions) longer than this is malformed
+_READY, _WAIT = object(), object()  # verdicts on a connection's buffered bytes
+_CHUNKED = -1
 _FIELD = re.compile(rb"\r\n(content-length|transfer-encoding|expect)[ \t]*:[ \t]*([^\r]*)", re.IGNORECASE)
 
 
@@ -93,8 +105,12 @@ class _Page:
 
 
 def json_error(status: HTTPStatus, message: str) -> bytes:
-    """A whole HTTP/1.1 response in the API's error shape, closing the connection."""
-    body = json.dumps({"error": status.phrase, "message": message}).encode()
+    """A whole HTTP/1.1 response in gunicorn-level refusals' shape, closing the connection."""
+    return _response(status, {"error": status.phrase, "message": message})
+
+
+def _response(status: HTTPStatus, answer: dict[str, str]) -> bytes:
+    body = json.dumps(answer).encode()
     head = (
         f"HTTP/1.1 {status.value} {status.phrase}\r\nConnection: close\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
@@ -197,8 +213,10 @@ class EdgeConn(TConn):
         self.buffered = bytearray()
         self.deadline = 0.0
         self.scanned = 0  # the head's end was looked for in buffered[:scanned]
-        # Bytes of buffered that make the request whole, once its head arrived; -1: a thread reads it.
-        self.need: int | None = None
+        self.body_start: int | None = None  # where the body starts in buffered, once the head is in
+        self.need = 0  # bytes of buffered that make the request whole (_CHUNKED: follow the chunks)
+        self.chunk_pos = 0  # where the next chunk-size line starts in buffered
+        self.chunk_payload = 0  # body bytes in the chunks followed so far
         self.reader: DeadlineSocket | None = None
         self.read_seconds = 0.0  # how long the thread may wait for what the loop did not read
 
@@ -226,6 +244,11 @@ class EdgeWorker(JsonErrors, ThreadWorker):
         self.body_timeout = _env_seconds("FLOKIT_BODY_TIMEOUT_S", 15.0)
         self.max_body = MAX_BODY_BYTES
         self.reading: dict[EdgeConn, None] = {}  # connections the loop is reading, oldest first
+        # One thread: requests run in the loop's own thread, one after the other, as in the
+        # sync worker (no hand-off between threads, no GIL contention); more: a pool.
+        self.inline = self.cfg.threads <= 1
+        self._ready: deque[EdgeConn] = deque()  # whole requests waiting for the loop's thread
+        self._serving = False
         self.buffered_bytes = 0
         self._swept = 0.0
 
@@ -253,7 +276,9 @@ class EdgeWorker(JsonErrors, ThreadWorker):
         conn.sock.setblocking(False)
         conn.deadline = time.monotonic() + seconds
         conn.scanned = 0
-        conn.need = None
+        conn.body_start = None
+        conn.need = 0
+        conn.chunk_payload = 0
         self.reading[conn] = None
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
 
@@ -274,37 +299,109 @@ class EdgeWorker(JsonErrors, ThreadWorker):
             conn.deadline = time.monotonic() + self.header_timeout
         conn.buffered += data
         self.buffered_bytes += len(data)
-        if self._whole(conn):
-            self._hand_over(conn)
+        self._advance(conn)
 
-    def _whole(self, conn: EdgeConn) -> bool:
-        """Whether a thread should take the request now (whole, or not the loop's to read)."""
+    def _advance(self, conn: EdgeConn) -> None:
+        """Hand the request to a thread once it is whole, refuse it from here, or keep reading."""
+        verdict = self._verdict(conn)
+        if verdict is _READY:
+            self._hand_over(conn)
+        elif isinstance(verdict, bytes):
+            self._close(conn, verdict)
+
+    def _verdict(self, conn: EdgeConn) -> object:
         buf = conn.buffered
-        if conn.need is None:
+        if conn.body_start is None:
             # Look only at what was not looked at (less the 3 bytes an end may straddle): a
             # client sending its head a byte at a time must not cost the loop quadratic scans.
             end = buf.find(_HEAD_END, max(0, conn.scanned - 3))
             conn.scanned = len(buf)
             if end < 0:
-                return len(buf) > HEAD_BUFFER_BYTES  # the parser refuses it (414/431) from memory
+                return _WAIT if len(buf) <= HEAD_BUFFER_BYTES else self._head_too_long(buf)
+            conn.body_start = end + 4
             conn.deadline = time.monotonic() + self.body_timeout
-            conn.need = self._request_size(bytes(buf[: end + 2]), end + 4)
-        if conn.need < 0 or self.buffered_bytes > BUFFER_BUDGET_BYTES:
-            return True
-        return len(buf) >= conn.need
+            framing = self._framing(conn, end)
+            if framing is not None:
+                return framing
+        if self.buffered_bytes > BUFFER_BUDGET_BYTES and not self.inline:
+            return _READY  # the thread reads the rest, against the body timeout
+        if conn.need == _CHUNKED:
+            return self._chunked(conn)
+        return _READY if len(buf) >= conn.need else _WAIT
 
-    def _request_size(self, head: bytes, head_size: int) -> int:
-        """Bytes of the head and its body, or -1 when the loop leaves the body to the thread."""
-        found = _FIELD.findall(head)
-        fields = {name.lower(): value.strip() for name, value in found}
-        if len(found) != len(fields):
-            return -1  # a field repeated: the parser decides (it refuses ambiguous framing)
-        if b"transfer-encoding" in fields or b"expect" in fields:
-            return -1  # chunked or waiting for 100 Continue: read in the thread, with a deadline
-        length = fields.get(b"content-length", b"0")
-        if not length.isdigit() or int(length) > self.max_body:
-            return -1  # the parser or the application answers 400/413 without reading it
-        return head_size + int(length)
+    def _framing(self, conn: EdgeConn, head_end: int) -> object:
+        """How the body is framed, from the head: sets `conn.need`, or returns the verdict."""
+        head = bytes(conn.buffered[: head_end + 2])
+        fields: dict[bytes, list[bytes]] = {}
+        for name, value in _FIELD.findall(head):
+            fields.setdefault(name.lower(), []).append(value.strip())
+        encodings, lengths = fields.get(b"transfer-encoding", []), set(fields.get(b"content-length", []))
+        if len(encodings) > 1 or len(lengths) > 1 or (encodings and lengths):
+            return _READY  # ambiguous framing: gunicorn's parser refuses it (400) from the head
+        expect = fields.get(b"expect", [])
+        if expect:
+            if [e.lower() for e in expect] != [b"100-continue"]:
+                return _READY  # gunicorn's parser answers 417 from the head
+            # The client waits for this before sending the body: the loop answers it, and the
+            # field is renamed (same length, in place) so that gunicorn does not answer it again.
+            with suppress(OSError):
+                conn.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+            at = head.lower().index(b"\r\nexpect") + 2
+            conn.buffered[at : at + 6] = b"X-Sent"
+        if encodings:
+            if encodings[0].lower() != b"chunked":
+                return _READY  # gunicorn's parser answers 501 from the head
+            conn.need = _CHUNKED
+            conn.chunk_pos = conn.body_start
+            return None
+        length = lengths.pop() if lengths else b"0"
+        if not length.isdigit():
+            return _READY  # gunicorn's parser answers 400 from the head
+        if int(length) > self.max_body:
+            return self._too_large(head)
+        conn.need = (conn.body_start or 0) + int(length)
+        return None
+
+    def _chunked(self, conn: EdgeConn) -> object:
+        """Follow the chunks buffered so far: whole at the last chunk and its trailer."""
+        buf = conn.buffered
+        while True:
+            pos = conn.chunk_pos
+            line_end = buf.find(b"\r\n", pos)
+            if line_end < 0:
+                return _WAIT if len(buf) - pos <= _CHUNK_LINE_BYTES else _READY  # the parser: 400
+            size_field = bytes(buf[pos:line_end]).split(b";", 1)[0].strip()
+            if not size_field or size_field.strip(b"0123456789abcdefABCDEF"):
+                return _READY  # a malformed size: the parser answers 400 from what is buffered
+            size = int(size_field, 16)
+            if size == 0:  # the last chunk, then trailer fields (if any) and an empty line
+                if buf[line_end + 2 : line_end + 4] == b"\r\n" or buf.find(_HEAD_END, line_end) >= 0:
+                    return _READY
+                return _WAIT if len(buf) - line_end <= HEAD_BUFFER_BYTES else _READY
+            if conn.chunk_payload + size > self.max_body:
+                return self._too_large(bytes(buf[:pos]))
+            data_end = line_end + 2 + size
+            if len(buf) < data_end + 2:
+                return _WAIT
+            if buf[data_end : data_end + 2] != b"\r\n":
+                return _READY  # a chunk longer than its size: the parser answers 400
+            conn.chunk_payload += size
+            conn.chunk_pos = data_end + 2
+
+    def _too_large(self, head: bytes) -> bytes:
+        """413 from the loop, in the shape of the surface the request line names (as the API's)."""
+        target = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b""
+        if target == b"/v1" or target.startswith((b"/v1/", b"/v1?")):
+            body = {"error": "payload_too_large", "message": "Request body is too large"}
+        else:
+            body = {"error": "Request Entity Too Large"}
+        return _response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, body)
+
+    def _head_too_long(self, buf: bytearray) -> bytes:
+        line_end = buf.find(b"\r\n")
+        too_long_line = line_end < 0 or line_end > self.cfg.limit_request_line
+        status = HTTPStatus.REQUEST_URI_TOO_LONG if too_long_line else HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE
+        return json_error(status, self._message(status, ValueError()))
 
     def _hand_over(self, conn: EdgeConn) -> None:
         self.poller.unregister(conn.sock)
@@ -342,11 +439,35 @@ class EdgeWorker(JsonErrors, ThreadWorker):
             if not conn.buffered:
                 self._close(conn)
                 continue
-            what, seconds = ("body", self.body_timeout) if conn.need is not None else ("head", self.header_timeout)
+            late_body = conn.body_start is not None
+            what, seconds = ("body", self.body_timeout) if late_body else ("head", self.header_timeout)
             self.log.info("Request from %s timed out: its %s took over %g s", conn.client, what, seconds)
             self._close(conn, json_error(HTTPStatus.REQUEST_TIMEOUT, str(ReadTimeout(what, seconds).description)))
 
     # -- a thread serves the request -------------------------------------------------------
+
+    def enqueue_req(self, conn: EdgeConn) -> None:  # type: ignore[override]
+        if not self.inline:
+            super().enqueue_req(conn)
+            return
+        # Serving a request can make another whole (pipelined bytes read ahead): queue it rather
+        # than recurse, so that a thousand pipelined requests are a loop, not a deep stack.
+        self._ready.append(conn)
+        if self._serving:
+            return
+        self._serving = True
+        try:
+            while self._ready:
+                ready = self._ready.popleft()
+                done: futures.Future[Any] = futures.Future()
+                try:
+                    done.set_result(self.handle(ready))
+                except BaseException as exc:  # handle() catches what a request raises; this is belt and braces
+                    done.set_exception(exc)
+                self.finish_request(ready, done)
+                self.notify()  # a long run of requests must not look like a hung worker
+        finally:
+            self._serving = False
 
     def handle(self, conn: EdgeConn) -> Any:  # type: ignore[override]
         conn.read_seconds = self.body_timeout  # armed when the connection is set up for this request
@@ -376,7 +497,7 @@ class EdgeWorker(JsonErrors, ThreadWorker):
             conn.buffered += ahead
             self.buffered_bytes += len(ahead)
             self._read(conn, self.cfg.keepalive if not ahead else self.header_timeout)
-            if ahead and self._whole(conn):
-                self._hand_over(conn)
+            if ahead:
+                self._advance(conn)
         except Exception:
             self._close(conn)

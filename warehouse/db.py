@@ -116,7 +116,7 @@ def create_engine(url: str) -> Engine:
         url,
         pool_pre_ping=True,
         pool_size=5,
-        # A gunicorn worker's threads (FLOKIT_WORKER_THREADS, 4 by default) may each hold a pinned connection and a
+        # A gunicorn worker's threads (FLOKIT_WORKER_THREADS) may each hold a pinned connection and a
         # pooled one at once.
         max_overflow=15,
         connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S},

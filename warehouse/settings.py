@@ -193,8 +193,8 @@ class Settings:
     # Seconds a client has to send a request head, then its body, before a 408 (api/workers.py).
     header_timeout_s: float = 10.0
     body_timeout_s: float = 15.0
-    # Threads serving requests in each gunicorn worker process.
-    worker_threads: int = 4
+    # Threads serving whole requests in each gunicorn worker (1: its event loop serves them).
+    worker_threads: int = 1
     # Where rate-limit counters live: memory:// (per worker process) or redis:// (shared, exact).
     rate_limit_storage: str = "memory://"
     # One rate per kind of limit (RATE_LIMIT_DEFAULTS; "off" disables one).
@@ -233,7 +233,7 @@ class Settings:
             passthrough_timeout_s=_positive_number(env, "FLOKIT_PASSTHROUGH_TIMEOUT_S", 10.0),
             header_timeout_s=_positive_number(env, "FLOKIT_HEADER_TIMEOUT_S", 10.0),
             body_timeout_s=_positive_number(env, "FLOKIT_BODY_TIMEOUT_S", 15.0),
-            worker_threads=_count(env, "FLOKIT_WORKER_THREADS", 4, 1, 256),
+            worker_threads=_count(env, "FLOKIT_WORKER_THREADS", 1, 1, 256),
             rate_limit_storage=_rate_limit_storage(env),
             rate_limit_api_key=_rate_limit(env, "api_key"),
             rate_limit_app_client=_rate_limit(env, "app_client"),

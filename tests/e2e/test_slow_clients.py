@@ -60,9 +60,10 @@ def responses(data: bytes) -> list[tuple[int, dict[str, str], bytes]]:
     return out
 
 
-@pytest.fixture
-def server(settings: Settings, tmp_path: Path) -> Iterator[GunicornServer]:
-    configured = replace(settings, header_timeout_s=TIMEOUT_S, body_timeout_s=TIMEOUT_S)
+@pytest.fixture(params=[1, 4], ids=["loop-serves", "4-threads"])
+def server(settings: Settings, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[GunicornServer]:
+    """One worker serving whole requests from its loop (the default), or handing them to 4 threads."""
+    configured = replace(settings, header_timeout_s=TIMEOUT_S, body_timeout_s=TIMEOUT_S, worker_threads=request.param)
     env = {**os.environ, **configured.child_env()}
     with gunicorn_server(env, workers=1, log_dir=tmp_path) as running:
         yield running
@@ -99,13 +100,14 @@ def test_a_late_body_is_answered_408(server: GunicornServer) -> None:
     ]
 
 
-def test_a_late_chunked_body_is_answered_408_in_the_gateways_shape(server: GunicornServer) -> None:
-    """A chunked body is read by its thread (against the body timeout): the application answers."""
+def test_a_late_chunked_body_is_answered_408(server: GunicornServer) -> None:
+    """Chunked bodies are followed chunk by chunk in the loop too: a stalled one holds no thread."""
     with connect(server.base) as slow:
         slow.sendall(f'POST {RECEIPT} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{{"a":'.encode())
         answer = responses(read_all(slow, 10))
-    assert len(answer) == 1 and answer[0][0] == 408
-    assert json.loads(answer[0][2]) == {"error": "Request Timeout"}  # as the gateway names statuses
+    assert [(status, json.loads(body)["message"]) for status, _, body in answer] == [
+        (408, f"The request body did not arrive within {TIMEOUT_S:g} seconds")
+    ]
 
 
 def test_requests_in_pieces_pipelined_kept_alive_and_expecting_100_are_served(server: GunicornServer) -> None:
@@ -137,6 +139,24 @@ def test_requests_in_pieces_pipelined_kept_alive_and_expecting_100_are_served(se
         assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"  # the server asks for the body
         sock.sendall(body)
         assert [(status, content) for status, _, content in responses(read_all(sock, 10))] == [(400, at_once.content)]
+
+
+def test_a_body_over_the_limit_is_413_from_its_head_in_the_surfaces_shape(server: GunicornServer) -> None:
+    """Refused before a byte of it is read (the client sends none), as the API words it."""
+    for path, expected in [
+        ("/v1/actions", {"error": "payload_too_large", "message": "Request body is too large"}),
+        (RECEIPT, {"error": "Request Entity Too Large"}),
+    ]:
+        with connect(server.base) as sock:
+            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: a\r\nContent-Length: {2 * 1024 * 1024}\r\n\r\n".encode())
+            answer = responses(read_all(sock, 5))
+        assert [(status, json.loads(body)) for status, _, body in answer] == [(413, expected)]
+    # Chunked: refused at the chunk that crosses the limit.
+    with connect(server.base) as sock:
+        sock.sendall(b"POST %s HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" % RECEIPT.encode())
+        sock.sendall(b"100000\r\n" + b"x" * 0x100000 + b"\r\n1\r\n")
+        answer = responses(read_all(sock, 5))
+    assert [(status, json.loads(body)) for status, _, body in answer] == [(413, {"error": "Request Entity Too Large"})]
 
 
 @contextmanager
