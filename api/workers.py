@@ -283,16 +283,20 @@ class EdgeWorker(JsonErrors, ThreadWorker):
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
 
     def _on_readable(self, conn: EdgeConn, _sock: Any) -> None:
+        self._receive(conn)
+
+    def _receive(self, conn: EdgeConn) -> bool:
+        """Read what the client sent, and act on it. False when nothing was waiting."""
         try:
             data = conn.sock.recv(HEAD_BUFFER_BYTES)
         except (BlockingIOError, InterruptedError):
-            return
+            return False
         except OSError:
             self._close(conn)
-            return
+            return True
         if not data:  # the client closed
             self._close(conn)
-            return
+            return True
         if not conn.buffered and conn.initialized:
             # A kept-alive connection's next request started: it has the header timeout to
             # finish its head, not what was left of the keep-alive wait.
@@ -300,6 +304,7 @@ class EdgeWorker(JsonErrors, ThreadWorker):
         conn.buffered += data
         self.buffered_bytes += len(data)
         self._advance(conn)
+        return True
 
     def _advance(self, conn: EdgeConn) -> None:
         """Hand the request to a thread once it is whole, refuse it from here, or keep reading."""
@@ -436,6 +441,12 @@ class EdgeWorker(JsonErrors, ThreadWorker):
                 conn.deadline = min(conn.deadline, now + STOP_KEEPALIVE_LINGER)
         expired = [c for c in self.reading if c.deadline <= now]
         for conn in expired:
+            # What arrived while the loop was busy (serving, or over its other events) was not
+            # late: read it before judging, or a request sent in time would be reset unread.
+            while conn in self.reading and self._receive(conn):
+                pass
+            if conn not in self.reading or conn.deadline > time.monotonic():
+                continue
             if not conn.buffered:
                 self._close(conn)
                 continue

@@ -197,8 +197,11 @@ def test_postgres_stopped_for_ten_seconds_under_ingest_load(tmp_path: Path) -> N
         figures = figures_of(
             load, cluster.url, server, back_at, down_s=back_at - stopped_at, start_took_s=back_at - start_called
         )
-    during = {status for sent, answered, status in ready if stopped_at < sent and answered < back_at}
-    assert during == {503}, ready
+    # Down from the moment stop returned until start was called: the server accepts connections
+    # before `pg_ctl -w start` returns (it polls), so a probe answered just before `back_at` may
+    # rightly be a 200.
+    during = {status for sent, answered, status in ready if stopped_at < sent and answered < start_called}
+    assert during == {503}, ([r for r in ready if stopped_at < r[0] and r[1] < start_called], stopped_at, start_called)
     assert ready[-1][2] == 200, ready
     assert figures["recovered_after_s"] < 2, figures
 
