@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
 from tests.support import GunicornServer, gunicorn_server, http_ok, wait_for
 from tests.up_support import flokit_up
+from tests.webhook_receiver import running_receiver
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e
@@ -157,6 +159,50 @@ def test_a_body_over_the_limit_is_413_from_its_head_in_the_surfaces_shape(server
         sock.sendall(b"100000\r\n" + b"x" * 0x100000 + b"\r\n1\r\n")
         answer = responses(read_all(sock, 5))
     assert [(status, json.loads(body)) for status, _, body in answer] == [(413, {"error": "Request Entity Too Large"})]
+
+
+def one_response(sock: socket.socket, limit_s: float) -> tuple[int, bytes]:
+    """The next response on a kept-alive connection: (status, body); (0, b"") if it was closed."""
+    sock.settimeout(limit_s)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            return 0, b""
+        if not chunk:
+            return 0, b""
+        data += chunk
+    (status, headers, body), *_ = responses(data + b"")
+    while len(body) < int(headers.get("content-length", "0")):
+        body += sock.recv(65536)
+    return status, body
+
+
+def test_a_request_sent_while_the_worker_was_busy_is_served_not_reset(settings: Settings, tmp_path: Path) -> None:
+    """One worker serving from its loop, busy 7 s with a passthrough whose downstream is slow: a
+    kept-alive client that sent its next request 1 s into its 5 s keep-alive wait is answered
+    when the worker is free again, not closed unread as if it had been idle."""
+    with running_receiver() as downstream:
+
+        def slow(_: Any) -> tuple[int, bytes]:
+            time.sleep(7)
+            return 200, b"ok"
+
+        downstream.respond = slow
+        env = {**os.environ, **replace(settings, passthrough_url=downstream.url).child_env()}
+        health = b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+        with gunicorn_server(env, workers=1, log_dir=tmp_path) as server, connect(server.base) as kept:
+            kept.sendall(health)
+            assert one_response(kept, 5)[0] == 200
+            busy = threading.Thread(
+                target=lambda: requests.post(f"{server.base}/webhooks/ios_store", data=b"{}", timeout=30)
+            )
+            busy.start()
+            time.sleep(1)
+            kept.sendall(health)
+            assert one_response(kept, 15) == (200, b'{"status":"ok"}\n')
+            busy.join()
 
 
 @contextmanager
