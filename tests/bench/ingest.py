@@ -241,9 +241,12 @@ def database(backend: str, data_dir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def gunicorn(settings: Settings, log: Path) -> Iterator[tuple[str, int]]:
-    """The API exactly as `flokit up` starts it (same argv), serving only the ingest surface."""
+def gunicorn(settings: Settings, log: Path, worker_class: str | None = None) -> Iterator[tuple[str, int]]:
+    """The API exactly as `flokit up` starts it (same argv; `worker_class` instead of the
+    configured one, to compare them), serving the settings' surfaces."""
     argv = children(settings, DEFAULT_WORKERS)[0].argv
+    if worker_class is not None:
+        argv = [*argv[:-1], "--worker-class", worker_class, argv[-1]]
     env = {**os.environ, **settings.child_env()}
     with log.open("wb") as sink:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=sink, start_new_session=True)

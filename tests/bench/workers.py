@@ -27,19 +27,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
-from cli.up import DEFAULT_WORKERS, children
 from tests.bench.gateway import prepare as prepare_gateway
 from tests.bench.gateway import script as gateway_script
 from tests.bench.ingest import LUA as INGEST_LUA
-from tests.bench.ingest import VENDOR, Load, combine, database, ensure_wrk, run_wrk
-from tests.support import ROOT, free_port, http_ok, wait_for
+from tests.bench.ingest import VENDOR, Load, combine, database, ensure_wrk, gunicorn, run_wrk
+from tests.support import free_port
 from warehouse.db import close_database, database_for
 from warehouse.ingest import repository
 from warehouse.settings import Settings
@@ -50,22 +46,6 @@ V1_LUA = r"""
 function request() return wrk.format("GET", "/v1/workspace", {["Authorization"] = "Bearer " .. KEY}) end
 """
 OUT_OF_REACH = "1000000/second"
-
-
-@contextmanager
-def server(settings: Settings, worker_class: str, log: Path) -> Iterator[str]:
-    argv = children(settings, DEFAULT_WORKERS)[0].argv
-    argv = [*argv[:-1], "--worker-class", worker_class, argv[-1]]
-    env = {**os.environ, **settings.child_env()}
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=sink, start_new_session=True)
-        base = f"http://127.0.0.1:{settings.api_port}"
-        try:
-            wait_for(http_ok(f"{base}/healthz"), 30, "gunicorn", proc)
-            yield base
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
 
 
 def bench(backend: str, slice_s: int, wrk: str, work: Path, threads: int) -> dict[str, object]:
@@ -105,7 +85,8 @@ def bench(backend: str, slice_s: int, wrk: str, work: Path, threads: int) -> dic
                     rate_limit_api_key=OUT_OF_REACH,
                     rate_limit_ingest_token=OUT_OF_REACH,
                 )
-                bases[name] = stack.enter_context(server(settings, worker_class, work / backend / f"{name}.log"))
+                base, _pid = stack.enter_context(gunicorn(settings, work / backend / f"{name}.log", worker_class))
+                bases[name] = base
             for base in bases.values():  # warm-up: workers import, connect, fill caches
                 run_wrk(wrk, f"{base}/healthz", 2)
             for i in range(SLICES):
