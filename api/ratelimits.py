@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from functools import wraps
 from typing import Any, TypeVar, cast
 
-from flask import Flask, current_app, request
+from flask import Flask, current_app, g, request
 from limits import RateLimitItem, parse_many
 from limits.storage import storage_from_string
 from limits.strategies import SlidingWindowCounterRateLimiter
@@ -50,6 +50,7 @@ from warehouse.settings import Settings
 log = logging.getLogger("flokit.api.ratelimits")
 
 EXTENSION = "flokit.rate_limits"
+_ADDRESS = "flokit_rate_limit_address"  # on flask.g: every limit of a request counts the same address
 PUBLIC_ATTR = "__flokit_public__"  # set by `per_address`: the route takes no credentials
 EXEMPT_ENDPOINTS = frozenset({"healthz", "readyz"})  # load balancers poll them
 STORE_TIMEOUT_S = 0.25  # a shared store slower than this is treated as down for that request
@@ -109,6 +110,12 @@ class RateLimits:
     def address(self) -> str:
         """The client address the limits count by. An IPv6 client is its /64: one subscriber line
         or host gets a whole /64, so counting single addresses would let it rotate through them."""
+        cached: str | None = g.get(_ADDRESS)
+        if cached is None:
+            cached = g.setdefault(_ADDRESS, self._address())
+        return cached
+
+    def _address(self) -> str:
         found = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), self.trusted_proxies)
         if not found:
             return "unknown"
@@ -124,32 +131,24 @@ class RateLimits:
 
     def hit(self, kind: str, *identifiers: str) -> None:
         """Count one request against `kind` for `identifiers`: 429 when over the limit."""
+        self._apply(kind, self.strategy.hit, identifiers)
+
+    def check_failures(self) -> None:
+        """429 before any credential is checked when this address failed too often lately."""
+        self._apply("auth_failures", self.strategy.test, (self.address(),))
+
+    def record_failure(self) -> None:
+        self._apply("auth_failures", self.strategy.hit, (self.address(),), refuse=False)
+
+    def _apply(self, kind: str, ask: Callable[..., bool], identifiers: tuple[str, ...], *, refuse: bool = True) -> None:
+        """Ask the strategy (count a hit, or only test) for each of `kind`'s rates; 429 on a no."""
         rule = self.rules.get(kind)
         if rule is None:
             return
         ids = ("flokit", kind, *(_identifier(i) for i in identifiers))
         for item in rule.items:
-            allowed = self._ask(kind, lambda item=item: self.strategy.hit(item, *ids))
-            if not allowed:
+            if not self._ask(kind, lambda item=item: ask(item, *ids)) and refuse:
                 self._refuse(rule, item, ids)
-
-    def check_failures(self) -> None:
-        """429 before any credential is checked when this address failed too often lately."""
-        rule = self.rules.get("auth_failures")
-        if rule is None:
-            return
-        ids = ("flokit", "auth_failures", self.address())
-        for item in rule.items:
-            if not self._ask("auth_failures", lambda item=item: self.strategy.test(item, *ids)):
-                self._refuse(rule, item, ids)
-
-    def record_failure(self) -> None:
-        rule = self.rules.get("auth_failures")
-        if rule is None:
-            return
-        ids = ("flokit", "auth_failures", self.address())
-        for item in rule.items:
-            self._ask("auth_failures", lambda item=item: self.strategy.hit(item, *ids))
 
     def _ask(self, kind: str, question: Callable[[], bool]) -> bool:
         try:
