@@ -21,9 +21,11 @@ venv: $(STAMP) ## Create the virtual environment and install FloKit with its dev
 up: $(STAMP) ## Migrate, bootstrap a demo workspace when empty, run API :8000 + Dagster UI :3000 + daemon
 	$(BIN)/flokit up
 
-lint: $(STAMP) ## ruff and the import-linter contracts between the rooms
+lint: $(STAMP) ## ruff (lint and format), the import-linter contracts between the rooms, mypy
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 test: $(STAMP) ## Lint, then the whole suite against SQLite and a private PostgreSQL cluster (and Redis, nginx)
 	$(MAKE) lint

@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app = Flask("flokit")
     app.request_class = JsonRequest
     app.json = BoundedJSONProvider(app)
-    app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the spec's field order
+    app.json.sort_keys = False  # keep the spec's field order
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions[EXTENSION] = AppState(settings=settings, db=database_for(settings.database_url))
 

@@ -34,7 +34,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import wraps
+from functools import partial, wraps
 from typing import Any, TypeVar, cast
 
 from flask import Flask, current_app, g, request
@@ -99,7 +99,7 @@ class RateLimits:
         if settings.rate_limit_storage.startswith(("redis://", "rediss://")):
             options = {"socket_timeout": STORE_TIMEOUT_S, "socket_connect_timeout": STORE_TIMEOUT_S}
         self.storage = storage_from_string(settings.rate_limit_storage, **options)
-        self.strategy = SlidingWindowCounterRateLimiter(self.storage)  # type: ignore[arg-type]
+        self.strategy = SlidingWindowCounterRateLimiter(self.storage)
         self.rules: dict[str, Rule] = {}
         for kind, text in settings.rate_limits().items():
             if text != "off":
@@ -147,7 +147,7 @@ class RateLimits:
             return
         ids = ("flokit", kind, *(_identifier(i) for i in identifiers))
         for item in rule.items:
-            if not self._ask(kind, lambda item=item: ask(item, *ids)) and refuse:
+            if not self._ask(kind, partial(ask, item, *ids)) and refuse:
                 self._refuse(rule, item, ids)
 
     def _ask(self, kind: str, question: Callable[[], bool]) -> bool:

@@ -357,14 +357,14 @@ class EdgeWorker(JsonErrors, ThreadWorker):
             if encodings[0].lower() != b"chunked":
                 return _READY  # gunicorn's parser answers 501 from the head
             conn.need = _CHUNKED
-            conn.chunk_pos = conn.body_start
+            conn.chunk_pos = conn.body_start or 0
             return None
-        length = lengths.pop() if lengths else b"0"
-        if not length.isdigit():
+        declared = lengths.pop() if lengths else b"0"
+        if not declared.isdigit():
             return _READY  # gunicorn's parser answers 400 from the head
-        if int(length) > self.max_body:
+        if int(declared) > self.max_body:
             return self._too_large(head)
-        conn.need = (conn.body_start or 0) + int(length)
+        conn.need = (conn.body_start or 0) + int(declared)
         return None
 
     def _chunked(self, conn: EdgeConn) -> object:
@@ -457,7 +457,7 @@ class EdgeWorker(JsonErrors, ThreadWorker):
 
     # -- a thread serves the request -------------------------------------------------------
 
-    def enqueue_req(self, conn: EdgeConn) -> None:  # type: ignore[override]
+    def enqueue_req(self, conn: EdgeConn) -> None:
         if not self.inline:
             super().enqueue_req(conn)
             return
@@ -480,18 +480,18 @@ class EdgeWorker(JsonErrors, ThreadWorker):
         finally:
             self._serving = False
 
-    def handle(self, conn: EdgeConn) -> Any:  # type: ignore[override]
+    def handle(self, conn: EdgeConn) -> Any:
         conn.read_seconds = self.body_timeout  # armed when the connection is set up for this request
         return super().handle(conn)
 
-    def _keepalive_after(self, conn: EdgeConn, keepalive: bool) -> bool:  # type: ignore[override]
+    def _keepalive_after(self, conn: EdgeConn, keepalive: bool) -> bool:
         """A body left unread past its deadline closes the connection (the request was answered)."""
         try:
             return bool(super()._keepalive_after(conn, keepalive))
         except ReadTimeout:
             return False
 
-    def finish_request(self, conn: EdgeConn, fs: Any) -> None:  # type: ignore[override]
+    def finish_request(self, conn: EdgeConn, fs: Any) -> None:
         """As gunicorn's, except that a kept-alive connection goes back to the loop to read its
         next request (starting with any bytes the last one read ahead)."""
         try:

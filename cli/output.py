@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -15,7 +15,7 @@ def emit(result: dict[str, Any], as_json: bool, human: str | None = None) -> Non
         click.echo(human if human is not None else "\n".join(f"{k}: {v}" for k, v in result.items()))
 
 
-def fail(message: str, as_json: bool = False, code: int = 1) -> None:
+def fail(message: str, as_json: bool = False, code: int = 1) -> NoReturn:
     if as_json:
         click.echo(json.dumps({"error": message}), err=True)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def paywalls() -> None:
 def publish(app_id: str, paywall_id: str, path: Path, actor: str, as_json: bool) -> None:
     """Validate the document and make it the paywall's live configuration (the next version)."""
     try:
-        text = click.get_text_stream("stdin").read() if str(path) == "-" else path.read_text()
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
         document = paywall.parse_document(json.loads(text))
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror}", as_json)

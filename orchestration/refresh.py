@@ -56,7 +56,7 @@ def refresh(
     job = defs.resolve_implicit_global_asset_job_def()
 
     def record(name: str, result: dg.ExecuteInProcessResult) -> bool:
-        materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+        materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events() if e.asset_key}
         outcome = RunOutcome(
             name, range_label(result.dagster_run.tags), result.run_id, result.success, sorted(materialized)
         )

@@ -53,7 +53,7 @@ CREATED_WEBHOOK_EVENT = "action.created"
 def canonical_type(name: str) -> ActionType:
     """The stored type for a type name or its verb alias; ValueError for anything else."""
     if name in ACTION_TYPES:
-        return name  # type: ignore[return-value]
+        return name
     if name in TYPE_ALIASES:
         return TYPE_ALIASES[name]
     raise ValueError(f"unknown action type {name!r}; expected one of {', '.join(ACCEPTED_TYPE_NAMES)}")

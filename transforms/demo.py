@@ -299,7 +299,7 @@ def _events_frame(
             pl.lit("demo").alias("source"),
             occurred.alias("received_at"),
         )
-        .cast(CANONICAL_EVENT_SCHEMA)  # type: ignore[arg-type]
+        .cast(CANONICAL_EVENT_SCHEMA)
     )
 
 
@@ -335,4 +335,4 @@ def _spend_frame(
             "spend": spend[d, c, k, g],
             "currency": [config.currency] * d.size,
         }
-    ).cast(SPEND_SCHEMA)  # type: ignore[arg-type]
+    ).cast(SPEND_SCHEMA)

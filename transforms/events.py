@@ -29,21 +29,23 @@ def lake_can_hold(occurred_at: datetime, received_at: datetime) -> bool:
 
 # Lake and catalog column contract of `canonical_events` (properties are JSON text in Parquet,
 # so any key survives the round trip and DuckDB reads them with json_extract).
-CANONICAL_EVENT_SCHEMA: dict[str, pl.DataType] = {
-    "event_id": pl.String(),
-    "workspace_id": pl.String(),
-    "event_type": pl.String(),
-    "occurred_at": pl.Datetime("us", "UTC"),
-    "platform": pl.String(),
-    "country": pl.String(),
-    "user_id": pl.String(),
-    "adid": pl.String(),
-    "idfa": pl.String(),
-    "gps_adid": pl.String(),
-    "properties": pl.String(),
-    "source": pl.String(),
-    "received_at": pl.Datetime("us", "UTC"),
-}
+CANONICAL_EVENT_SCHEMA = pl.Schema(
+    {
+        "event_id": pl.String(),
+        "workspace_id": pl.String(),
+        "event_type": pl.String(),
+        "occurred_at": pl.Datetime("us", "UTC"),
+        "platform": pl.String(),
+        "country": pl.String(),
+        "user_id": pl.String(),
+        "adid": pl.String(),
+        "idfa": pl.String(),
+        "gps_adid": pl.String(),
+        "properties": pl.String(),
+        "source": pl.String(),
+        "received_at": pl.Datetime("us", "UTC"),
+    }
+)
 
 
 @dataclass(frozen=True)

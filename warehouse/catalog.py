@@ -38,6 +38,13 @@ def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
+def count_rows(con: duckdb.DuckDBPyConnection, relation: str) -> int:
+    """Rows in `relation` (an identifier we built, never input: DDL cannot bind identifiers)."""
+    row = con.execute(f"SELECT count(*) FROM {relation}").fetchone()  # noqa: S608
+    assert row is not None, "count(*) always answers one row"
+    return int(row[0])
+
+
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -69,7 +76,7 @@ def build_catalog(path: Path, lake: Lake, views: Iterable[CatalogView]) -> dict[
                 con.execute(f"COMMENT ON VIEW {_quote(view.name)} IS {_literal(view.description)}")
                 for column, comment in view.column_comments.items():
                     con.execute(f"COMMENT ON COLUMN {_quote(view.name)}.{_quote(column)} IS {_literal(comment)}")
-                counts[view.name] = con.execute(f"SELECT count(*) FROM {_quote(view.name)}").fetchone()[0]  # noqa: S608
+                counts[view.name] = count_rows(con, _quote(view.name))
             con.execute("USE memory")
             con.execute("DETACH catalog")
         finally:

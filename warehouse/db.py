@@ -69,7 +69,6 @@ def _configure_sqlite(engine: Engine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         # NORMAL is durable across application crashes in WAL mode; only an OS crash or power
         # loss may roll back the last transactions, the documented trade-off for WAL.
         cursor.execute("PRAGMA synchronous=NORMAL")
@@ -106,7 +105,11 @@ def create_engine(url: str) -> Engine:
         path = sqlite_path(url)
         if path is not None:
             _create_owner_only(path)
-        engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        # The driver's `timeout` is SQLite's busy timeout: set here, once (a PRAGMA on connect
+        # used to set a second, different one over it).
+        engine = sa.create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+        )
         _configure_sqlite(engine)
         return engine
     # pool_pre_ping: a server restart must not surface as one failed request per pooled connection.
@@ -254,6 +257,7 @@ class Database:
         assert self._writers is not None, "driver_write is for SQLite files"
         with self._pinned() as conn, self._writers.hold():
             dbapi = conn.connection.driver_connection
+            assert dbapi is not None, "a checked-out connection has its driver connection"
             dbapi.execute("BEGIN IMMEDIATE")
             try:
                 yield conn

@@ -7,13 +7,15 @@ from sqlalchemy.engine import Connection
 
 from warehouse.tables import workspaces
 
-WORKSPACE_SCHEMA = {
-    "workspace_id": pl.String,
-    "name": pl.String,
-    "reporting_currency": pl.String,
-    "timezone": pl.String,
-    "created_at": pl.Datetime("us", "UTC"),
-}
+WORKSPACE_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "name": pl.String(),
+        "reporting_currency": pl.String(),
+        "timezone": pl.String(),
+        "created_at": pl.Datetime("us", "UTC"),
+    }
+)
 
 
 def workspaces_frame(conn: Connection) -> pl.DataFrame:

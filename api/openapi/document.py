@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Literal
 
 from flask import Flask
 from pydantic import BaseModel
@@ -95,7 +95,7 @@ def build_document(app: Flask, *, title: str, description: str, surface: str | N
         if op is not None:
             found.append((rule, method, op, find(view, AUTH_ATTR)))
 
-    models: list[tuple[type[BaseModel], str]] = []
+    models: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = []
     for _rule, _method, op, _auth in found:
         if op.body is not None:
             models.append((op.body, "validation"))

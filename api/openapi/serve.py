@@ -113,7 +113,8 @@ def render_docs(doc: dict[str, Any], surface: str | None = None) -> str:
                 parts.append(f"<p>Body: <a href='#{e(_name(ref))}'>{e(_name(ref))}</a></p>")
             answers = []
             for status, answer in op["responses"].items():
-                schema = next(iter(answer.get("content", {}).values()), {}).get("schema", {})
+                media: list[dict[str, Any]] = list(answer.get("content", {}).values())
+                schema: dict[str, Any] = media[0].get("schema", {}) if media else {}
                 label = _name(schema["$ref"]) if "$ref" in schema else ""
                 answers.append(
                     f"{e(status)} {e(answer['description'])}"

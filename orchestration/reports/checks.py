@@ -2,6 +2,7 @@
 stops `published_reports`, so the API keeps answering from the last good store."""
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import dagster as dg
 from dagster import AssetCheckExecutionContext
@@ -18,7 +19,7 @@ TOLERATED_ROW_DROP = 0.5
 FRESHNESS = timedelta(hours=6)
 
 
-def _result(failures: int, what: str, **metadata: object) -> dg.AssetCheckResult:
+def _result(failures: int, what: str, **metadata: Any) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         passed=failures == 0,
         severity=dg.AssetCheckSeverity.ERROR,
@@ -55,8 +56,8 @@ def _row_count_check(context: AssetCheckExecutionContext, key: dg.AssetKey) -> d
     event = context.instance.get_latest_materialization_event(key)
     materialization = event.asset_materialization if event else None
     meta = materialization.metadata if materialization else {}
-    current = int(meta["dagster/row_count"].value) if "dagster/row_count" in meta else 0  # type: ignore[arg-type]
-    previous_value = int(meta["previous_row_count"].value) if "previous_row_count" in meta else -1  # type: ignore[arg-type]
+    current = int(meta["dagster/row_count"].value) if "dagster/row_count" in meta else 0
+    previous_value = int(meta["previous_row_count"].value) if "previous_row_count" in meta else -1
     previous = None if previous_value < 0 else previous_value
     dropped = quality.row_count_drop(previous, current, TOLERATED_ROW_DROP)
     return dg.AssetCheckResult(

@@ -137,7 +137,7 @@ def daily_rows(
     return (
         _roll_up(_fine_rows(cohorts, new_cohorts, subscription, spend), ("day",), list(MEASURES))
         .select(list(PAYBACK_DAILY_SCHEMA))
-        .cast(PAYBACK_DAILY_SCHEMA)  # type: ignore[arg-type]
+        .cast(PAYBACK_DAILY_SCHEMA)
     )
 
 
@@ -153,7 +153,7 @@ def cumulate(rows: pl.LazyFrame) -> pl.LazyFrame:
             (pl.col("revenue") - pl.col("refunds")).cum_sum().over(group).alias("cumulative_net_revenue"),
         )
         .select(list(PAYBACK_SCHEMA))
-        .cast(PAYBACK_SCHEMA)  # type: ignore[arg-type]
+        .cast(PAYBACK_SCHEMA)
     )
 
 
@@ -222,7 +222,7 @@ def cohort_activity(
         _roll_up(pl.concat([activations, revenue, installed]), ("week", "activity_date"), list(measures))
         .filter((pl.col("active_users") > 0) | (pl.col("net_revenue") != 0))
         .select(*COHORT_ACTIVITY_SCHEMA, "activity_date")
-        .cast(COHORT_ACTIVITY_SCHEMA)  # type: ignore[arg-type]
+        .cast(COHORT_ACTIVITY_SCHEMA)
     )
 
 
@@ -248,7 +248,7 @@ def cohort_curves(activity: pl.LazyFrame, as_of: date) -> pl.LazyFrame:
         .sort("workspace_id", "dimension", "cohort_date", "value", "week")
         .with_columns(pl.col("net_revenue").cum_sum().over(group).alias("cumulative_net_revenue"))
         .select(list(COHORT_CURVE_SCHEMA))
-        .cast(COHORT_CURVE_SCHEMA)  # type: ignore[arg-type]
+        .cast(COHORT_CURVE_SCHEMA)
     )
 
 

@@ -52,58 +52,68 @@ MAX_WINDOW_DAYS = 365
 # Weeks of cohort curves kept (a year).
 MAX_WEEKS = 52
 
-ACQUISITION_SCHEMA: dict[str, pl.DataType] = {
-    "workspace_id": pl.String(),
-    "user_id": pl.String(),
-    "installed_at": pl.Datetime("us", "UTC"),
-    "cohort_date": pl.Date(),
-    "campaign": pl.String(),
-    "creative": pl.String(),
-    "country": pl.String(),
-    "offer": pl.String(),
-    "paywall": pl.String(),
-    "platform": pl.String(),
-}
+ACQUISITION_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "user_id": pl.String(),
+        "installed_at": pl.Datetime("us", "UTC"),
+        "cohort_date": pl.Date(),
+        "campaign": pl.String(),
+        "creative": pl.String(),
+        "country": pl.String(),
+        "offer": pl.String(),
+        "paywall": pl.String(),
+        "platform": pl.String(),
+    }
+)
 
-SUBSCRIPTION_EVENT_SCHEMA: dict[str, pl.DataType] = {
-    "workspace_id": pl.String(),
-    "user_id": pl.String(),
-    "event_id": pl.String(),
-    "event_type": pl.String(),
-    "occurred_at": pl.Datetime("us", "UTC"),
-    "event_date": pl.Date(),
-    "product_id": pl.String(),
-    "revenue": pl.Float64(),  # gross charge, >= 0 (0 for events that charge nothing)
-    "refund": pl.Float64(),  # amount refunded, >= 0
-    "currency": pl.String(),
-}
+SUBSCRIPTION_EVENT_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "user_id": pl.String(),
+        "event_id": pl.String(),
+        "event_type": pl.String(),
+        "occurred_at": pl.Datetime("us", "UTC"),
+        "event_date": pl.Date(),
+        "product_id": pl.String(),
+        "revenue": pl.Float64(),  # gross charge, >= 0 (0 for events that charge nothing)
+        "refund": pl.Float64(),  # amount refunded, >= 0
+        "currency": pl.String(),
+    }
+)
 
 # A user active on a day: any event but an install (what cohort retention counts).
-ACTIVE_DAY_SCHEMA: dict[str, pl.DataType] = {
-    "workspace_id": pl.String(),
-    "user_id": pl.String(),
-    "event_date": pl.Date(),
-}
+ACTIVE_DAY_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "user_id": pl.String(),
+        "event_date": pl.Date(),
+    }
+)
 
 # Raw spend as ad-platform / attribution syncs deliver it (lake dataset `spend_raw`), and the
 # cleaned `spend` asset: the same columns, one row per key.
-SPEND_SCHEMA: dict[str, pl.DataType] = {
-    "workspace_id": pl.String(),
-    "spend_date": pl.Date(),
-    "campaign": pl.String(),
-    "creative": pl.String(),
-    "country": pl.String(),
-    "spend": pl.Float64(),
-    "currency": pl.String(),
-}
+SPEND_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "spend_date": pl.Date(),
+        "campaign": pl.String(),
+        "creative": pl.String(),
+        "country": pl.String(),
+        "spend": pl.Float64(),
+        "currency": pl.String(),
+    }
+)
 SPEND_KEY = ("workspace_id", "spend_date", "campaign", "creative", "country")
 
-USER_COHORT_SCHEMA: dict[str, pl.DataType] = {
-    "workspace_id": pl.String(),
-    "user_id": pl.String(),
-    "cohort_date": pl.Date(),
-    **{d: pl.String() for d in DIMENSIONS},
-}
+USER_COHORT_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "user_id": pl.String(),
+        "cohort_date": pl.Date(),
+        **{d: pl.String() for d in DIMENSIONS},
+    }
+)
 
 MEASURES: dict[str, pl.DataType] = {
     "installs": pl.Int64(),
@@ -117,58 +127,68 @@ MEASURES: dict[str, pl.DataType] = {
 
 PAYBACK_KEY = ("workspace_id", "cohort_date", "dimension", "value", "day")
 # One daily partition of the cube: the rows whose activity day (cohort_date + day) is that day.
-PAYBACK_DAILY_SCHEMA: dict[str, pl.DataType] = {
-    "workspace_id": pl.String(),
-    "cohort_date": pl.Date(),
-    "dimension": pl.String(),
-    "value": pl.String(),
-    "day": pl.Int32(),
-    **MEASURES,
-}
-PAYBACK_SCHEMA: dict[str, pl.DataType] = {
-    **PAYBACK_DAILY_SCHEMA,
-    "cumulative_revenue": pl.Float64(),
-    "cumulative_net_revenue": pl.Float64(),
-}
+PAYBACK_DAILY_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "cohort_date": pl.Date(),
+        "dimension": pl.String(),
+        "value": pl.String(),
+        "day": pl.Int32(),
+        **MEASURES,
+    }
+)
+PAYBACK_SCHEMA = pl.Schema(
+    {
+        **PAYBACK_DAILY_SCHEMA,
+        "cumulative_revenue": pl.Float64(),
+        "cumulative_net_revenue": pl.Float64(),
+    }
+)
 
 # One daily partition of weekly activity: users whose first event of a week-since-install fell on
 # that day (week 0: the install itself), and the net revenue of that day, per cohort and group.
-COHORT_ACTIVITY_SCHEMA: dict[str, pl.DataType] = {
-    "workspace_id": pl.String(),
-    "cohort_date": pl.Date(),
-    "dimension": pl.String(),
-    "value": pl.String(),
-    "week": pl.Int32(),
-    "active_users": pl.Int64(),
-    "net_revenue": pl.Float64(),
-}
+COHORT_ACTIVITY_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "cohort_date": pl.Date(),
+        "dimension": pl.String(),
+        "value": pl.String(),
+        "week": pl.Int32(),
+        "active_users": pl.Int64(),
+        "net_revenue": pl.Float64(),
+    }
+)
 # A user's first event of a week lies at most this many days before any later event of that week.
 WEEK_LOOKBACK_DAYS = 6
 
 COHORT_CURVE_KEY = ("workspace_id", "cohort_date", "dimension", "value", "week")
-COHORT_CURVE_SCHEMA: dict[str, pl.DataType] = {
-    "workspace_id": pl.String(),
-    "cohort_date": pl.Date(),
-    "dimension": pl.String(),
-    "value": pl.String(),
-    "week": pl.Int32(),
-    "installs": pl.Int64(),
-    "active_users": pl.Int64(),
-    "net_revenue": pl.Float64(),
-    "cumulative_net_revenue": pl.Float64(),
-}
+COHORT_CURVE_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "cohort_date": pl.Date(),
+        "dimension": pl.String(),
+        "value": pl.String(),
+        "week": pl.Int32(),
+        "installs": pl.Int64(),
+        "active_users": pl.Int64(),
+        "net_revenue": pl.Float64(),
+        "cumulative_net_revenue": pl.Float64(),
+    }
+)
 
-LTV_SCHEMA: dict[str, pl.DataType] = {
-    "workspace_id": pl.String(),
-    "dimension": pl.String(),
-    "value": pl.String(),
-    "installs": pl.Int64(),
-    "alpha": pl.Float64(),
-    "beta": pl.Float64(),
-    "observed_weeks": pl.Int32(),
-    "revenue_per_active_week": pl.Float64(),
-    "ltv_projected": pl.Float64(),
-}
+LTV_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "dimension": pl.String(),
+        "value": pl.String(),
+        "installs": pl.Int64(),
+        "alpha": pl.Float64(),
+        "beta": pl.Float64(),
+        "observed_weeks": pl.Int32(),
+        "revenue_per_active_week": pl.Float64(),
+        "ltv_projected": pl.Float64(),
+    }
+)
 
 
 def empty(schema: dict[str, pl.DataType]) -> pl.LazyFrame:

@@ -10,16 +10,18 @@ import polars as pl
 
 ROAS_DAYS = 30  # spec: `roas_30d` is always the first 30 days, whatever the payback window
 
-DAILY_SUMS_SCHEMA: dict[str, pl.DataType] = {
-    "value": pl.String(),
-    "day": pl.Int32(),
-    "installs": pl.Int64(),
-    "spend": pl.Float64(),
-    "trials": pl.Int64(),
-    "trial_conversions": pl.Int64(),
-    "subscriptions": pl.Int64(),
-    "net_revenue": pl.Float64(),
-}
+DAILY_SUMS_SCHEMA = pl.Schema(
+    {
+        "value": pl.String(),
+        "day": pl.Int32(),
+        "installs": pl.Int64(),
+        "spend": pl.Float64(),
+        "trials": pl.Int64(),
+        "trial_conversions": pl.Int64(),
+        "subscriptions": pl.Int64(),
+        "net_revenue": pl.Float64(),
+    }
+)
 
 
 def payback_summary(daily: pl.LazyFrame, window: int) -> pl.LazyFrame:

@@ -116,7 +116,7 @@ def create_action(
     `action.created` webhook event in the same transaction."""
     now = at or utcnow()
     status = "ready" if content.guardrails_pass else "draft"
-    values = {
+    values: dict[str, Any] = {
         "id": action_id or new_id("act"),
         "workspace_id": workspace_id,
         "type": rules.canonical_type(action_type),

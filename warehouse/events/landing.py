@@ -236,9 +236,9 @@ def prune_claims(conn: Connection, older_than: datetime) -> int:
 
 
 def _last_rowid_claimed_before(conn: Connection, moment: datetime) -> int | None:
-    rowid = sa.column("rowid")
+    rowid: sa.ColumnClause[int] = sa.column("rowid")
     low, high = conn.execute(sa.select(sa.func.min(rowid), sa.func.max(rowid)).select_from(event_claims)).one()
-    found = None
+    found: int | None = None
     while low is not None and low <= high:
         middle = (low + high) // 2
         row = conn.execute(

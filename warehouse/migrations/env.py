@@ -13,7 +13,7 @@ config = context.config
 def run() -> None:
     connection = config.attributes.get("connection")
     if connection is None:
-        engine = sa.create_engine(config.get_main_option("sqlalchemy.url"))
+        engine = sa.create_engine(config.get_main_option("sqlalchemy.url") or "")
         with engine.connect() as conn:
             _run_on(conn)
         engine.dispose()

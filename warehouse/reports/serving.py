@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from transforms.reports.summary import DAILY_SUMS_SCHEMA, ROAS_DAYS, payback_summary
+from warehouse.catalog import count_rows
 from warehouse.lake import Lake
 from warehouse.reports.store import COHORT_CURVES, LTV, PAYBACK, scan_table
 
@@ -43,7 +44,7 @@ def publish(path: Path, lake: Lake, *, generated_at: datetime, as_of: date | Non
                 frame = scan_table(lake, name).collect().to_arrow()  # noqa: F841  (read by name below)
                 # Table names are our constants, never input; DDL cannot bind identifiers.
                 con.execute(f"CREATE TABLE {name} AS SELECT * FROM frame")  # noqa: S608
-                counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # noqa: S608
+                counts[name] = count_rows(con, name)
             con.execute(
                 "CREATE TABLE report_meta AS SELECT CAST(? AS TIMESTAMPTZ) AS generated_at, CAST(? AS DATE) AS as_of",
                 [generated_at, as_of],
@@ -147,7 +148,7 @@ def payback_rows(
     daily = cur.sql(_DAILY_SQL, params={**params, "window": window, "roas_days": ROAS_DAYS}).pl()
     ltv = dict(cur.execute(_LTV_SQL, {"workspace": workspace_id, "dimension": dimension}).fetchall())
     # A few hundred rows: the in-memory engine starts faster than the streaming one (1.1 vs 2.5 ms).
-    summary = payback_summary(daily.lazy().cast(DAILY_SUMS_SCHEMA), window).collect(engine="in-memory")  # type: ignore[arg-type]
+    summary = payback_summary(daily.lazy().cast(DAILY_SUMS_SCHEMA), window).collect(engine="in-memory")
     out = []
     for row in summary.iter_rows(named=True):
         spend, installs, trials = row["spend"], row["installs"], row["trials"]
