@@ -10,6 +10,10 @@ import base64
 import hashlib
 import secrets
 
+# The longest id a column holds and a request field accepts: ours are at most 31 characters
+# (`sync_` + 26), so 40 leaves room for a longer prefix without a migration.
+ID_MAX_LENGTH = 40
+
 PREFIXES = frozenset({"ws", "key", "app", "act", "int", "sync", "evt", "dlv", "whe", "req"})
 
 

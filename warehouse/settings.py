@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from warehouse.paths import DataPaths
+
 SURFACES = ("v1", "gateway", "ingest")
 
 
@@ -247,12 +249,16 @@ class Settings:
         return {kind: getattr(self, f"rate_limit_{kind}") for kind in RATE_LIMIT_DEFAULTS}
 
     @property
+    def paths(self) -> DataPaths:
+        return DataPaths(self.data_dir)
+
+    @property
     def lake_dir(self) -> Path:
-        return self.data_dir / "lake"
+        return self.paths.lake_dir
 
     @property
     def catalog_path(self) -> Path:
-        return self.data_dir / "warehouse.duckdb"
+        return self.paths.catalog
 
     @property
     def is_sqlite(self) -> bool:
