@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from warehouse.lake import Lake
+if TYPE_CHECKING:  # settings import this module; Polars loads only where a lake is opened
+    from warehouse.lake import Lake
 
 
 @dataclass(frozen=True)
@@ -38,4 +40,6 @@ class DataPaths:
         return self.root / "logs"
 
     def lake(self) -> Lake:
+        from warehouse.lake import Lake
+
         return Lake(self.lake_dir)
