@@ -22,6 +22,7 @@ from alembic import command
 from alembic.script import ScriptDirectory
 
 import warehouse
+from transforms.ids import ID_MAX_LENGTH
 from warehouse import migrate
 from warehouse.db import Database
 from warehouse.tables import metadata
@@ -127,3 +128,22 @@ def _unqualified(tables: dict[str, dict[str, Any]], schema: str) -> dict[str, di
             for name, type_, nullable, default, auto in table["columns"]
         ]
     return tables
+
+
+def test_id_columns_are_as_long_as_the_ids_the_api_accepts() -> None:
+    """Our ids (`transforms.ids.new_id`): every String `id` key, every `workspace_id` and every
+    column referring to an id hold `ID_MAX_LENGTH` characters, the length the request models allow."""
+    tables = migrate.target_metadata().tables.values()
+    ids = {f"{t.name}.id" for t in tables if "id" in t.c and isinstance(t.c.id.type, sa.String)}
+    id_columns = [
+        c
+        for t in tables
+        for c in t.columns
+        if f"{t.name}.{c.name}" in ids
+        or c.name == "workspace_id"
+        or any(fk.target_fullname in ids for fk in c.foreign_keys)
+    ]
+    assert len(id_columns) > 20
+    assert {f"{c.table.name}.{c.name}": c.type.length for c in id_columns} == {
+        f"{c.table.name}.{c.name}": ID_MAX_LENGTH for c in id_columns
+    }
