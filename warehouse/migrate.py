@@ -2,8 +2,8 @@
 
 The history is linear with one head: revision 0060 merged the five branches the first features
 grew side by side (0003, 0010, 0020, 0030, 0050), so a new migration has one parent. Write one
-with `alembic -c warehouse/migrations/alembic.ini revision --autogenerate -m "..."` (against
-FLOKIT_DATABASE_URL, or the data directory's SQLite file): it compares the migrated database
+with `alembic -c warehouse/migrations/alembic.ini revision --autogenerate --rev-id <next number>
+-m "..."` (against FLOKIT_DATABASE_URL, or the data directory's SQLite file): it compares the migrated database
 with `target_metadata()` under the options of `comparison_options`, the same comparison
 `drift` makes and tests/warehouse/test_schema_drift.py requires to be empty on both databases.
 """
