@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -12,10 +11,7 @@ from sqlalchemy.engine import Connection
 from transforms.ids import hash_api_key, key_prefix, new_api_key, new_id, new_publishable_key
 from warehouse import audit
 from warehouse.db import utcnow
-from warehouse.tables import api_keys, apps, workspaces
-
-Scope = Literal["read_only", "read_write"]
-SCOPES: tuple[Scope, ...] = ("read_only", "read_write")
+from warehouse.tables import SCOPES, Scope, api_keys, apps, workspaces
 
 
 class NotFound(LookupError):

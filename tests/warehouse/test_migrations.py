@@ -1,17 +1,34 @@
+from datetime import UTC, datetime
+
+import pytest
 import sqlalchemy as sa
 
 from warehouse import migrate
+from warehouse.actions.tables import action_transitions, actions
 from warehouse.db import SQLITE_BUSY_TIMEOUT_MS, Database
+from warehouse.paywalls.tables import paywall_configs
+from warehouse.tables import api_keys, apps, workspaces
+from warehouse.webhooks.tables import (
+    webhook_attempts,
+    webhook_deliveries,
+    webhook_endpoints,
+    webhook_events,
+    webhook_secrets,
+)
+
+# Where every database migrated before 0060 merged the branches stands.
+OLD_HEADS = ["0003", "0010", "0020", "0030", "0050"]
+T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
-def test_fresh_database_is_at_every_head(db: Database) -> None:
-    assert migrate.current(db) == migrate.heads(db)
+def test_fresh_database_is_at_the_one_head(db: Database) -> None:
+    assert migrate.current(db) == [migrate.head()]
 
 
 def test_migrations_round_trip_to_empty_and_back(db: Database) -> None:
     assert migrate.downgrade(db, "base") == []
     assert "workspaces" not in sa.inspect(db.engine).get_table_names()
-    assert migrate.upgrade(db) == migrate.heads(db)
+    assert migrate.upgrade(db) == [migrate.head()]
     tables = set(sa.inspect(db.engine).get_table_names())
     assert {"workspaces", "api_keys", "apps", "audit_log"} <= tables
 
@@ -27,3 +44,111 @@ def test_sqlite_runs_in_wal_mode(db: Database) -> None:
     with db.read() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == SQLITE_BUSY_TIMEOUT_MS
+
+
+def _fill(conn: sa.Connection) -> dict[str, int]:
+    """One row or two in each table the later migrations recreate (SQLite) or alter, linked by
+    their foreign keys: what a database in use holds."""
+    conn.execute(workspaces.insert().values(id="ws_1", name="Acme", created_at=T0))
+    conn.execute(
+        api_keys.insert().values(
+            id="key_1", workspace_id="ws_1", scope="read_write", key_hash="h" * 64, key_prefix="flk_x", created_at=T0
+        )
+    )
+    conn.execute(apps.insert().values(id="app_1", workspace_id="ws_1", name="A", publishable_key="pk_1", created_at=T0))
+    detail = {"x": 1}
+    conn.execute(
+        actions.insert().values(
+            id="act_1",
+            workspace_id="ws_1",
+            type="budget_shift",
+            status="approved",
+            previous_status="ready",
+            title="t",
+            rationale="r",
+            expected_impact=detail,
+            data_signals=[],
+            guardrail_checks=[],
+            rollback_conditions=[],
+            created_by="t",
+            created_at=T0,
+            updated_at=T0,
+        )
+    )
+    for trigger, before, after in (("create", None, "ready"), ("approve", "ready", "approved")):
+        conn.execute(
+            action_transitions.insert().values(
+                action_id="act_1",
+                workspace_id="ws_1",
+                trigger=trigger,
+                from_status=before,
+                to_status=after,
+                actor="t",
+                created_at=T0,
+            )
+        )
+    conn.execute(
+        webhook_endpoints.insert().values(
+            id="whe_1", workspace_id="ws_1", url="https://example.com/h", events=["*"], status="enabled", created_at=T0
+        )
+    )
+    conn.execute(webhook_secrets.insert().values(endpoint_id="whe_1", secret="s", status="active", created_at=T0))
+    conn.execute(webhook_events.insert().values(id="evt_1", workspace_id="ws_1", type="t", body=b"{}", created_at=T0))
+    conn.execute(
+        webhook_deliveries.insert().values(
+            id="dlv_1", event_id="evt_1", endpoint_id="whe_1", workspace_id="ws_1", status="failed", created_at=T0
+        )
+    )
+    conn.execute(
+        webhook_attempts.insert().values(delivery_id="dlv_1", attempt=1, started_at=T0, finished_at=T0, error="x")
+    )
+    conn.execute(
+        paywall_configs.insert().values(
+            app_id="app_1",
+            paywall_id="main",
+            version=1,
+            workspace_id="ws_1",
+            document={},
+            published_by="t",
+            published_at=T0,
+        )
+    )
+    return _counts(conn)
+
+
+def _counts(conn: sa.Connection) -> dict[str, int]:
+    tables = (api_keys, actions, action_transitions, webhook_endpoints, webhook_secrets, webhook_deliveries)
+    tables += (webhook_attempts, paywall_configs)
+    return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in tables}
+
+
+def test_a_database_at_the_five_old_heads_upgrades_to_the_one_head_keeping_its_rows(db: Database) -> None:
+    migrate.downgrade(db, "base")
+    for head in OLD_HEADS:
+        migrate.upgrade(db, head)
+    assert migrate.current(db) == OLD_HEADS
+    with db.engine.begin() as conn:
+        before = _fill(conn)
+
+    assert migrate.upgrade(db) == [migrate.head()]
+
+    with db.engine.connect() as conn:
+        assert _counts(conn) == before
+        transitions = conn.execute(sa.select(action_transitions.c.trigger).order_by(action_transitions.c.id))
+        assert transitions.scalars().all() == ["create", "approve"]
+    assert migrate.drift(db) == []
+
+
+def test_new_checks_refuse_a_status_outside_the_vocabulary(db: Database) -> None:
+    """0080: the transition history only holds statuses and triggers `transforms.actions` names."""
+    with db.engine.begin() as conn:
+        _fill(conn)
+    valid = {"action_id": "act_1", "workspace_id": "ws_1", "trigger": "start", "from_status": "approved"}
+    valid |= {"to_status": "running", "actor": "t", "created_at": T0}
+    with db.engine.begin() as conn:
+        conn.execute(action_transitions.insert().values(**valid))
+    for wrong in ({"trigger": "teleport"}, {"to_status": "lost"}, {"from_status": "lost"}):
+        with pytest.raises(sa.exc.IntegrityError), db.engine.begin() as conn:
+            conn.execute(action_transitions.insert().values(**(valid | wrong)))
+    with pytest.raises(sa.exc.IntegrityError), db.engine.begin() as conn:
+        conn.execute(actions.update().values(previous_status="lost"))

@@ -18,15 +18,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from warehouse.db import UTCDateTime
-from warehouse.tables import metadata
-
-# SQLite only aliases ROWID (cheap monotonic keys) for a column declared exactly INTEGER.
-BigIntKey = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+from warehouse.tables import BigIntKey, IdString, metadata
 
 event_claims = sa.Table(
     "event_claims",
     metadata,
-    sa.Column("workspace_id", sa.String(40), primary_key=True),
+    sa.Column("workspace_id", IdString, primary_key=True),
     sa.Column("event_id", sa.String(80), primary_key=True),
     sa.Column("claimed_at", UTCDateTime(), nullable=False),
 )
@@ -37,7 +34,7 @@ landed_events = sa.Table(
     metadata,
     sa.Column("seq", BigIntKey, primary_key=True, autoincrement=True),
     sa.Column("event_id", sa.String(80), nullable=False),
-    sa.Column("workspace_id", sa.String(40), nullable=False),
+    sa.Column("workspace_id", IdString, nullable=False),
     sa.Column("event_type", sa.String(64), nullable=False),
     sa.Column("occurred_at", UTCDateTime(), nullable=False),
     # UTC day of occurred_at as YYYY-MM-DD: the lake partition key, indexed for partition reads.

@@ -11,14 +11,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from warehouse.db import UTCDateTime
-from warehouse.tables import metadata
+from warehouse.tables import IdString, metadata
 
 ingest_credentials = sa.Table(
     "ingest_credentials",
     metadata,
     sa.Column("vendor", sa.String(64), primary_key=True),
     sa.Column("app_token", sa.String(200), primary_key=True),
-    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), nullable=False, index=True),
     sa.Column("secret_hash", sa.String(64), nullable=False),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("rotated_at", UTCDateTime(), nullable=True),
@@ -27,7 +27,7 @@ ingest_credentials = sa.Table(
 ingest_event_mappings = sa.Table(
     "ingest_event_mappings",
     metadata,
-    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), primary_key=True),
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), primary_key=True),
     sa.Column("vendor", sa.String(64), primary_key=True),
     sa.Column("vendor_token", sa.String(200), primary_key=True),
     sa.Column("event_type", sa.String(64), nullable=False),

@@ -9,14 +9,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from warehouse.db import UTCDateTime
-from warehouse.tables import metadata
+from warehouse.tables import IdString, metadata
 
 entitlements = sa.Table(
     "entitlements",
     metadata,
-    sa.Column("app_id", sa.String(40), sa.ForeignKey("apps.id"), primary_key=True),
+    sa.Column("app_id", IdString, sa.ForeignKey("apps.id"), primary_key=True),
     sa.Column("user_id", sa.String(200), primary_key=True),
-    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), nullable=False, index=True),
     sa.Column("active", sa.Boolean, nullable=False),
     sa.Column("source", sa.String(32), nullable=False),
     sa.Column("provider", sa.String(32), nullable=False),

@@ -10,15 +10,15 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from warehouse.db import UTCDateTime
-from warehouse.tables import metadata
+from warehouse.tables import IdString, metadata
 
 paywall_configs = sa.Table(
     "paywall_configs",
     metadata,
-    sa.Column("app_id", sa.String(40), sa.ForeignKey("apps.id"), primary_key=True),
+    sa.Column("app_id", IdString, sa.ForeignKey("apps.id"), primary_key=True),
     sa.Column("paywall_id", sa.String(100), primary_key=True),
     sa.Column("version", sa.Integer, primary_key=True),
-    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), nullable=False, index=True),
     sa.Column("document", sa.JSON, nullable=False),
     sa.Column("published_by", sa.String(200), nullable=False),
     sa.Column("published_at", UTCDateTime(), nullable=False),

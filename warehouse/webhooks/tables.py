@@ -14,18 +14,26 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import sqlalchemy as sa
 
 from warehouse.db import UTCDateTime
-from warehouse.tables import metadata
+from warehouse.tables import BigIntKey, IdString, metadata, one_of
 
-BigIntKey = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+# The status vocabularies, declared once (the CHECKs below and the repositories' values).
+EndpointStatus = Literal["enabled", "disabled"]
+ENDPOINT_STATUSES: tuple[EndpointStatus, ...] = ("enabled", "disabled")
+SecretStatus = Literal["active", "retiring"]
+SECRET_STATUSES: tuple[SecretStatus, ...] = ("active", "retiring")
+DeliveryStatus = Literal["pending", "delivering", "succeeded", "failed"]
+DELIVERY_STATUSES: tuple[DeliveryStatus, ...] = ("pending", "delivering", "succeeded", "failed")
 
 webhook_endpoints = sa.Table(
     "webhook_endpoints",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("id", IdString, primary_key=True),
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), nullable=False, index=True),
     sa.Column("url", sa.String(2048), nullable=False),
     sa.Column("events", sa.JSON, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
@@ -33,26 +41,26 @@ webhook_endpoints = sa.Table(
     sa.Column("consecutive_failures", sa.Integer, nullable=False, server_default="0"),
     sa.Column("disabled_at", UTCDateTime(), nullable=True),
     sa.Column("created_at", UTCDateTime(), nullable=False),
-    sa.CheckConstraint("status IN ('enabled', 'disabled')", name="status"),
+    sa.CheckConstraint(one_of("status", ENDPOINT_STATUSES), name="status"),
 )
 
 webhook_secrets = sa.Table(
     "webhook_secrets",
     metadata,
     sa.Column("id", BigIntKey, primary_key=True, autoincrement=True),
-    sa.Column("endpoint_id", sa.String(40), sa.ForeignKey("webhook_endpoints.id"), nullable=False, index=True),
+    sa.Column("endpoint_id", IdString, sa.ForeignKey("webhook_endpoints.id"), nullable=False, index=True),
     sa.Column("secret", sa.String(4096), nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("expires_at", UTCDateTime(), nullable=True),
-    sa.CheckConstraint("status IN ('active', 'retiring')", name="status"),
+    sa.CheckConstraint(one_of("status", SECRET_STATUSES), name="status"),
 )
 
 webhook_events = sa.Table(
     "webhook_events",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("workspace_id", sa.String(40), sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("id", IdString, primary_key=True),
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), nullable=False, index=True),
     sa.Column("type", sa.String(64), nullable=False),
     sa.Column("body", sa.LargeBinary, nullable=False),
     sa.Column("test", sa.Boolean, nullable=False, server_default=sa.false()),
@@ -62,21 +70,21 @@ webhook_events = sa.Table(
 webhook_deliveries = sa.Table(
     "webhook_deliveries",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("event_id", sa.String(40), sa.ForeignKey("webhook_events.id"), nullable=False, index=True),
-    sa.Column("endpoint_id", sa.String(40), sa.ForeignKey("webhook_endpoints.id"), nullable=False),
-    sa.Column("workspace_id", sa.String(40), nullable=False),
+    sa.Column("id", IdString, primary_key=True),
+    sa.Column("event_id", IdString, sa.ForeignKey("webhook_events.id"), nullable=False, index=True),
+    sa.Column("endpoint_id", IdString, sa.ForeignKey("webhook_endpoints.id"), nullable=False),
+    sa.Column("workspace_id", IdString, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False, server_default="0"),
     sa.Column("next_attempt_at", UTCDateTime(), nullable=True),
     sa.Column("lease_until", UTCDateTime(), nullable=True),
-    sa.Column("lease_token", sa.String(40), nullable=True),
+    sa.Column("lease_token", IdString, nullable=True),
     sa.Column("claims", sa.Integer, nullable=False, server_default="0"),
     sa.Column("last_status_code", sa.Integer, nullable=True),
     sa.Column("last_error", sa.String(500), nullable=True),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("completed_at", UTCDateTime(), nullable=True),
-    sa.CheckConstraint("status IN ('pending', 'delivering', 'succeeded', 'failed')", name="status"),
+    sa.CheckConstraint(one_of("status", DELIVERY_STATUSES), name="status"),
     sa.Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
     sa.Index("ix_webhook_deliveries_endpoint_created", "endpoint_id", "created_at"),
 )
@@ -85,7 +93,7 @@ webhook_attempts = sa.Table(
     "webhook_attempts",
     metadata,
     sa.Column("id", BigIntKey, primary_key=True, autoincrement=True),
-    sa.Column("delivery_id", sa.String(40), sa.ForeignKey("webhook_deliveries.id"), nullable=False, index=True),
+    sa.Column("delivery_id", IdString, sa.ForeignKey("webhook_deliveries.id"), nullable=False, index=True),
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("status_code", sa.Integer, nullable=True),
     sa.Column("error", sa.String(500), nullable=True),
