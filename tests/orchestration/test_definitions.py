@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from orchestration.definitions import build_definitions, defs
-from orchestration.resources import DatabaseResource, LakeResource
+from orchestration.resources import DatabaseResource, DataDirResource
 from orchestration.workspaces.assets import workspaces
 from tests.support import ROOT
 from warehouse.settings import Settings
@@ -45,7 +45,7 @@ def test_workspaces_asset_writes_the_lake(settings: Settings, workspace: dict) -
         [workspaces],
         resources={
             "database": DatabaseResource(url=settings.database_url),
-            "lake": LakeResource(data_dir=str(settings.data_dir)),
+            "data_dir": DataDirResource(root=str(settings.data_dir)),
         },
     )
     assert result.success
@@ -72,7 +72,7 @@ def test_materialization_on_a_postgres_backed_instance(
         monkeypatch.setenv("DAGSTER_PG_URL", pg_url)
         with dg.DagsterInstance.from_config(str(home)) as instance:
             assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-            definitions = build_definitions(database_url=settings.database_url, data_dir=str(settings.data_dir))
+            definitions = build_definitions(settings)
             job = definitions.resolve_implicit_global_asset_job_def()
             # Only the unpartitioned asset: daily-partitioned assets (reports) need a partition key.
             result = job.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("workspaces")])
