@@ -85,3 +85,26 @@ def test_materialization_on_a_postgres_backed_instance(
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_domains_read_no_settings_only_the_composition_root_does(tmp_path: Path) -> None:
+    """A domain's `defs` is static: with settings that cannot load, every domain still imports,
+    and only the composition root (the one settings load) refuses them."""
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    env = {**os.environ, "FLOKIT_DATA_DIR": str(not_a_dir)}
+    domains = ["catalog", "events", "reports", "spend", "webhooks", "workspaces"]
+    imports = "; ".join(f"import orchestration.{domain}.definitions" for domain in domains)
+    ok = subprocess.run([sys.executable, "-c", imports], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    root = subprocess.run(
+        [sys.executable, "-c", "import orchestration.definitions"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert root.returncode != 0 and "FLOKIT_DATA_DIR must be a directory" in root.stderr
+
+
+def test_a_database_url_from_the_environment_is_bound_as_an_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Dagster UI shows resource values: a PostgreSQL URL (with its password) stays an EnvVar."""
+    monkeypatch.setenv("FLOKIT_DATABASE_URL", "postgresql+psycopg://flokit:secret@db.invalid/flokit")
+    url = build_definitions().resources["database"].url
+    assert isinstance(url, dg.EnvVar) and url.env_var_name == "FLOKIT_DATABASE_URL"
