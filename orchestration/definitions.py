@@ -1,41 +1,61 @@
-"""The one composition root: per-domain definitions merged, resources bound once.
+"""The one composition root: every domain's `defs` merged, deployment values bound once.
 
-`workspace.yaml` loads this module; `dagster definitions validate` checks it in the tests.
+Each domain is `orchestration/<domain>/definitions.py` exposing a static `defs` (assets, checks,
+jobs, schedules, sensors); nothing in a domain reads the environment. What depends on the
+deployment is bound here, from one settings load: the resources, and the two queue sensors whose
+minimum interval is FLOKIT_SENSOR_INTERVAL_S. `workspace.yaml` loads `defs`; `dagster
+definitions validate` checks it in the tests.
 """
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
-from orchestration.catalog import defs as catalog_defs
-from orchestration.events.sensors import build_defs as build_events_defs
-from orchestration.reports.definitions import defs as report_defs
-from orchestration.resources import DatabaseResource, LakeResource
-from orchestration.webhooks.definitions import build_webhook_defs
+from orchestration.catalog.definitions import defs as catalog_defs
+from orchestration.events.definitions import defs as events_defs
+from orchestration.events.sensors import build_landed_events_sensor
+from orchestration.reports.definitions import defs as reports_defs
+from orchestration.resources import DatabaseResource, DataDirResource
+from orchestration.spend.definitions import defs as spend_defs
+from orchestration.webhooks.definitions import defs as webhooks_defs
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
-from orchestration.workspaces.assets import defs as workspace_defs
+from orchestration.webhooks.sensors import build_webhook_sensor
+from orchestration.workspaces.definitions import defs as workspaces_defs
 from warehouse.settings import Settings
 
+DATABASE_URL_ENV = "FLOKIT_DATABASE_URL"
 
-def build_definitions(
-    database_url: str | None = None, data_dir: str | None = None, sensor_interval_s: int | None = None
-) -> dg.Definitions:
-    """Tests pass explicit locations; processes leave them None to follow FLOKIT_* at run time
-    (the sensor interval is fixed when the definitions load: Dagster needs it up front)."""
-    interval = sensor_interval_s if sensor_interval_s is not None else Settings.from_env().sensor_interval_s
+
+def build_definitions(settings: Settings | None = None) -> dg.Definitions:
+    """Processes pass nothing: the settings are loaded once, from FLOKIT_* (`flokit up` and
+    `flokit refresh` set them for the processes they start). Tests pass their own."""
+    database_url: str = settings.database_url if settings else ""
+    if settings is None:
+        settings = Settings.from_env()
+        # A database URL from the environment stays an EnvVar: the Dagster UI shows resource
+        # values, and a PostgreSQL URL carries a password. (Settings validated it above.)
+        env_url = os.environ.get(DATABASE_URL_ENV, "").strip()
+        database_url = dg.EnvVar(DATABASE_URL_ENV) if env_url else settings.database_url
     return dg.Definitions.merge(
-        workspace_defs,
-        build_events_defs(interval),
         catalog_defs,
-        build_webhook_defs(interval),
-        report_defs,
+        events_defs,
+        reports_defs,
+        spend_defs,
+        webhooks_defs,
+        workspaces_defs,
         dg.Definitions(
+            sensors=[
+                build_landed_events_sensor(settings.sensor_interval_s),
+                build_webhook_sensor(settings.sensor_interval_s),
+            ],
             resources={
                 "database": DatabaseResource(url=database_url),
-                "lake": LakeResource(data_dir=data_dir),
-                "webhook_queue": WebhookQueue(),
-                "webhook_http": WebhookHttpClient(),
-            }
+                "data_dir": DataDirResource(root=str(settings.data_dir)),
+                "webhook_queue": WebhookQueue(backoff_scale=settings.webhook_backoff_scale),
+                "webhook_http": WebhookHttpClient(allow_private=settings.webhooks_allow_private),
+            },
         ),
     )
 

@@ -21,3 +21,18 @@ def frame_metadata(frame: pl.DataFrame, **extra: Any) -> dict[str, Any]:
     ):
         preview = str(frame.head(PREVIEW_ROWS))
     return {"dagster/row_count": frame.height, "preview": dg.MetadataValue.md(preview), **extra}
+
+
+# Who answers for an asset (Dagster owners: `team:<name>` or an e-mail address).
+INGEST_TEAM = "team:ingest"
+ANALYTICS_TEAM = "team:analytics"
+PLATFORM_TEAM = "team:platform"
+# Kinds: what an asset is computed with and stored as (icons in the Dagster UI).
+LAKE_KINDS = {"polars", "parquet"}
+DUCKDB_KINDS = {"duckdb"}
+
+
+def asset_tags(domain: str, tier: str) -> dict[str, str]:
+    """Every asset's tags: its domain, and its tier: `raw` (arrives from outside the lake),
+    `derived` (computed from the lake) or `published` (a DuckDB file the API or analysts read)."""
+    return {"domain": domain, "tier": tier}

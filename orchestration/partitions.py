@@ -8,10 +8,9 @@ events of the current UTC day arrive all day long.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import date
+from datetime import date, timedelta
 
 import dagster as dg
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from transforms.events import LAKE_START
 
@@ -20,6 +19,18 @@ from transforms.events import LAKE_START
 LAKE_START_DATE = LAKE_START.isoformat()
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=LAKE_START_DATE, end_offset=1, timezone="UTC")
+
+# The run tags that make a run cover a range of partitions (Dagster's documented tag names; the
+# constants themselves live in a private Dagster module, which FloKit does not import).
+ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
+ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
+
+
+def run_days(context: dg.AssetExecutionContext) -> list[date]:
+    """The UTC days of the partitions a run covers (one day, or a range run's every day)."""
+    window = context.partition_time_window
+    first, last = window.start.date(), window.end.date()
+    return [first + timedelta(days=i) for i in range((last - first).days)]
 
 
 def range_tags(days: Iterable[date]) -> dict[str, str]:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from orchestration.catalog import analyst_catalog
+from orchestration.catalog.assets import analyst_catalog
 from orchestration.events.assets import ASSET as EVENTS
 from orchestration.events.sensors import events_run_request, requestable_days
 from orchestration.partitions import range_label

@@ -1,8 +1,7 @@
-"""Resources for the operational database and the lake.
+"""The resources every domain shares: the operational database and the data directory.
 
-Both resolve unset fields from the FLOKIT_* environment at run time (not at import), so the
-same definitions serve `flokit up`, `dagster dev`, tests (which pass explicit values) and
-production.
+Their fields are required and bound once, at the composition root (`orchestration/definitions.py`),
+from one settings load; nothing here reads the environment.
 """
 
 from __future__ import annotations
@@ -12,31 +11,23 @@ from pathlib import Path
 import dagster as dg
 
 from warehouse.db import Database, database_for
-from warehouse.lake import Lake
-from warehouse.settings import Settings
+from warehouse.paths import DataPaths
 
 
 class DatabaseResource(dg.ConfigurableResource):
     """The operational database (SQLite or PostgreSQL)."""
 
-    url: str | None = None
+    url: str
 
     def database(self) -> Database:
-        return database_for(self.url or Settings.from_env().database_url)
+        return database_for(self.url.strip())
 
 
-class LakeResource(dg.ConfigurableResource):
-    """The Parquet lake and the DuckDB analyst catalog under the data directory."""
+class DataDirResource(dg.ConfigurableResource):
+    """The data directory: the Parquet lake, the analyst catalog, the published reports (`DataPaths`)."""
 
-    data_dir: str | None = None
-
-    @property
-    def settings_data_dir(self) -> Path:
-        return Path(self.data_dir) if self.data_dir else Settings.from_env().data_dir
-
-    def lake(self) -> Lake:
-        return Lake(self.settings_data_dir / "lake")
+    root: str
 
     @property
-    def catalog_path(self) -> Path:
-        return self.settings_data_dir / "warehouse.duckdb"
+    def paths(self) -> DataPaths:
+        return DataPaths(Path(self.root))

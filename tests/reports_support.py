@@ -12,6 +12,7 @@ from orchestration.reports.jobs import refresh_reports
 from transforms.demo import DemoConfig, DemoData, generate
 from warehouse.lake import Lake
 from warehouse.reports import demo, store
+from warehouse.settings import Settings
 
 START = date(2026, 6, 1)
 
@@ -26,5 +27,5 @@ def seed_lake(data_dir: Path, workspace_id: str, *, users: int = 1500, days: int
 
 
 def refresh(data_dir: Path, database_url: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult | None:
-    definitions = build_definitions(database_url=database_url, data_dir=str(data_dir))
+    definitions = build_definitions(Settings(data_dir=data_dir, database_url=database_url))
     return refresh_reports(definitions, instance, Lake(data_dir / "lake"))

@@ -7,6 +7,7 @@ from sqlalchemy.engine import Connection
 
 from warehouse.tables import workspaces
 
+WORKSPACES_DATASET = "workspaces"  # one whole-table file in the lake
 WORKSPACE_SCHEMA = pl.Schema(
     {
         "workspace_id": pl.String(),

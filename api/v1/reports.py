@@ -104,9 +104,7 @@ def _reader() -> serving.ReportReader:
     """The worker's reader, created on first use (after gunicorn forked), one per process."""
     reader = current_app.extensions.get(READER)
     if reader is None:
-        reader = current_app.extensions.setdefault(
-            READER, serving.ReportReader(serving.reports_path(state().settings.data_dir))
-        )
+        reader = current_app.extensions.setdefault(READER, serving.ReportReader(state().settings.paths.reports))
     return reader
 
 

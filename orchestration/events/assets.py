@@ -1,14 +1,14 @@
 """Asset `canonical_events`: one Parquet file per UTC day, rebuilt from every landed row of it."""
 
-from datetime import date, timedelta
+from datetime import date
 
 import dagster as dg
 import polars as pl
 from dagster import AssetExecutionContext  # no __future__ annotations here: Dagster inspects the real type
 
-from orchestration.metadata import frame_metadata
-from orchestration.partitions import daily_partitions
-from orchestration.resources import DatabaseResource, LakeResource
+from orchestration.metadata import INGEST_TEAM, LAKE_KINDS, asset_tags, frame_metadata
+from orchestration.partitions import daily_partitions, run_days
+from orchestration.resources import DatabaseResource, DataDirResource
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.lake_events import duplicate_event_ids, null_occurred_at, partition_events
 from warehouse.db import Database
@@ -17,7 +17,7 @@ from warehouse.events.partitions import in_lake_count
 from warehouse.events.views import CANONICAL_EVENTS_DATASET
 from warehouse.lake import Lake
 
-ASSET = dg.AssetKey("canonical_events")
+ASSET = dg.AssetKey(CANONICAL_EVENTS_DATASET)  # an asset is named after the lake dataset it writes
 UNIQUE_EVENT_ID = "unique_event_id"
 OCCURRED_AT_NOT_NULL = "occurred_at_not_null"
 # Rewrites of one day when a concurrent run of the same day overtook this one (normally 1).
@@ -39,12 +39,6 @@ def _checks(duplicates: int, nulls: int) -> list[dg.AssetCheckResult]:
             metadata={"null_rows": nulls},
         ),
     ]
-
-
-def _days(context: AssetExecutionContext) -> list[date]:
-    window = context.partition_time_window
-    first, last = window.start.date(), window.end.date()
-    return [first + timedelta(days=i) for i in range((last - first).days)]
 
 
 def _needs_write(db: Database, store: Lake, day: date, pending: set[date]) -> bool:
@@ -82,6 +76,9 @@ def _write_day(context: AssetExecutionContext, db: Database, store: Lake, day: d
     partitions_def=daily_partitions,
     backfill_policy=dg.BackfillPolicy.single_run(),
     group_name="events",
+    kinds=LAKE_KINDS,
+    owners=[INGEST_TEAM],
+    tags=asset_tags("events", "raw"),
     description="Every accepted event, deduplicated, one Parquet file per UTC day of occurred_at.",
     check_specs=[
         dg.AssetCheckSpec(
@@ -91,19 +88,19 @@ def _write_day(context: AssetExecutionContext, db: Database, store: Lake, day: d
     ],
 )
 def canonical_events(
-    context: AssetExecutionContext, database: DatabaseResource, lake: LakeResource
+    context: AssetExecutionContext, database: DatabaseResource, data_dir: DataDirResource
 ) -> dg.MaterializeResult:
     """Idempotent: each day of the run's range that changed is re-read whole from
     `landed_events` and its file replaced atomically, so a rerun, or a late event re-running its
     day, gives the same file. One run covers a range of days (the sensor asks for every pending
     day at once), since starting a run costs seconds and a day's rewrite milliseconds."""
-    db, store = database.database(), lake.lake()
+    db, store = database.database(), data_dir.paths.lake()
     with db.read() as conn:
         pending = set(pending_days(conn))
     rows = newly_landed = duplicates = nulls = 0
     written: list[str] = []
     last = pl.DataFrame(schema=CANONICAL_EVENT_SCHEMA)
-    for day in _days(context):
+    for day in run_days(context):
         if not _needs_write(db, store, day, pending):
             continue
         last, landed = _write_day(context, db, store, day)

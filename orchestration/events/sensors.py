@@ -1,35 +1,26 @@
-"""The landed-events sensor and the daily dedup-claim pruning schedule.
+"""The landed-events sensor.
 
-The sensor requests ONE run covering every UTC day with pending landed rows (a partition range;
-the asset rewrites only the days that changed), keyed by a fingerprint of the pending state
-(each day and its highest pending seq): the same pending state always gives the same run key
-(Dagster runs it once), a new row anywhere gives a new key. One run per batch, not per day:
-starting a run costs seconds, rewriting a day milliseconds, and a demo seed or a vendor's
-backfill leaves dozens of days pending at once. Runs carry a tag that the instance's run
-coordinator limits to one at a time, so two runs never rewrite one day's file out of order.
+It requests ONE run covering every UTC day with pending landed rows (a partition range; the
+asset rewrites only the days that changed), keyed by a fingerprint of the pending state (each
+day and its highest pending seq): the same pending state always gives the same run key (Dagster
+runs it once), a new row anywhere gives a new key. One run per batch, not per day: starting a
+run costs seconds, rewriting a day milliseconds, and a demo seed or a vendor's backfill leaves
+dozens of days pending at once. Runs carry a tag that the instance's run coordinator limits to
+one at a time, so two runs never rewrite one day's file out of order.
 """
 
 import hashlib
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 
 import dagster as dg
-from dagster import OpExecutionContext  # no __future__ annotations here: Dagster inspects the real type
 
-from orchestration.events.assets import canonical_events
+from orchestration.events.jobs import canonical_events_job
 from orchestration.partitions import LAKE_START_DATE, range_tags
 from orchestration.resources import DatabaseResource
-from warehouse.events.landing import pending_days, prune_claims
+from warehouse.events.landing import pending_days
 
 # Run tag limited to one concurrent run (tag_concurrency_limits in both instance configs).
 EVENTS_WRITER_TAG = "flokit/canonical_events_writer"
-# Spec "Limits": ingest dedup window 30 days.
-DEDUP_WINDOW = timedelta(days=30)
-
-canonical_events_job = dg.define_asset_job(
-    "canonical_events_job",
-    selection=[canonical_events],
-    description="Rewrite the canonical_events partitions of the requested UTC days.",
-)
 
 
 def requestable_days(pending: dict[date, int], today: date) -> dict[date, int]:
@@ -50,6 +41,8 @@ def events_run_request(pending: dict[date, int]) -> dg.RunRequest:
 
 
 def build_landed_events_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
+    """Built at the composition root: the interval is the deployment's FLOKIT_SENSOR_INTERVAL_S."""
+
     @dg.sensor(
         name="landed_events_sensor",
         job=canonical_events_job,
@@ -71,35 +64,3 @@ def build_landed_events_sensor(minimum_interval_seconds: int) -> dg.SensorDefini
         return dg.SensorResult(run_requests=[request], cursor=request.run_key)
 
     return landed_events_sensor
-
-
-@dg.op(description="Delete dedup claims older than the 30-day window.")
-def prune_dedup_claims(context: OpExecutionContext, database: DatabaseResource) -> int:
-    """Idempotent: deletes by age only; a second run the same day finds nothing to delete."""
-    with database.database().write() as conn:
-        pruned = prune_claims(conn, datetime.now(UTC) - DEDUP_WINDOW)
-    context.log.info(f"pruned {pruned} dedup claims older than {DEDUP_WINDOW.days} days")
-    return pruned
-
-
-@dg.job(description="Daily: drop dedup claims past the 30-day window.")
-def prune_dedup_claims_job() -> None:
-    prune_dedup_claims()
-
-
-prune_dedup_claims_schedule = dg.ScheduleDefinition(
-    name="prune_dedup_claims_daily",
-    job=prune_dedup_claims_job,
-    cron_schedule="17 3 * * *",  # daily, off the hour, when ingest traffic is lowest
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-)
-
-
-def build_defs(sensor_interval_s: int) -> dg.Definitions:
-    return dg.Definitions(
-        assets=[canonical_events],
-        jobs=[canonical_events_job, prune_dedup_claims_job],
-        sensors=[build_landed_events_sensor(sensor_interval_s)],
-        schedules=[prune_dedup_claims_schedule],
-    )

@@ -6,21 +6,24 @@ range of changed days is one run that rewrites exactly those days, computed a ba
 a time and split by day. The cube and the weekly activity are themselves daily (rows keyed by
 activity day, additive), so the whole-table assets only concatenate small daily results and
 add running sums, never touching events.
-`canonical_events` (ingest) and `spend_raw` (ad-platform syncs) are upstream assets defined
-elsewhere; Dagster shows them as external until they are.
+Upstream: `canonical_events` (the events domain) and `spend_raw` (the spend domain). Every asset
+is named after the lake dataset it writes (`warehouse.reports.store`), and so is its function.
 """
 
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import dagster as dg
 import polars as pl
 from dagster import AssetExecutionContext
 
-from orchestration.metadata import frame_metadata
-from orchestration.partitions import daily_partitions
-from orchestration.resources import LakeResource
-from transforms.reports import lifecycle, ltv, payback
+from orchestration.metadata import ANALYTICS_TEAM, DUCKDB_KINDS, LAKE_KINDS, asset_tags, frame_metadata
+from orchestration.partitions import daily_partitions, run_days
+from orchestration.resources import DataDirResource
+from transforms.reports import lifecycle
+from transforms.reports import ltv as ltv_model
+from transforms.reports import payback as payback_model
 from transforms.reports.schemas import WEEK_LOOKBACK_DAYS
 from warehouse.lake import Lake
 from warehouse.reports import serving, store
@@ -29,10 +32,18 @@ GROUP = "reports"
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 
 
-def partition_days(context: AssetExecutionContext) -> list[date]:
-    window = context.partition_time_window
-    first, last = window.start.date(), window.end.date()
-    return [first + timedelta(days=i) for i in range((last - first).days)]
+def _common(tier: str) -> dict[str, Any]:
+    """What every report asset declares besides its own name, inputs and description."""
+    return {
+        "group_name": GROUP,
+        "owners": [ANALYTICS_TEAM],
+        "kinds": DUCKDB_KINDS if tier == "published" else LAKE_KINDS,
+        "tags": asset_tags(GROUP, tier),
+    }
+
+
+def _daily_asset(**kwargs: Any) -> dict[str, Any]:
+    return {**_common("derived"), "partitions_def": daily_partitions, "backfill_policy": SINGLE_RUN, **kwargs}
 
 
 # Days computed together: a batch joins its events against every user's cohort once, where one
@@ -55,7 +66,7 @@ def _daily(
     """Recompute the run's days, a batch at a time, and replace each day's partition whole.
     `compute` gives the rows of a batch of consecutive days; `day_of` says which day a row is of."""
     rows, last = 0, pl.DataFrame(schema=store.SCHEMAS[target])
-    days = partition_days(context)
+    days = run_days(context)
     for batch in _batches(days):
         frame = compute(batch).collect()
         written = store.write_days(lake, target, batch, frame, day_of)
@@ -76,16 +87,9 @@ def _from_raw(
     """A daily asset computed from one raw lake dataset (`canonical_events` or `spend_raw`)."""
     upstream = dg.AssetKey(source)
 
-    @dg.asset(
-        name=name,
-        group_name=GROUP,
-        deps=[upstream],
-        partitions_def=daily_partitions,
-        backfill_policy=SINGLE_RUN,
-        description=description,
-    )
-    def _asset(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-        store_ = lake.lake()
+    @dg.asset(**_daily_asset(name=name, deps=[upstream], description=description))
+    def _asset(context: AssetExecutionContext, data_dir: DataDirResource) -> dg.MaterializeResult:
+        store_ = data_dir.paths.lake()
         compute = lambda days: transform(store.scan_days(store_, source, days))  # noqa: E731
         return _daily(context, store_, name, compute, pl.col(day_column))
 
@@ -130,19 +134,18 @@ def _cohorts(lake: Lake) -> pl.LazyFrame:
 
 
 @dg.asset(
-    group_name=GROUP,
-    deps=[acquisitions, subscription_events, spend],
-    partitions_def=daily_partitions,
-    backfill_policy=SINGLE_RUN,
-    description="The payback cube rows whose activity day is this day (installs and spend of the day's cohort).",
+    **_daily_asset(
+        deps=[acquisitions, subscription_events, spend],
+        description="The payback cube rows whose activity day is this day (installs and spend of the day's cohort).",
+    )
 )
-def payback_daily(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+def payback_daily(context: AssetExecutionContext, data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: each day is recomputed from that day's events and spend and replaced whole."""
-    store_ = lake.lake()
+    store_ = data_dir.paths.lake()
     cohorts = _cohorts(store_)
 
     def compute(days: list[date]) -> pl.LazyFrame:
-        return payback.daily_rows(
+        return payback_model.daily_rows(
             cohorts,
             cohorts.filter(pl.col("cohort_date").is_between(days[0], days[-1])),
             store.scan_days(store_, store.SUBSCRIPTION_EVENTS, days),
@@ -154,20 +157,19 @@ def payback_daily(context: AssetExecutionContext, lake: LakeResource) -> dg.Mate
 
 
 @dg.asset(
-    group_name=GROUP,
-    deps=[acquisitions, subscription_events, active_days],
-    partitions_def=daily_partitions,
-    backfill_policy=SINGLE_RUN,
-    description="Weekly activations (first event of a week since install) and net revenue of the day, per group.",
+    **_daily_asset(
+        deps=[acquisitions, subscription_events, active_days],
+        description="Weekly activations (first event of a week since install) and net revenue of the day, per group.",
+    )
 )
-def cohort_activity(context: AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+def cohort_activity(context: AssetExecutionContext, data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: each day is recomputed from the active days of that day and the 6 before it."""
-    store_ = lake.lake()
+    store_ = data_dir.paths.lake()
     cohorts = _cohorts(store_)
 
     def compute(days: list[date]) -> pl.LazyFrame:
         window = [days[0] - timedelta(days=k) for k in range(WEEK_LOOKBACK_DAYS, 0, -1)] + days
-        return payback.cohort_activity(
+        return payback_model.cohort_activity(
             cohorts,
             cohorts.filter(pl.col("cohort_date").is_between(days[0], days[-1])),
             store.scan_days(store_, store.ACTIVE_DAYS, window),
@@ -187,67 +189,65 @@ def _whole_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> dg.Materializ
 
 
 @dg.asset(
-    name="payback",
-    group_name=GROUP,
+    **_common("derived"),
     deps=[payback_daily],
     description=(
         "Payback cube: cohort day x dimension x value x day since install with installs, spend, trials, "
         "conversions, subscriptions, revenue, refunds and cumulative revenue."
     ),
 )
-def payback_cube(lake: LakeResource) -> dg.MaterializeResult:
+def payback(data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: the daily rows concatenated with running sums, swapped in atomically."""
-    store_ = lake.lake()
-    frame = payback.cumulate(store.scan_days(store_, store.PAYBACK_DAILY)).collect()
+    store_ = data_dir.paths.lake()
+    frame = payback_model.cumulate(store.scan_days(store_, store.PAYBACK_DAILY)).collect()
     return _whole_table(store_, store.PAYBACK, frame)
 
 
 @dg.asset(
-    group_name=GROUP,
+    **_common("derived"),
     deps=[cohort_activity],
     description="Weekly retention and net revenue per cohort day and group, complete weeks only.",
 )
-def cohort_curves(lake: LakeResource) -> dg.MaterializeResult:
+def cohort_curves(data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: rebuilt whole from the daily datasets and swapped in atomically."""
-    store_ = lake.lake()
+    store_ = data_dir.paths.lake()
     as_of = store.last_day(store_) or datetime.now(UTC).date()
-    frame = payback.cohort_curves(store.scan_days(store_, store.COHORT_ACTIVITY), as_of).collect()
+    frame = payback_model.cohort_curves(store.scan_days(store_, store.COHORT_ACTIVITY), as_of).collect()
     return _whole_table(store_, store.COHORT_CURVES, frame)
 
 
 @dg.asset(
-    group_name=GROUP,
+    **_common("derived"),
     deps=[cohort_curves],
     description="One-year LTV per install per group: shifted-beta-geometric retention x revenue per active week.",
 )
-def ltv_projections(lake: LakeResource) -> dg.MaterializeResult:
+def ltv(data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: refit from the current cohort curves and replaced whole."""
-    store_ = lake.lake()
-    frame = ltv.ltv_projections(store.scan_table(store_, store.COHORT_CURVES).collect())
+    store_ = data_dir.paths.lake()
+    frame = ltv_model.ltv_projections(store.scan_table(store_, store.COHORT_CURVES).collect())
     return _whole_table(store_, store.LTV, frame)
 
 
 @dg.asset(
-    group_name=GROUP,
-    deps=[payback_cube, cohort_curves, ltv_projections],
+    **_common("published"),
+    deps=[payback, cohort_curves, ltv],
     description="reports.duckdb: the tables the reports API queries, swapped in atomically with generated_at.",
 )
-def published_reports(lake: LakeResource) -> dg.MaterializeResult:
+def published_reports(data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: a new file is built from the current tables and renamed over the old one."""
-    store_ = lake.lake()
+    paths = data_dir.paths
+    store_ = paths.lake()
     generated_at = datetime.now(UTC)
-    counts = serving.publish(
-        serving.reports_path(lake.settings_data_dir), store_, generated_at=generated_at, as_of=store.last_day(store_)
-    )
+    counts = serving.publish(paths.reports, store_, generated_at=generated_at, as_of=store.last_day(store_))
     return dg.MaterializeResult(
         metadata={
             **{f"rows_{name}": n for name, n in counts.items()},
             "generated_at": generated_at.isoformat(),
-            "path": dg.MetadataValue.path(str(serving.reports_path(lake.settings_data_dir))),
+            "path": dg.MetadataValue.path(str(paths.reports)),
         }
     )
 
 
 DAILY_ASSETS = [acquisitions, subscription_events, active_days, spend, payback_daily, cohort_activity]
-TABLE_ASSETS = [payback_cube, cohort_curves, ltv_projections, published_reports]
+TABLE_ASSETS = [payback, cohort_curves, ltv, published_reports]
 ASSETS = [*DAILY_ASSETS, *TABLE_ASSETS]

@@ -1,4 +1,4 @@
-"""The reports domain's definitions, merged by `orchestration/definitions.py`."""
+"""The reports domain: payback and cohort reports, their checks, the six-hourly schedule."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import dagster as dg
 
 from orchestration.reports.assets import ASSETS
 from orchestration.reports.checks import CHECKS
-from orchestration.reports.jobs import reports_first_refresh, reports_job, reports_schedule
+from orchestration.reports.jobs import published_reports_freshness_job, reports_job, reports_schedule
+from orchestration.reports.sensors import published_reports_freshness_sensor, reports_first_refresh_sensor
 
 defs = dg.Definitions(
     assets=ASSETS,
     asset_checks=CHECKS,
-    jobs=[reports_job],
+    jobs=[reports_job, published_reports_freshness_job],
     schedules=[reports_schedule],
-    sensors=[reports_first_refresh],
+    sensors=[reports_first_refresh_sensor, published_reports_freshness_sensor],
 )

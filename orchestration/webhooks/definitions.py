@@ -1,12 +1,13 @@
-"""Webhook delivery definitions: the drain job and its sensor."""
+"""The webhooks domain: the drain job.
+
+`webhook_deliveries_sensor` is not here: its interval is a deployment setting, so the
+composition root builds it (`build_webhook_sensor`) with the resources.
+"""
 
 from __future__ import annotations
 
 import dagster as dg
 
 from orchestration.webhooks.jobs import deliver_webhooks_job
-from orchestration.webhooks.sensors import build_webhook_sensor
 
-
-def build_webhook_defs(sensor_interval_s: int) -> dg.Definitions:
-    return dg.Definitions(jobs=[deliver_webhooks_job], sensors=[build_webhook_sensor(sensor_interval_s)])
+defs = dg.Definitions(jobs=[deliver_webhooks_job])

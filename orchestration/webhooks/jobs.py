@@ -36,7 +36,7 @@ def deliver_webhooks(
 
 
 @dg.job(
-    description="Drain due webhook deliveries (requested by the webhook_deliveries sensor).",
+    description="Drain due webhook deliveries (requested by webhook_deliveries_sensor).",
     # A queue drain is one op doing I/O: the in-process executor avoids a subprocess per op.
     executor_def=dg.in_process_executor,
     tags={"flokit/queue": "webhooks"},

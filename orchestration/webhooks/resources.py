@@ -11,7 +11,6 @@ from pydantic import PrivateAttr
 
 from orchestration.webhooks.transport import AddressPolicy, PinnedAdapter
 from warehouse.db import utcnow
-from warehouse.settings import Settings
 from warehouse.webhooks.urls import InvalidUrl, Resolver, check_form, system_resolver
 
 
@@ -33,7 +32,7 @@ class WebhookHttpClient(dg.ConfigurableResource):
     connect_timeout_s: float = 3.05
     read_timeout_s: float = 10.0
     pool_size: int = 32
-    allow_private: bool | None = None  # None: FLOKIT_WEBHOOKS_ALLOW_PRIVATE
+    allow_private: bool = False  # FLOKIT_WEBHOOKS_ALLOW_PRIVATE, bound at the composition root
     ca_bundle: str | None = None  # CA certificates (PEM file) to verify endpoints by; None: certifi's
 
     _session: requests.Session | None = PrivateAttr(default=None)
@@ -54,9 +53,7 @@ class WebhookHttpClient(dg.ConfigurableResource):
         return self
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._private_ok = (
-            self.allow_private if self.allow_private is not None else Settings.from_env().webhooks_allow_private
-        )
+        self._private_ok = self.allow_private
         policy = AddressPolicy(resolver=self._resolver or system_resolver, allow_private=self._private_ok)
         adapter = PinnedAdapter(policy, pool_connections=self.pool_size, pool_maxsize=self.pool_size, max_retries=0)
         session = requests.Session()
@@ -110,7 +107,7 @@ class WebhookQueue(dg.ConfigurableResource):
     renew_every_s: float = 5.0
     # A run stops claiming after this long; the sensor requests another for what is left.
     max_run_s: float = 60.0
-    backoff_scale: float | None = None  # None: FLOKIT_WEBHOOK_BACKOFF_SCALE
+    backoff_scale: float = 1.0  # FLOKIT_WEBHOOK_BACKOFF_SCALE, bound at the composition root
     # Added to the wall clock: tests and drills move time (e.g. past a rotation overlap).
     clock_offset_s: float = 0.0
 
@@ -118,4 +115,4 @@ class WebhookQueue(dg.ConfigurableResource):
         return utcnow() + timedelta(seconds=self.clock_offset_s)
 
     def scale(self) -> float:
-        return self.backoff_scale if self.backoff_scale is not None else Settings.from_env().webhook_backoff_scale
+        return self.backoff_scale

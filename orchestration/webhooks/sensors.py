@@ -26,14 +26,16 @@ _STARTED_GRACE_S = 20
 
 
 def build_webhook_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
+    """Built at the composition root: the interval is the deployment's FLOKIT_SENSOR_INTERVAL_S."""
+
     @dg.sensor(
-        name="webhook_deliveries",
+        name="webhook_deliveries_sensor",
         job=deliver_webhooks_job,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Requests a deliver_webhooks_job run when webhook deliveries are due.",
     )
-    def webhook_deliveries(
+    def webhook_deliveries_sensor(
         context: dg.SensorEvaluationContext, database: DatabaseResource, webhook_queue: WebhookQueue
     ) -> dg.SensorResult | dg.SkipReason:
         now = webhook_queue.now()
@@ -50,7 +52,7 @@ def build_webhook_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
             run_requests=[dg.RunRequest(run_key=key, tags={"flokit/due_deliveries": str(count)})], cursor=key
         )
 
-    return webhook_deliveries
+    return webhook_deliveries_sensor
 
 
 def _drain_alive(instance: dg.DagsterInstance, queue: WebhookQueue, database: DatabaseResource, now: datetime) -> bool:

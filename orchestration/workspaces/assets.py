@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import dagster as dg
 
-from orchestration.metadata import frame_metadata
-from orchestration.resources import DatabaseResource, LakeResource
-from warehouse.exports import workspaces_frame
+from orchestration.metadata import LAKE_KINDS, PLATFORM_TEAM, asset_tags, frame_metadata
+from orchestration.resources import DatabaseResource, DataDirResource
+from warehouse.exports import WORKSPACES_DATASET, workspaces_frame
 
 
 @dg.asset(
-    group_name="dimensions",
+    name=WORKSPACES_DATASET,
+    group_name="workspaces",  # every asset's group is its domain
+    kinds=LAKE_KINDS,
+    owners=[PLATFORM_TEAM],
+    tags=asset_tags("workspaces", "raw"),
     description="Every workspace (tenant) with its reporting currency and timezone, for analysts' joins.",
 )
-def workspaces(database: DatabaseResource, lake: LakeResource) -> dg.MaterializeResult:
+def workspaces(database: DatabaseResource, data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: the whole table is re-read and its one Parquet file replaced atomically."""
     with database.database().read() as conn:
         frame = workspaces_frame(conn)
-    store = lake.lake()
-    path = store.write(frame, store.table_path("workspaces"))
+    lake = data_dir.paths.lake()
+    path = lake.write(frame, lake.table_path(WORKSPACES_DATASET))
     return dg.MaterializeResult(metadata=frame_metadata(frame, path=dg.MetadataValue.path(str(path))))
-
-
-defs = dg.Definitions(assets=[workspaces])

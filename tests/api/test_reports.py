@@ -175,7 +175,5 @@ def test_the_endpoint_follows_a_new_publish(client: FlaskClient, published: dict
     key = published["api_key_read_only"]
     first = get(client, PAYBACK, key, **RANGE).json["meta"]["generated_at"]
     later = datetime(2030, 1, 1, tzinfo=UTC)
-    serving.publish(
-        serving.reports_path(settings.data_dir), Lake(settings.lake_dir), generated_at=later, as_of=date(2026, 8, 9)
-    )
+    serving.publish(settings.paths.reports, Lake(settings.lake_dir), generated_at=later, as_of=date(2026, 8, 9))
     assert get(client, PAYBACK, key, **RANGE).json["meta"]["generated_at"] == "2030-01-01T00:00:00.000Z" != first

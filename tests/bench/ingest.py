@@ -267,7 +267,7 @@ def verify_lake(settings: Settings, load: Load) -> dict[str, int]:
     from orchestration.refresh import refresh
 
     db = database_for(settings.database_url)
-    defs = build_definitions(database_url=settings.database_url, data_dir=str(settings.data_dir), sensor_interval_s=5)
+    defs = build_definitions(settings)
     with dg.DagsterInstance.ephemeral() as instance:
         outcomes = refresh(defs, instance, db, Lake(settings.lake_dir))
     assert all(o.success for o in outcomes), outcomes

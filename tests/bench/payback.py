@@ -123,8 +123,9 @@ def _refresh(root: Path) -> tuple[float, bool]:
 
     from orchestration.definitions import build_definitions
     from orchestration.reports.jobs import refresh_reports
+    from warehouse.settings import Settings
 
-    definitions = build_definitions(database_url=f"sqlite:///{root / 'flokit.db'}", data_dir=str(root))
+    definitions = build_definitions(Settings(data_dir=root, database_url=f"sqlite:///{root / 'flokit.db'}"))
     with dg.DagsterInstance.ephemeral() as instance:
         t0 = time.perf_counter()
         result = refresh_reports(definitions, instance, _lake(root))

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from orchestration.definitions import build_definitions, defs
-from orchestration.resources import DatabaseResource, LakeResource
+from orchestration.resources import DatabaseResource, DataDirResource
 from orchestration.workspaces.assets import workspaces
 from tests.support import ROOT
 from warehouse.settings import Settings
@@ -45,7 +45,7 @@ def test_workspaces_asset_writes_the_lake(settings: Settings, workspace: dict) -
         [workspaces],
         resources={
             "database": DatabaseResource(url=settings.database_url),
-            "lake": LakeResource(data_dir=str(settings.data_dir)),
+            "data_dir": DataDirResource(root=str(settings.data_dir)),
         },
     )
     assert result.success
@@ -72,7 +72,7 @@ def test_materialization_on_a_postgres_backed_instance(
         monkeypatch.setenv("DAGSTER_PG_URL", pg_url)
         with dg.DagsterInstance.from_config(str(home)) as instance:
             assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-            definitions = build_definitions(database_url=settings.database_url, data_dir=str(settings.data_dir))
+            definitions = build_definitions(settings)
             job = definitions.resolve_implicit_global_asset_job_def()
             # Only the unpartitioned asset: daily-partitioned assets (reports) need a partition key.
             result = job.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("workspaces")])
@@ -85,3 +85,26 @@ def test_materialization_on_a_postgres_backed_instance(
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_domains_read_no_settings_only_the_composition_root_does(tmp_path: Path) -> None:
+    """A domain's `defs` is static: with settings that cannot load, every domain still imports,
+    and only the composition root (the one settings load) refuses them."""
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    env = {**os.environ, "FLOKIT_DATA_DIR": str(not_a_dir)}
+    domains = ["catalog", "events", "reports", "spend", "webhooks", "workspaces"]
+    imports = "; ".join(f"import orchestration.{domain}.definitions" for domain in domains)
+    ok = subprocess.run([sys.executable, "-c", imports], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    root = subprocess.run(
+        [sys.executable, "-c", "import orchestration.definitions"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert root.returncode != 0 and "FLOKIT_DATA_DIR must be a directory" in root.stderr
+
+
+def test_a_database_url_from_the_environment_is_bound_as_an_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Dagster UI shows resource values: a PostgreSQL URL (with its password) stays an EnvVar."""
+    monkeypatch.setenv("FLOKIT_DATABASE_URL", "postgresql+psycopg://flokit:secret@db.invalid/flokit")
+    url = build_definitions().resources["database"].url
+    assert isinstance(url, dg.EnvVar) and url.env_var_name == "FLOKIT_DATABASE_URL"

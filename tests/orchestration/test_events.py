@@ -15,13 +15,14 @@ import polars as pl
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
-from orchestration.catalog import analyst_catalog
+from orchestration.catalog.assets import analyst_catalog
 from orchestration.definitions import build_definitions
 from orchestration.events.assets import canonical_events
-from orchestration.events.sensors import EVENTS_WRITER_TAG, build_landed_events_sensor, prune_dedup_claims_job
+from orchestration.events.jobs import prune_dedup_claims_job
+from orchestration.events.sensors import EVENTS_WRITER_TAG, build_landed_events_sensor
 from orchestration.partitions import range_label, range_tags
 from orchestration.refresh import refresh
-from orchestration.resources import DatabaseResource, LakeResource
+from orchestration.resources import DatabaseResource, DataDirResource
 from tests.ingest_support import PATH, callback, counts
 from transforms.events import CANONICAL_EVENT_SCHEMA, CanonicalEvent
 from warehouse.db import Database
@@ -36,7 +37,7 @@ DAY = date(2026, 11, 20)
 def resources(settings: Settings) -> dict[str, Any]:
     return {
         "database": DatabaseResource(url=settings.database_url),
-        "lake": LakeResource(data_dir=str(settings.data_dir)),
+        "data_dir": DataDirResource(root=str(settings.data_dir)),
     }
 
 
@@ -228,7 +229,7 @@ def test_refresh_writes_pending_days_then_reports_then_the_catalog(
 ) -> None:
     send(client, workspace, 2, when="2026-11-19T10:00:00Z", prefix="a")
     send(client, workspace, 1, when="2026-11-20T10:00:00Z", prefix="b")
-    defs = build_definitions(database_url=settings.database_url, data_dir=str(settings.data_dir), sensor_interval_s=5)
+    defs = build_definitions(settings)
     lake = Lake(settings.lake_dir)
     lines: list[str] = []
     with dg.DagsterInstance.ephemeral() as instance:
@@ -252,15 +253,17 @@ def test_refresh_writes_pending_days_then_reports_then_the_catalog(
     assert installs == 3
 
 
-def test_definitions_include_the_events_domain() -> None:
-    defs = build_definitions(sensor_interval_s=7)
+def test_definitions_include_the_events_domain(tmp_path: Path) -> None:
+    defs = build_definitions(
+        Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path}/x.db", sensor_interval_s=7)
+    )
     repo = defs.get_repository_def()
     assert {"canonical_events", "analyst_catalog"} <= {
         k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()
     }
     sensor = repo.get_sensor_def("landed_events_sensor")
     assert sensor.minimum_interval_seconds == 7
-    assert repo.get_schedule_def("prune_dedup_claims_daily").cron_schedule == "17 3 * * *"
+    assert repo.get_schedule_def("prune_dedup_claims_schedule").cron_schedule == "17 3 * * *"
 
 
 def test_concurrent_runs_of_one_day_never_lose_marked_rows(

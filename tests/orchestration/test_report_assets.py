@@ -10,9 +10,10 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from orchestration.definitions import build_definitions
-from orchestration.reports.assets import acquisitions, payback_cube
-from orchestration.reports.jobs import REFRESH_CRON, reports_first_refresh, reports_schedule
-from orchestration.resources import DatabaseResource, LakeResource
+from orchestration.reports.assets import acquisitions, payback
+from orchestration.reports.jobs import REFRESH_CRON, reports_schedule
+from orchestration.reports.sensors import reports_first_refresh_sensor
+from orchestration.resources import DatabaseResource, DataDirResource
 from tests.reports_support import START, refresh, seed_lake
 from transforms.reports import quality
 from transforms.reports.schemas import PAYBACK_KEY
@@ -20,7 +21,7 @@ from warehouse.catalog import build_catalog
 from warehouse.db import Database
 from warehouse.events.tables import landed_events
 from warehouse.lake import Lake
-from warehouse.reports import demo, serving, store
+from warehouse.reports import demo, store
 from warehouse.reports.catalog_views import REPORT_VIEWS
 from warehouse.reports.demo import land_frame
 from warehouse.settings import Settings
@@ -59,7 +60,7 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
         "cohort_activity",
         "payback",
     }
-    assert {"cohort_curves", "ltv_projections", "published_reports"} <= done
+    assert {"cohort_curves", "ltv", "published_reports"} <= done
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks and all(checks.values()), checks
     assert len(store.partition_days(lake, store.ACQUISITIONS)) == 30  # spend_raw has the 30th day
@@ -101,45 +102,45 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
 
 def test_schedule_and_first_refresh_sensor_request_the_changed_days(settings: Settings, db: Database) -> None:
     data_dir = settings.data_dir
-    lake = LakeResource(data_dir=str(data_dir))
-    resources = {"lake": lake, "database": DatabaseResource(url=settings.database_url)}
-    context = dg.build_schedule_context(resources={"lake": lake})
+    files = DataDirResource(root=str(data_dir))
+    resources = {"data_dir": files, "database": DatabaseResource(url=settings.database_url)}
+    context = dg.build_schedule_context(resources={"data_dir": files})
     assert isinstance(reports_schedule(context), dg.SkipReason)
     assert reports_schedule.cron_schedule == REFRESH_CRON == "0 */6 * * *"
     data = seed_lake(data_dir, "ws_s", users=100, days=5)
     request = reports_schedule(context)
     assert isinstance(request, dg.RunRequest)
     assert set(request.tags.values()) == {START.isoformat(), date(2026, 6, 5).isoformat()}
-    sensor_request = reports_first_refresh(dg.build_sensor_context(resources=resources))
+    sensor_request = reports_first_refresh_sensor(dg.build_sensor_context(resources=resources))
     assert isinstance(sensor_request, dg.RunRequest) and sensor_request.run_key
 
     # Landed events not yet in the lake: the first publish waits for them.
     land_frame(db, data.events.head(1).with_columns(pl.lit("evt_pending").alias("event_id")))
-    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources=resources)), dg.SkipReason)
+    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
     with db.write() as conn:
         conn.execute(landed_events.update().values(in_lake=True))
-    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources=resources)), dg.RunRequest)
+    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.RunRequest)
     # An event stamped for a day that has not begun waits for its day; it holds nothing back.
     ahead = datetime.now(UTC) + timedelta(days=2)
     land_frame(
         db, data.events.head(1).with_columns(pl.lit("evt_ahead").alias("event_id"), pl.lit(ahead).alias("occurred_at"))
     )
-    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources=resources)), dg.RunRequest)
+    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.RunRequest)
 
-    serving.reports_path(data_dir).parent.mkdir(parents=True, exist_ok=True)
-    serving.reports_path(data_dir).write_bytes(b"")  # once published, the schedule owns refreshes
-    assert isinstance(reports_first_refresh(dg.build_sensor_context(resources=resources)), dg.SkipReason)
+    settings.paths.reports.parent.mkdir(parents=True, exist_ok=True)
+    settings.paths.reports.write_bytes(b"")  # once published, the schedule owns refreshes
+    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
 
 
 def test_reports_are_in_the_definitions() -> None:
     repo = build_definitions().get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert {"payback", "cohort_curves", "spend", "acquisitions", "subscription_events", "published_reports"} <= keys
-    assert repo.has_schedule_def("reports_schedule") and repo.has_job("refresh_reports")
+    assert repo.has_schedule_def("reports_schedule") and repo.has_job("reports_job")
     # Running from the first start of the daemon: nobody has to switch the six-hourly refresh on.
     assert repo.get_schedule_def("reports_schedule").default_status == dg.DefaultScheduleStatus.RUNNING
-    assert repo.get_sensor_def("reports_first_refresh").default_status == dg.DefaultSensorStatus.RUNNING
-    assert payback_cube.key.to_user_string() == "payback"
+    assert repo.get_sensor_def("reports_first_refresh_sensor").default_status == dg.DefaultSensorStatus.RUNNING
+    assert payback.key.to_user_string() == "payback"
 
 
 def test_quality_facts_catch_bad_frames() -> None:

@@ -287,7 +287,7 @@ def test_concurrent_claims_never_share_a_delivery(db: Database, workspace: dict)
 def test_definitions_wire_the_sensor_and_job(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLOKIT_SENSOR_INTERVAL_S", "2")
     repo = build_definitions().get_repository_def()
-    sensor = repo.get_sensor_def("webhook_deliveries")
+    sensor = repo.get_sensor_def("webhook_deliveries_sensor")
     assert sensor.minimum_interval_seconds == 2 and sensor.job_name == "deliver_webhooks_job"
     assert repo.get_job("deliver_webhooks_job").executor_def.name == "in_process"
 

@@ -13,6 +13,7 @@ from transforms.demo import DemoConfig, generate
 from warehouse.db import Database
 from warehouse.events import landing
 from warehouse.lake import Lake
+from warehouse.paths import DataPaths
 from warehouse.reports import demo, serving, store
 
 
@@ -83,7 +84,7 @@ def test_write_days_splits_a_batch_by_day_and_refuses_rows_of_other_days(tmp_pat
 
 def test_reader_reopens_when_the_store_is_replaced(tmp_path: Path) -> None:
     lake = Lake(tmp_path / "lake")
-    path = serving.reports_path(tmp_path)
+    path = DataPaths(tmp_path).reports
     reader = serving.ReportReader(path)
     assert reader.cursor() is None and serving.meta(reader.cursor()).generated_at is None
     first = datetime(2026, 4, 1, 6, tzinfo=UTC)

@@ -30,9 +30,10 @@ from transforms.reports.schemas import (
     SUBSCRIPTION_EVENT_SCHEMA,
     WEEK_LOOKBACK_DAYS,
 )
+from warehouse.events.views import CANONICAL_EVENTS_DATASET
 from warehouse.lake import Lake
 
-CANONICAL_EVENTS = "canonical_events"
+CANONICAL_EVENTS = CANONICAL_EVENTS_DATASET  # the events domain names its dataset
 SPEND_RAW = "spend_raw"
 ACQUISITIONS = "acquisitions"
 SUBSCRIPTION_EVENTS = "subscription_events"

@@ -1,0 +1,1 @@
+"""Analyst catalog: warehouse.duckdb, one view per lake dataset, rebuilt after its inputs change."""

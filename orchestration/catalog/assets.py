@@ -1,0 +1,55 @@
+"""Asset `analyst_catalog`: the DuckDB file analysts open, built from the views domains declare.
+
+Each domain's `CatalogEntry`s (a view and the asset that writes its dataset) are listed in
+`CATALOG`; the asset depends on those assets and builds every view, and `analyst_catalog_sensor`
+rebuilds the file after any of them materializes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dagster as dg
+
+from orchestration.metadata import ANALYTICS_TEAM, DUCKDB_KINDS, asset_tags, frame_metadata
+from orchestration.resources import DataDirResource
+from warehouse.catalog import CatalogView, build_catalog, preview
+from warehouse.events.views import CANONICAL_EVENTS_VIEW
+from warehouse.reports.catalog_views import COHORTS_VIEW, PAYBACK_VIEW, SPEND_VIEW
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    view: CatalogView
+    upstream: dg.AssetKey  # the asset that writes the view's lake dataset (named after it)
+
+
+CATALOG: list[CatalogEntry] = [
+    CatalogEntry(view, dg.AssetKey(view.dataset))
+    for view in (CANONICAL_EVENTS_VIEW, PAYBACK_VIEW, COHORTS_VIEW, SPEND_VIEW)
+]
+
+PREVIEW_VIEW = CANONICAL_EVENTS_VIEW.name
+
+
+@dg.asset(
+    group_name="catalog",
+    deps=[entry.upstream for entry in CATALOG],
+    kinds=DUCKDB_KINDS,
+    owners=[ANALYTICS_TEAM],
+    tags=asset_tags("catalog", "published"),
+    description="warehouse.duckdb: one view per lake dataset, rebuilt in a temp file and swapped in atomically.",
+)
+def analyst_catalog(data_dir: DataDirResource) -> dg.MaterializeResult:
+    """Idempotent: the file is rebuilt whole from the lake and renamed over the live one, so
+    readers holding the old file keep reading it and never see a half-built catalog."""
+    paths = data_dir.paths
+    counts = build_catalog(paths.catalog, paths.lake(), [entry.view for entry in CATALOG])
+    latest = preview(paths.catalog, PREVIEW_VIEW, order_by="occurred_at")
+    return dg.MaterializeResult(
+        metadata={
+            **frame_metadata(latest, path=dg.MetadataValue.path(str(paths.catalog))),
+            "dagster/row_count": counts.get(PREVIEW_VIEW, 0),
+            **{f"rows/{view}": rows for view, rows in counts.items()},
+        }
+    )

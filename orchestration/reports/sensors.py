@@ -1,0 +1,70 @@
+"""The reports' sensors: the first reports as soon as data exists, and the freshness check's clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from orchestration.events.sensors import requestable_days
+from orchestration.reports.checks import MAX_AGE
+from orchestration.reports.jobs import published_reports_freshness_job, refresh_run_request, reports_job
+from orchestration.resources import DatabaseResource, DataDirResource
+from warehouse.events.landing import pending_days
+from warehouse.reports import serving
+
+
+@dg.sensor(
+    name="reports_first_refresh_sensor",
+    job=reports_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="First reports as soon as data exists.",
+)
+def reports_first_refresh_sensor(
+    context: dg.SensorEvaluationContext, data_dir: DataDirResource, database: DatabaseResource
+) -> dg.RunRequest | dg.SkipReason:
+    """A newcomer (`flokit up` seeds a demo history) should not wait up to six hours for the first
+    reports: while nothing is published yet, refresh as soon as input days exist and every landed
+    event is in the lake (a first publish from half-written days would then stand for six hours).
+    After the first publish the schedule owns refreshes."""
+    paths = data_dir.paths
+    if paths.reports.exists():
+        return dg.SkipReason("reports already published; the six-hourly schedule refreshes them")
+    with database.database().read() as conn:
+        # Only days the lake has (yet): an event stamped for tomorrow waits for its day, and
+        # must not hold back the first reports until then.
+        if requestable_days(pending_days(conn), datetime.now(UTC).date()):
+            return dg.SkipReason("landed events are still being written to canonical_events")
+    request = refresh_run_request(paths.lake())
+    if isinstance(request, dg.SkipReason):
+        return request
+    # One run per distinct range: re-evaluations while it runs do not start another.
+    key = "first-" + "-".join(sorted(request.tags.values()))
+    return dg.RunRequest(run_key=key, tags=request.tags)
+
+
+@dg.sensor(
+    name="published_reports_freshness_sensor",
+    job=published_reports_freshness_job,
+    minimum_interval_seconds=300,  # a stale store is noticed within 5 minutes of its deadline
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Evaluates published_reports_fresh once the published reports outgrow 6 hours plus the grace.",
+)
+def published_reports_freshness_sensor(
+    context: dg.SensorEvaluationContext, data_dir: DataDirResource
+) -> dg.SensorResult | dg.SkipReason:
+    """The check passes in every refresh run (the store was just published); this sensor asks for
+    its evaluation when it would fail: once per published store, after `MAX_AGE`. The next
+    publish's run evaluates it again (and it passes). Before the first publish there is nothing
+    to be fresh: `reports_first_refresh_sensor` owns that time."""
+    generated_at = serving.published_meta(data_dir.paths.reports).generated_at
+    if generated_at is None:
+        return dg.SkipReason("no reports published yet")
+    stale_from = generated_at + MAX_AGE
+    if datetime.now(UTC) <= stale_from:
+        return dg.SkipReason(f"the published reports are fresh until {stale_from.astimezone(UTC).isoformat()}")
+    key = f"published_reports_stale:{generated_at.astimezone(UTC).isoformat()}"
+    if context.cursor == key:
+        return dg.SkipReason("the freshness check already ran on these stale reports; the next publish re-checks")
+    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=key)], cursor=key)
