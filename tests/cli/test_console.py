@@ -141,3 +141,56 @@ def test_a_log_file_past_its_size_is_kept_once_and_emptied_in_place(tmp_path: Pa
     log.write_text("y" * 200)
     rotation(30.0)  # checked once a minute
     assert log.read_text() == "y" * 200
+
+
+class Value:
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+
+class FakeTicks:
+    """The two instance methods `RunWatch.sensors` reads, answering from a dict of last ticks."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[str, str | None]] = {}
+
+    def all_instigator_state(self) -> list[object]:
+        kinds = {"landed_events_sensor": "SENSOR", "six_hourly": "SCHEDULE"}
+        return [
+            type(
+                "State",
+                (),
+                {
+                    "instigator_type": Value(kind),
+                    "instigator_name": name,
+                    "instigator_origin_id": name,
+                    "selector_id": name,
+                },
+            )()
+            for name, kind in kinds.items()
+        ]
+
+    def get_ticks(self, origin_id: str, _selector_id: str, limit: int) -> list[object]:
+        if origin_id not in self.last:
+            return []
+        status, message = self.last[origin_id]
+        error = type("Error", (), {"message": message})() if message else None
+        return [type("Tick", (), {"status": Value(status), "error": error, "timestamp": 1.0})()][:limit]
+
+
+def test_a_sensor_is_reported_when_it_starts_failing_and_when_it_recovers(tmp_path: Path) -> None:
+    watch = RunWatch(tmp_path, UI, tmp_path / "daemon.log")
+    fake = FakeTicks()
+    watch.instance = fake  # type: ignore[assignment]
+    assert watch.sensors() == []
+    fake.last = {
+        "landed_events_sensor": ("FAILURE", "OperationalError: database is locked\nTraceback"),
+        "six_hourly": ("FAILURE", "not a sensor"),
+    }
+    assert watch.sensors() == [
+        f"sensor landed_events_sensor failed: OperationalError: database is locked; details: {UI}/automation"
+    ]
+    assert watch.sensors() == []  # still failing: said once
+    fake.last["landed_events_sensor"] = ("SKIPPED", None)
+    assert watch.sensors() == ["sensor landed_events_sensor works again"]
+    assert watch.sensors() == []
