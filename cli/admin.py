@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import click
 
-from cli.context import load_settings, open_database
-from cli.output import emit, fail
+from cli.context import App, json_option, pass_app
 from warehouse import workspaces
 from warehouse.bootstrap import bootstrap as bootstrap_workspace
-
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
 
 @click.group()
@@ -19,13 +16,13 @@ def admin() -> None:
 
 @admin.command()
 @click.option("--name", required=True, help="Workspace name.")
-@JSON_OPTION
-def bootstrap(name: str, as_json: bool) -> None:
+@json_option
+@pass_app
+def bootstrap(app: App, name: str) -> None:
     """Create a workspace with a read-write key, a read-only key and an app. Keys are shown once."""
-    database = open_database(load_settings())
-    with database.write() as conn:
+    with app.database.write() as conn:
         result = bootstrap_workspace(conn, name=name)
-    emit(result, as_json)
+    app.emit(result)
 
 
 @admin.group()
@@ -36,41 +33,41 @@ def keys() -> None:
 @keys.command("create")
 @click.option("--workspace", "workspace_id", required=True)
 @click.option("--scope", type=click.Choice(list(workspaces.SCOPES)), required=True)
-@JSON_OPTION
-def create_key(workspace_id: str, scope: workspaces.Scope, as_json: bool) -> None:
+@json_option
+@pass_app
+def create_key(app: App, workspace_id: str, scope: workspaces.Scope) -> None:
     """Issue a new key. It is printed once; only its SHA-256 hash is stored."""
-    database = open_database(load_settings())
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             issued = workspaces.create_key(conn, workspace_id=workspace_id, scope=scope)
     except workspaces.NotFound:
-        fail(f"no workspace {workspace_id}", as_json)
-    emit({"key_id": issued.key_id, "api_key": issued.api_key}, as_json)
+        app.fail(f"no workspace {workspace_id}")
+    app.emit({"key_id": issued.key_id, "api_key": issued.api_key})
 
 
 @keys.command("rotate")
 @click.option("--key-id", required=True)
-@JSON_OPTION
-def rotate_key(key_id: str, as_json: bool) -> None:
+@json_option
+@pass_app
+def rotate_key(app: App, key_id: str) -> None:
     """Replace a key's secret; the previous secret is rejected immediately."""
-    database = open_database(load_settings())
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             issued = workspaces.rotate_key(conn, key_id=key_id)
     except workspaces.NotFound:
-        fail(f"no active key {key_id}", as_json)
-    emit({"key_id": issued.key_id, "api_key": issued.api_key}, as_json)
+        app.fail(f"no active key {key_id}")
+    app.emit({"key_id": issued.key_id, "api_key": issued.api_key})
 
 
 @keys.command("revoke")
 @click.option("--key-id", required=True)
-@JSON_OPTION
-def revoke_key(key_id: str, as_json: bool) -> None:
+@json_option
+@pass_app
+def revoke_key(app: App, key_id: str) -> None:
     """Revoke a key for good."""
-    database = open_database(load_settings())
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             workspaces.revoke_key(conn, key_id=key_id)
     except workspaces.NotFound:
-        fail(f"no active key {key_id}", as_json)
-    emit({"key_id": key_id, "revoked": True}, as_json, f"key {key_id} revoked")
+        app.fail(f"no active key {key_id}")
+    app.emit({"key_id": key_id, "revoked": True}, f"key {key_id} revoked")

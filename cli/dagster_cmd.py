@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from cli.context import load_settings
+from cli.context import App, json_option, pass_app
 from cli.dagster_instance import (
     REPAIR_COMMAND,
     RUNNING_LOCK,
@@ -21,7 +21,6 @@ from cli.dagster_instance import (
     repair_instance,
     sqlite_storages,
 )
-from cli.output import emit, fail
 
 
 @click.group()
@@ -30,10 +29,11 @@ def dagster() -> None:
 
 
 @dagster.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def check(as_json: bool) -> None:
+@json_option
+@pass_app
+def check(app: App) -> None:
     """Exit 1 when a storage of the instance is damaged, naming it and the repair."""
-    home = load_settings().dagster_home
+    home = app.settings.dagster_home
     storages = sqlite_storages(home)
     damaged = [s for s in storages if s.damaged]
     result = {
@@ -42,30 +42,30 @@ def check(as_json: bool) -> None:
         "damaged": [{"path": str(s.path), "alembic_version": s.revisions} for s in damaged],
     }
     healthy = f"{home}: {len(storages)} storages, none damaged"
-    emit(result, as_json, str(InstanceDamaged(home, damaged)) if damaged else healthy)
+    app.emit(result, str(InstanceDamaged(home, damaged)) if damaged else healthy)
     if damaged:
         raise SystemExit(1)
 
 
 @dagster.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def repair(as_json: bool) -> None:
+@json_option
+@pass_app
+def repair(app: App) -> None:
     """Keep the newest alembic_version row of each damaged storage (a backup of each file is
     written beside it first), then migrate the instance. Refused while flokit up runs."""
-    home = load_settings().dagster_home
+    home = app.settings.dagster_home
     try:
         with holding(home, RUNNING_LOCK, wait=False):
             repaired = repair_instance(home) if find_damaged(home) else []
             done = prepare_instance(home)
     except InstanceBusy as exc:
-        fail(f"{exc}: stop flokit up, then run `{REPAIR_COMMAND}` again", as_json)
-        return
+        app.fail(f"{exc}: stop flokit up, then run `{REPAIR_COMMAND}` again")
     lines = [
         f"{r.path}: alembic_version held {', '.join(r.revisions)}; kept {r.kept} (backup {r.backup.name})"
         for r in repaired
     ]
     lines.append(f"{home}: {'repaired' if repaired else 'nothing to repair'}; instance {', '.join(done)}")
-    emit(
+    app.emit(
         {
             "dagster_home": str(home),
             "repaired": [
@@ -74,6 +74,5 @@ def repair(as_json: bool) -> None:
             ],
             "instance": done,
         },
-        as_json,
         "\n".join(lines),
     )

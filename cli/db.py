@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from cli.context import load_settings, open_database
-from cli.output import emit
+from cli.context import App, json_option, pass_app
 from warehouse import migrate
 from warehouse.db import SQLITE_FILE_MODE, Database, sqlite_files, sqlite_path
 from warehouse.durability import durability_warnings
@@ -22,17 +21,18 @@ def db() -> None:
 
 
 @db.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def upgrade(as_json: bool) -> None:
+@json_option
+@pass_app
+def upgrade(app: App) -> None:
     """Apply every pending migration."""
-    settings = load_settings()
+    settings = app.settings
     tightened = secure_data_dir(settings)
-    database = open_database(settings)
+    database = app.database
     before = migrate.current(database)
     after = migrate.upgrade(database)
     tightened += secure_data_dir(settings)  # files the upgrade itself created (-wal, -shm, .writers)
     warnings = warn_if_not_durable(database)
-    emit(
+    app.emit(
         {
             "database": _redacted(settings.database_url),
             "from": before,
@@ -40,7 +40,6 @@ def upgrade(as_json: bool) -> None:
             "durability_warnings": warnings,
             "tightened": tightened,
         },
-        as_json,
         f"database migrated to {', '.join(after)} (was {', '.join(before) or 'empty'})",
     )
 

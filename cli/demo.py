@@ -6,12 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
-from cli.context import load_settings, open_database
-from cli.output import emit, fail
+from cli.context import App, json_option, pass_app
+from cli.progress import Progress
 from transforms.demo import DemoConfig
 from warehouse.db import Database
 from warehouse.lake import Lake
 from warehouse.reports import demo as demo_data
+from warehouse.reports.demo import SeedProgress
 from warehouse.workspaces import NotFound, get_workspace
 
 # What `flokit up` seeds into a fresh demo workspace: enough for every report to show real
@@ -21,7 +22,15 @@ UP_DAYS = 60
 UP_SEED = 1
 
 
-def seed_workspace(database: Database, lake: Lake, workspace_id: str, users: int, days: int, seed: int) -> dict:
+def seed_workspace(
+    database: Database,
+    lake: Lake,
+    workspace_id: str,
+    users: int,
+    days: int,
+    seed: int,
+    progress: SeedProgress | None = None,
+) -> dict:
     """Seed `days` of history ending yesterday (UTC), in the workspace's reporting currency."""
     with database.read() as conn:
         workspace = get_workspace(conn, workspace_id)
@@ -34,7 +43,7 @@ def seed_workspace(database: Database, lake: Lake, workspace_id: str, users: int
         start=today - timedelta(days=days),
         currency=workspace.reporting_currency,
     )
-    result = demo_data.seed(database, lake, config)
+    result = demo_data.seed(database, lake, config, progress or (lambda _step, _done, _total: None))
     return {
         "workspace_id": workspace_id,
         "events": result.events,
@@ -56,22 +65,32 @@ def demo() -> None:
 @click.option("--users", type=click.IntRange(1, 5_000_000), default=UP_USERS, show_default=True)
 @click.option("--days", type=click.IntRange(1, 730), default=UP_DAYS, show_default=True, help="Days of history.")
 @click.option("--seed", type=int, default=UP_SEED, show_default=True, help="Same seed, same history.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def seed(workspace_id: str, users: int, days: int, seed: int, as_json: bool) -> None:
+@json_option
+@pass_app
+def seed(app: App, workspace_id: str, users: int, days: int, seed: int) -> None:
     """Land a generated history (installs, paywalls, trials, subscriptions, refunds) and daily spend.
 
     Events go through the landing path (dedup claims), so re-running with the same seed adds
     nothing; `flokit refresh` then makes every report answerable.
     """
-    settings = load_settings()
-    database = open_database(settings)
+    steps = Progress(app)
+
+    def progress(step: str, done: int, total: int) -> None:
+        if step == "generated":
+            steps.done(f"generated {done} events for {users} users over {days} days")
+        elif step == "landing":
+            steps.advance("landing events", done, total)
+            if done == total:
+                steps.done(f"landed {total} events")
+        elif step == "spend":
+            steps.done(f"wrote {done} daily spend rows")
+
     try:
-        result = seed_workspace(database, Lake(settings.lake_dir), workspace_id, users, days, seed)
+        result = seed_workspace(app.database, app.settings.paths.lake(), workspace_id, users, days, seed, progress)
     except NotFound:
-        fail(f"no workspace {workspace_id}", as_json)
-    emit(
+        app.fail(f"no workspace {workspace_id}")
+    app.emit(
         result,
-        as_json,
         f"seeded {workspace_id}: {result['written']} events landed ({result['duplicate']} already there), "
         f"{result['spend_rows']} spend rows, {result['first_day']}..{result['last_day']}",
     )

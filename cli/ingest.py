@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import click
-from sqlalchemy.exc import IntegrityError
 
-from cli.context import load_settings, open_database
-from cli.output import emit, fail
+from cli.context import App, json_option, pass_app
 from transforms.event_types import CANONICAL_EVENT_TYPES
+from warehouse.errors import AlreadyExists
 from warehouse.ingest import repository
 from warehouse.workspaces import NotFound
 
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 VENDOR_OPTION = click.option("--vendor", required=True, help="Vendor name, e.g. attribution_provider_a.")
 
 
@@ -25,21 +23,20 @@ def ingest() -> None:
 @VENDOR_OPTION
 @click.option("--token", required=True, help="Vendor event token, or activity_kind:<kind> for callbacks without one.")
 @click.option("--event-type", type=click.Choice(sorted(CANONICAL_EVENT_TYPES)), required=True)
-@JSON_OPTION
-def map_token(workspace_id: str, vendor: str, token: str, event_type: str, as_json: bool) -> None:
+@json_option
+@pass_app
+def map_token(app: App, workspace_id: str, vendor: str, token: str, event_type: str) -> None:
     """Map a vendor event token to a canonical event type (replaces an existing mapping)."""
-    database = open_database(load_settings())
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             repository.set_mapping(conn, workspace_id=workspace_id, vendor=vendor, token=token, event_type=event_type)
             current = repository.mappings(conn, workspace_id=workspace_id, vendor=vendor)
     except NotFound:
-        fail(f"no workspace {workspace_id}", as_json)
+        app.fail(f"no workspace {workspace_id}")
     except repository.InvalidIngestConfig as exc:
-        fail(str(exc), as_json)
-    emit(
+        app.fail(str(exc))
+    app.emit(
         {"workspace_id": workspace_id, "vendor": vendor, "mappings": current},
-        as_json,
         f"{vendor} token {token!r} -> {event_type} in {workspace_id}",
     )
 
@@ -48,22 +45,21 @@ def map_token(workspace_id: str, vendor: str, token: str, event_type: str, as_js
 @VENDOR_OPTION
 @click.option("--add", "add", multiple=True, metavar="CIDR", help="Allow a network (repeatable).")
 @click.option("--remove", "remove", multiple=True, metavar="CIDR", help="Remove a network (repeatable).")
-@JSON_OPTION
-def allowlist(vendor: str, add: tuple[str, ...], remove: tuple[str, ...], as_json: bool) -> None:
+@json_option
+@pass_app
+def allowlist(app: App, vendor: str, add: tuple[str, ...], remove: tuple[str, ...]) -> None:
     """Show, extend or shrink a vendor's IP allowlist. An empty list accepts callbacks from anywhere."""
-    database = open_database(load_settings())
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             for cidr in add:
                 repository.allow(conn, vendor=vendor, cidr=cidr)
             for cidr in remove:
                 repository.disallow(conn, vendor=vendor, cidr=cidr)
             networks = repository.allowlist(conn, vendor=vendor)
     except repository.InvalidIngestConfig as exc:
-        fail(str(exc), as_json)
-    emit(
+        app.fail(str(exc))
+    app.emit(
         {"vendor": vendor, "allowlist": networks},
-        as_json,
         f"{vendor} allowlist: {', '.join(networks) if networks else '(empty: any address)'}",
     )
 
@@ -75,14 +71,14 @@ def allowlist(vendor: str, add: tuple[str, ...], remove: tuple[str, ...], as_jso
 @click.option(
     "--rotate", is_flag=True, help="Issue a new secret for an existing --app-token; the old one stops working."
 )
-@JSON_OPTION
-def credentials(workspace_id: str | None, vendor: str, app_token: str | None, rotate: bool, as_json: bool) -> None:
+@json_option
+@pass_app
+def credentials(app: App, workspace_id: str | None, vendor: str, app_token: str | None, rotate: bool) -> None:
     """Register a vendor app token with a new secret, or rotate its secret. The secret is shown once."""
     if rotate == bool(workspace_id) or (rotate and not app_token):
-        fail("pass either --workspace (register) or --rotate --app-token (rotate)", as_json, code=2)
-    database = open_database(load_settings())
+        app.fail("pass either --workspace (register) or --rotate --app-token (rotate)", code=2)
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             if rotate:
                 issued = repository.rotate_secret(conn, vendor=vendor, app_token=app_token or "")
             else:
@@ -90,17 +86,16 @@ def credentials(workspace_id: str | None, vendor: str, app_token: str | None, ro
                     conn, workspace_id=workspace_id or "", vendor=vendor, app_token=app_token
                 )
     except NotFound as exc:
-        fail(f"not found: {exc}", as_json)
-    except IntegrityError:
-        fail(f"app token {app_token} is already registered for {vendor}; use --rotate for a new secret", as_json)
+        app.fail(f"not found: {exc}")
+    except AlreadyExists:
+        app.fail(f"app token {app_token} is already registered for {vendor}; use --rotate for a new secret")
     except repository.InvalidIngestConfig as exc:
-        fail(str(exc), as_json)
-    emit(
+        app.fail(str(exc))
+    app.emit(
         {
             "workspace_id": issued.workspace_id,
             "ingest_vendor": issued.vendor,
             "ingest_app_token": issued.app_token,
             "ingest_secret": issued.secret,
         },
-        as_json,
     )

@@ -9,13 +9,10 @@ from typing import Any
 
 import click
 
-from cli.context import load_settings, open_database
-from cli.output import emit, fail
+from cli.context import App, json_option, pass_app
 from transforms import paywall
 from transforms.timefmt import iso_z
 from warehouse.paywalls import configs
-
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
 
 def _published(p: configs.Published) -> dict[str, Any]:
@@ -46,38 +43,38 @@ def paywalls() -> None:
     "traffic_weight}]}. Use - for standard input.",
 )
 @click.option("--by", "actor", default="cli", show_default=True, help="Who publishes (recorded in the audit log).")
-@JSON_OPTION
-def publish(app_id: str, paywall_id: str, path: Path, actor: str, as_json: bool) -> None:
+@json_option
+@pass_app
+def publish(app: App, app_id: str, paywall_id: str, path: Path, actor: str) -> None:
     """Validate the document and make it the paywall's live configuration (the next version)."""
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text()
         document = paywall.parse_document(json.loads(text))
     except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror}", as_json)
+        app.fail(f"cannot read {path}: {exc.strerror}")
     except json.JSONDecodeError as exc:
-        fail(f"{path} is not valid JSON: {exc}", as_json)
+        app.fail(f"{path} is not valid JSON: {exc}")
     except paywall.InvalidDocument as exc:
-        fail(f"invalid paywall configuration: {exc}", as_json)
-    database = open_database(load_settings())
+        app.fail(f"invalid paywall configuration: {exc}")
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             published = configs.publish(conn, app_id=app_id, paywall_id=paywall_id, document=document, actor=actor)
     except configs.UnknownApp:
-        fail(f"no active app {app_id}", as_json)
+        app.fail(f"no active app {app_id}")
     except ValueError as exc:
-        fail(str(exc), as_json)
-    emit(_published(published), as_json, f"published {paywall_id} version {published.version} for {app_id}")
+        app.fail(str(exc))
+    app.emit(_published(published), f"published {paywall_id} version {published.version} for {app_id}")
 
 
 @paywalls.command("show")
 @click.option("--app", "app_id", required=True)
 @click.option("--paywall", "paywall_id", required=True)
-@JSON_OPTION
-def show(app_id: str, paywall_id: str, as_json: bool) -> None:
+@json_option
+@pass_app
+def show(app: App, app_id: str, paywall_id: str) -> None:
     """The live configuration (what GET /api/paywall/config serves), or an error if none."""
-    database = open_database(load_settings())
-    with database.read() as conn:
+    with app.database.read() as conn:
         live = configs.live(conn, app_id=app_id, paywall_id=paywall_id)
     if live is None:
-        fail(f"no published configuration for {paywall_id} of app {app_id} (the gateway serves the fallback)", as_json)
-    emit(_published(live), as_json, json.dumps(_published(live), indent=2))
+        app.fail(f"no published configuration for {paywall_id} of app {app_id} (the gateway serves the fallback)")
+    app.emit(_published(live), json.dumps(_published(live), indent=2))

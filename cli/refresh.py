@@ -2,7 +2,8 @@
 
 For data engineers, analysts and tests who should not wait for the sensors. The runs are
 recorded in the instance at DAGSTER_HOME, so they show up in the Dagster UI; exit status 1 when
-any run fails.
+any run fails. Each step is reported as it ends, with its duration (on stderr with --json);
+Python warnings raised while Dagster loads the definitions go to `<data_dir>/logs/refresh.log`.
 """
 
 from __future__ import annotations
@@ -11,39 +12,47 @@ import os
 
 import click
 
-from cli.context import load_settings, open_database
+from cli.console import warnings_to
+from cli.context import App, json_option, pass_app
 from cli.dagster_instance import InstanceDamaged, prepare_instance
-from cli.output import emit, fail
-from warehouse.lake import Lake
+from cli.progress import Progress
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (progress goes to stderr).")
-def refresh(as_json: bool) -> None:
+@json_option
+@pass_app
+def refresh(app: App) -> None:
     """Write every day with new landed events to canonical_events, refresh the reports, rebuild the catalog."""
-    settings = load_settings()
-    database = open_database(settings)
+    settings = app.settings
+    database = app.database
     try:
         # Created and migrated alone, as `flokit up` does: a refresh on a fresh data directory
         # while the service starts would otherwise race the daemon to initialise the instance.
         prepare_instance(settings.dagster_home)
     except InstanceDamaged as exc:
-        fail(str(exc), as_json)
+        app.fail(str(exc))
     # The definitions and the instance read these at load time; make them this run's settings.
     os.environ.update(settings.child_env())
+    warnings_to(settings.paths.logs / "refresh.log")
 
     import dagster as dg  # deferred: loading Dagster costs seconds every other command should not pay
 
     from orchestration.definitions import build_definitions
     from orchestration.refresh import refresh as run_refresh
 
+    steps = Progress(app)
+
     def progress(line: str) -> None:
-        click.echo(line, err=as_json)
+        # orchestration.refresh announces a step with "...", and reports its outcome next.
+        if line.endswith("..."):
+            steps.begin(line)
+        else:
+            steps.done(line)
 
     with dg.DagsterInstance.get() as instance:
-        outcomes = run_refresh(build_definitions(), instance, database, Lake(settings.lake_dir), progress)
+        outcomes = run_refresh(build_definitions(), instance, database, settings.paths.lake(), progress)
     failed = [o for o in outcomes if not o.success]
-    emit(
+    app.emit(
         {
             "ok": not failed,
             "runs": [
@@ -56,10 +65,10 @@ def refresh(as_json: bool) -> None:
                 }
                 for o in outcomes
             ],
-            "catalog": str(settings.catalog_path),
+            "catalog": str(settings.paths.catalog),
         },
-        as_json,
-        f"refresh {'failed' if failed else 'done'}: {len(outcomes)} run(s); catalog {settings.catalog_path}",
+        f"refresh {'failed' if failed else 'done'}: {len(outcomes)} run(s) in {steps.elapsed():.1f} s; "
+        f"catalog {settings.paths.catalog}",
     )
     if failed:
         raise SystemExit(1)

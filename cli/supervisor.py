@@ -11,6 +11,9 @@ to real processes. Each child runs in its own session (process group), so a term
 reaches only `flokit up`, and what a child started (gunicorn workers, Dagster code servers and
 runs) is stopped with it: after a death its group gets SIGTERM, and SIGKILL after the grace
 period, before the child is started again.
+
+A child given a `log_path` writes its output there (appended, owner-only) instead of to the
+console; with `echo`, a thread per child copies it to the console as well (`flokit up --verbose`).
 """
 
 from __future__ import annotations
@@ -20,16 +23,21 @@ import datetime as dt
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, BinaryIO
 
 import click
 
 # A check run on every tick of the loop, given the monotonic time: a reason to stop everything,
 # or None while all is well.
 Check = Callable[[float], str | None]
+LOG_DIR_MODE = 0o700
+LOG_FILE_MODE = 0o600
 
 
 @dataclass(frozen=True)
@@ -81,10 +89,35 @@ def log(message: str) -> None:
     click.echo(f"{stamp} flokit up: {message}", err=True)
 
 
+def open_log(path: Path) -> int:
+    """A log file for appending (created owner-only: logs may name workspaces and URLs); a descriptor."""
+    path.parent.mkdir(mode=LOG_DIR_MODE, parents=True, exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, LOG_FILE_MODE)
+
+
+_console_lock = threading.Lock()
+
+
+def _pump(source: IO[bytes], log_fd: int, console: BinaryIO | None) -> None:
+    """Copy a child's output to its log file and to the console until every writer closed it."""
+    with source:
+        for chunk in iter(lambda: os.read(source.fileno(), 65536), b""):
+            os.write(log_fd, chunk)
+            if console is not None:
+                try:
+                    with _console_lock:
+                        console.write(chunk)
+                        console.flush()
+                except (OSError, ValueError):  # the terminal went away: the log file still gets it all
+                    console = None
+    os.close(log_fd)
+
+
 @dataclass
 class Child:
     name: str
     argv: list[str]
+    log_path: Path | None = None  # None: the child writes to the console
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     restart_at: float | None = None  # set while the child is dead and waiting for its restart
@@ -97,13 +130,20 @@ class Supervisor:
     """Starts the children, restarts the dead ones, stops them all."""
 
     def __init__(
-        self, children: Sequence[Child], env: dict[str, str], cwd: Path, policy: RestartPolicy, grace_s: float
+        self,
+        children: Sequence[Child],
+        env: dict[str, str],
+        cwd: Path,
+        policy: RestartPolicy,
+        grace_s: float,
+        echo: bool = False,
     ) -> None:
         self.children = list(children)
         self.env = env
         self.cwd = cwd
         self.policy = policy
         self.grace_s = grace_s
+        self.echo = echo  # copy the output of children with a log file to the console too
         for child in self.children:
             child.restarts = Restarts(policy)
 
@@ -151,13 +191,13 @@ class Supervisor:
         if delay is None:
             return (
                 f"{child.name} died {self.policy.max_deaths} times within {self.policy.window_s:.0f} s "
-                f"(last: {how}); a crash loop, stopping everything"
+                f"(last: {how}); a crash loop, stopping everything{_see(child)}"
             )
         child.restart_at = now + delay
         log(
             f"{child.name} (pid {process.pid}) died: {how}; restarting in {delay:.0f} s "
             f"(death {len(child.restarts.deaths)} of {self.policy.max_deaths} allowed "
-            f"within {self.policy.window_s:.0f} s)"
+            f"within {self.policy.window_s:.0f} s){_see(child)}"
         )
         return None
 
@@ -173,9 +213,20 @@ class Supervisor:
     def _start(self, child: Child, now: float) -> str | None:
         restarting = child.restart_at is not None
         child.restart_at, child.started_at = None, now
+        log_fd = open_log(child.log_path) if child.log_path is not None else None
+        output: int | None = None if log_fd is None else subprocess.PIPE if self.echo else log_fd
         try:
-            child.process = subprocess.Popen(child.argv, cwd=self.cwd, env=self.env, start_new_session=True)
+            child.process = subprocess.Popen(
+                child.argv,
+                cwd=self.cwd,
+                env=self.env,
+                start_new_session=True,
+                stdout=output,
+                stderr=None if output is None else subprocess.STDOUT,
+            )
         except OSError as exc:  # the executable vanished: counts as a death like any other
+            if log_fd is not None:
+                os.close(log_fd)
             assert child.restarts is not None
             delay = child.restarts.after_death(now, 0.0)
             if delay is None:
@@ -183,6 +234,17 @@ class Supervisor:
             log(f"{child.name} could not start: {exc}; trying again in {delay:.0f} s")
             child.restart_at = now + delay
             return None
+        if log_fd is not None:
+            if self.echo:
+                assert child.process.stdout is not None
+                threading.Thread(
+                    target=_pump,
+                    args=(child.process.stdout, log_fd, sys.stdout.buffer),
+                    name=f"{child.name}-output",
+                    daemon=True,
+                ).start()
+            else:
+                os.close(log_fd)  # the child holds its own copy
         if restarting:
             log(f"{child.name} restarted (pid {child.process.pid})")
         return None
@@ -208,6 +270,10 @@ class Supervisor:
             if pgid is not None and not _group_gone(pgid, deadline):
                 click.echo(f"processes of {name} did not stop in {self.grace_s:.0f}s; killing them", err=True)
                 _signal_group(pgid, signal.SIGKILL)
+
+
+def _see(child: Child) -> str:
+    return f"; its log: {child.log_path}" if child.log_path is not None else ""
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:

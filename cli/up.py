@@ -8,6 +8,10 @@ The three servers run as child processes in their own sessions, so a terminal's 
 only this supervisor, which then stops them in order and waits for each. A child that dies is
 restarted with backoff while the others keep running (`cli.supervisor`); a crash loop, a code
 location that does not load, Ctrl-C or SIGTERM stop everything.
+
+The console shows the banner, the addresses and one line per meaningful event (`cli.console`);
+each child's full output goes to `<data_dir>/logs/<child>.log`, and with `--verbose` to the
+console as well.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from types import FrameType
 
 import click
 
-from cli.context import load_settings, open_database
+from cli.console import LogRotation, RunWatch, warnings_to
+from cli.context import App, pass_app
 from cli.dagster_instance import RUNNING_LOCK, InstanceBusy, InstanceDamaged, holding, prepare_instance
 from cli.db import secure_data_dir, warn_if_not_durable
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS, seed_workspace
@@ -33,7 +38,6 @@ from cli.supervisor import Child, RestartPolicy, Supervisor
 from warehouse import migrate, workspaces
 from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
-from warehouse.lake import Lake
 from warehouse.settings import APP_SESSION_SECRET_FILE, DATA_DIR_MODE, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +70,9 @@ def ensure_app_session_secret(settings: Settings) -> Settings:
 
 
 def children(settings: Settings, workers: int) -> list[Child]:
+    """The three servers, each writing its full output to `<data_dir>/logs/<name>.log`."""
     workspace = str(ROOT / "workspace.yaml")
+    logs = settings.paths.logs
     return [
         Child(
             "api",
@@ -91,12 +97,14 @@ def children(settings: Settings, workers: int) -> list[Child]:
                 "-",
                 "api.app:create_app()",
             ],
+            logs / "api.log",
         ),
         Child(
             "dagster-webserver",
             [_tool("dagster-webserver"), "-h", "127.0.0.1", "-p", str(settings.dagster_port), "-w", workspace],
+            logs / "dagster-webserver.log",
         ),
-        Child("dagster-daemon", [_tool("dagster-daemon"), "run", "-w", workspace]),
+        Child("dagster-daemon", [_tool("dagster-daemon"), "run", "-w", workspace], logs / "dagster-daemon.log"),
     ]
 
 
@@ -109,25 +117,32 @@ def print_first_run(result: dict[str, str]) -> None:
 @click.command()
 @click.option("--no-bootstrap", is_flag=True, help="Do not create a demo workspace in an empty database.")
 @click.option("--workers", type=int, default=DEFAULT_WORKERS, show_default=True, help="Gunicorn workers.")
-def up(no_bootstrap: bool, workers: int) -> None:
+@click.option(
+    "--verbose", is_flag=True, help="Show the servers' full logs here too (they always go to <data dir>/logs/)."
+)
+@pass_app
+def up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> None:
     """Run the whole service until Ctrl-C."""
-    settings = load_settings()
+    settings = app.settings
     secure_data_dir(settings)  # before anything creates the directory with the umask's mode
+    if not verbose:  # Dagster's warnings when this process opens the instance
+        warnings_to(settings.paths.logs / "flokit-up.log")
     try:
         with holding(settings.dagster_home, RUNNING_LOCK, wait=False):
-            raise SystemExit(_up(settings, no_bootstrap, workers))
+            raise SystemExit(_up(app, no_bootstrap, workers, verbose))
     except InstanceBusy as exc:
         raise SystemExit(f"flokit up: {exc}; stop it first (one flokit up per data directory)") from exc
 
 
-def _up(settings: Settings, no_bootstrap: bool, workers: int) -> int:
+def _up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> int:
+    settings = app.settings
     try:
         done = prepare_instance(settings.dagster_home)
     except InstanceDamaged as exc:
         click.echo(f"flokit up: {exc}", err=True)
         return 1
     click.echo(f"dagster instance {settings.dagster_home}: {', '.join(done)}")
-    database = open_database(settings)
+    database = app.database
     applied = migrate.upgrade(database)
     click.echo(f"database {settings.database_url.split('@')[-1]} at revision {', '.join(applied)}")
     warn_if_not_durable(database)
@@ -140,18 +155,18 @@ def _up(settings: Settings, no_bootstrap: bool, workers: int) -> int:
         if created:
             print_first_run(created)
             seeded = seed_workspace(
-                database, Lake(settings.lake_dir), created["workspace_id"], UP_USERS, UP_DAYS, UP_SEED
+                database, settings.paths.lake(), created["workspace_id"], UP_USERS, UP_DAYS, UP_SEED
             )
             click.echo(
                 f"Seeded a demo history: {seeded['written']} events, {seeded['first_day']}..{seeded['last_day']}"
             )
-    database.dispose()  # children open their own connections; keep none across the fork
+    app.close()  # children open their own connections; keep none across the fork
     settings = ensure_app_session_secret(settings)
     env = {**os.environ, **settings.child_env()}
-    return supervise(children(settings, workers), env, settings)
+    return supervise(children(settings, workers), env, settings, verbose)
 
 
-def supervise(procs: list[Child], env: dict[str, str], settings: Settings) -> int:
+def supervise(procs: list[Child], env: dict[str, str], settings: Settings, verbose: bool = False) -> int:
     """Run the children until Ctrl-C/SIGTERM (0) or a reason to stop everything (1, printed)."""
     stopping = False
 
@@ -162,18 +177,26 @@ def supervise(procs: list[Child], env: dict[str, str], settings: Settings) -> in
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
 
-    supervisor = Supervisor(procs, env, ROOT, RestartPolicy(), STOP_GRACE_S)
+    supervisor = Supervisor(procs, env, ROOT, RestartPolicy(), STOP_GRACE_S, echo=verbose)
     supervisor.start_all()
     click.echo(
         f"API (v1, gateway, ingest)  http://127.0.0.1:{settings.api_port}   surfaces: {','.join(settings.surfaces)}"
     )
     click.echo(f"Dagster UI                 http://127.0.0.1:{settings.dagster_port}")
     click.echo(f"Dagster daemon             DAGSTER_HOME={settings.dagster_home}")
-    click.echo(f"DuckDB catalog             {settings.catalog_path}")
+    click.echo(f"DuckDB catalog             {settings.paths.catalog}")
+    shown = "also shown here" if verbose else "flokit up --verbose shows them here too"
+    click.echo(f"Logs                       {settings.paths.logs}/ ({shown})")
     click.echo("Press Ctrl-C to stop.")
 
-    location = LocationWatch(f"http://127.0.0.1:{settings.dagster_port}", started_at=time.monotonic())
-    reason = supervisor.run(lambda: stopping, [location])
+    ui = f"http://127.0.0.1:{settings.dagster_port}"
+    location = LocationWatch(ui, started_at=time.monotonic())
+    runs = RunWatch(settings.dagster_home, ui, settings.paths.logs / "dagster-daemon.log")
+    rotation = LogRotation([c.log_path for c in procs if c.log_path is not None])
+    try:
+        reason = supervisor.run(lambda: stopping, [location, runs, rotation])
+    finally:
+        runs.close()
     if reason:
         click.echo(f"flokit up: {reason}", err=True)
     click.echo("stopping...")

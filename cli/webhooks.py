@@ -8,16 +8,13 @@ from typing import Any
 
 import click
 
-from cli.context import load_settings, open_database
-from cli.output import emit, fail
+from cli.context import App, json_option, pass_app
 from transforms.timefmt import iso_z, parse_iso8601
 from warehouse.db import utcnow
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.endpoints import Endpoint
 from warehouse.webhooks.urls import InvalidUrl
 from warehouse.workspaces import NotFound
-
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
 
 def _endpoint(e: Endpoint) -> dict[str, Any]:
@@ -46,99 +43,99 @@ def webhooks() -> None:
 )
 @click.option("--events", required=True, help="Comma-separated event types, e.g. action.approved,integration.error.")
 @click.option("--standard-webhooks", is_flag=True, help="Also send Standard Webhooks headers (webhook-id, ...).")
-@JSON_OPTION
-def add(workspace_id: str, url: str, events: str, standard_webhooks: bool, as_json: bool) -> None:
+@json_option
+@pass_app
+def add(app: App, workspace_id: str, url: str, events: str, standard_webhooks: bool) -> None:
     """Add an endpoint. Its signing secret is printed once; keep it for your receiver."""
-    settings = load_settings()
-    database = open_database(settings)
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             endpoint, secret = endpoints.create_endpoint(
                 conn,
                 workspace_id=workspace_id,
                 url=url,
                 events=events.split(","),
-                allow_private=settings.webhooks_allow_private,
+                allow_private=app.settings.webhooks_allow_private,
                 standard_webhooks=standard_webhooks,
             )
     except NotFound:
-        fail(f"no workspace {workspace_id}", as_json)
+        app.fail(f"no workspace {workspace_id}")
     except (InvalidUrl, ValueError) as exc:
-        fail(str(exc), as_json)
-    emit({"endpoint_id": endpoint.id, "signing_secret": secret, **_endpoint(endpoint)}, as_json)
+        app.fail(str(exc))
+    app.emit({"endpoint_id": endpoint.id, "signing_secret": secret, **_endpoint(endpoint)})
 
 
 @webhooks.command("list")
 @click.option("--workspace", "workspace_id", required=True)
-@JSON_OPTION
-def list_(workspace_id: str, as_json: bool) -> None:
+@json_option
+@pass_app
+def list_(app: App, workspace_id: str) -> None:
     """Every endpoint of a workspace with its URL, events and status (enabled or disabled)."""
-    database = open_database(load_settings())
-    with database.read() as conn:
+    with app.database.read() as conn:
         found = [_endpoint(e) for e in endpoints.list_endpoints(conn, workspace_id)]
     human = "\n".join(f"{e['endpoint_id']}  {e['status']:8}  {e['url']}  {','.join(e['events'])}" for e in found)
-    emit({"workspace_id": workspace_id, "endpoints": found}, as_json, human or "no endpoints")
+    app.emit({"workspace_id": workspace_id, "endpoints": found}, human or "no endpoints")
 
 
-def _set_enabled(endpoint_id: str, enabled: bool, as_json: bool) -> None:
-    database = open_database(load_settings())
+def _set_enabled(app: App, endpoint_id: str, enabled: bool) -> None:
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             endpoint = endpoints.set_enabled(conn, endpoint_id=endpoint_id, enabled=enabled)
     except NotFound:
-        fail(f"no endpoint {endpoint_id}", as_json)
-    emit(_endpoint(endpoint), as_json, f"endpoint {endpoint_id} {endpoint.status}")
+        app.fail(f"no endpoint {endpoint_id}")
+    app.emit(_endpoint(endpoint), f"endpoint {endpoint_id} {endpoint.status}")
 
 
 @webhooks.command("enable")
 @click.option("--endpoint", "endpoint_id", required=True)
-@JSON_OPTION
-def enable(endpoint_id: str, as_json: bool) -> None:
+@json_option
+@pass_app
+def enable(app: App, endpoint_id: str) -> None:
     """Enable an endpoint: its failure count restarts at 0 and paused deliveries resume."""
-    _set_enabled(endpoint_id, True, as_json)
+    _set_enabled(app, endpoint_id, True)
 
 
 @webhooks.command("disable")
 @click.option("--endpoint", "endpoint_id", required=True)
-@JSON_OPTION
-def disable(endpoint_id: str, as_json: bool) -> None:
+@json_option
+@pass_app
+def disable(app: App, endpoint_id: str) -> None:
     """Disable an endpoint: nothing is sent to it; its deliveries wait until it is enabled."""
-    _set_enabled(endpoint_id, False, as_json)
+    _set_enabled(app, endpoint_id, False)
 
 
 @webhooks.command("rotate-secret")
 @click.option("--endpoint", "endpoint_id", required=True)
-@JSON_OPTION
-def rotate_secret(endpoint_id: str, as_json: bool) -> None:
+@json_option
+@pass_app
+def rotate_secret(app: App, endpoint_id: str) -> None:
     """New signing secret; the old one keeps signing too for 24 hours (two v1 values)."""
-    database = open_database(load_settings())
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             secret, expires = endpoints.rotate_secret(conn, endpoint_id=endpoint_id)
     except NotFound:
-        fail(f"no endpoint {endpoint_id}", as_json)
-    emit({"endpoint_id": endpoint_id, "signing_secret": secret, "previous_secret_expires_at": iso_z(expires)}, as_json)
+        app.fail(f"no endpoint {endpoint_id}")
+    app.emit({"endpoint_id": endpoint_id, "signing_secret": secret, "previous_secret_expires_at": iso_z(expires)})
 
 
 @webhooks.command("deliveries")
 @click.option("--endpoint", "endpoint_id", required=True)
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
-@JSON_OPTION
-def deliveries_(endpoint_id: str, limit: int, as_json: bool) -> None:
+@json_option
+@pass_app
+def deliveries_(app: App, endpoint_id: str, limit: int) -> None:
     """Delivery history, newest first: event id, delivery id, attempt, status code, error, times."""
-    database = open_database(load_settings())
-    with database.read() as conn:
+    with app.database.read() as conn:
         try:
             endpoints.get_endpoint(conn, endpoint_id)
         except NotFound:
-            fail(f"no endpoint {endpoint_id}", as_json)
+            app.fail(f"no endpoint {endpoint_id}")
         found = deliveries.history(conn, endpoint_id=endpoint_id, limit=limit)
     human = "\n".join(
         f"{d['created_at']}  {d['delivery_id']}  {d['event_id']}  {d['event_type']}  {d['status']}  "
         f"attempt {d['attempt']}  {d['status_code'] or ''} {d['error'] or ''}".rstrip()
         for d in found
     )
-    emit({"endpoint_id": endpoint_id, "deliveries": found}, as_json, human or "no deliveries")
+    app.emit({"endpoint_id": endpoint_id, "deliveries": found}, human or "no deliveries")
 
 
 def _since(text: str | None) -> datetime | None:
@@ -160,25 +157,24 @@ def _since(text: str | None) -> datetime | None:
 @click.option("--endpoint", "endpoint_id", required=True)
 @click.option("--since", help="Only deliveries that failed at or after this: ISO 8601, or 90m, 24h, 7d back from now.")
 @click.option("--delivery", "delivery_id", help="Only this delivery (dlv_...).")
-@JSON_OPTION
-def redeliver(endpoint_id: str, since: str | None, delivery_id: str | None, as_json: bool) -> None:
+@json_option
+@pass_app
+def redeliver(app: App, endpoint_id: str, since: str | None, delivery_id: str | None) -> None:
     """Send deliveries that failed for good once more: the same frozen event (same ids and body),
     the next attempt number. Pending deliveries need nothing: they are retried on their own."""
     after = _since(since)
-    database = open_database(load_settings())
     try:
-        with database.write() as conn:
+        with app.database.write() as conn:
             ids = deliveries.redeliver(
                 conn, endpoint_id=endpoint_id, now=utcnow(), since=after, delivery_id=delivery_id
             )
             status = endpoints.get_endpoint(conn, endpoint_id).status
     except NotFound:
-        fail(f"no endpoint {endpoint_id}", as_json)
+        app.fail(f"no endpoint {endpoint_id}")
     except deliveries.NotRedeliverable as exc:
-        fail(str(exc), as_json)
+        app.fail(str(exc))
     waiting = " (the endpoint is disabled: they wait until it is enabled)" if status == "disabled" and ids else ""
-    emit(
+    app.emit(
         {"endpoint_id": endpoint_id, "endpoint_status": status, "redelivered": ids},
-        as_json,
         f"{len(ids)} deliveries queued for redelivery{waiting}" + "".join(f"\n  {i}" for i in ids),
     )

@@ -39,7 +39,13 @@ class Up:
     seen: list[psutil.Process] = field(default_factory=list)  # every descendant ever looked at
 
     def output(self) -> str:
+        """What `flokit up` printed on its console (stdout and stderr)."""
         return self.log_path.read_text(errors="replace")
+
+    def log(self, child: str) -> str:
+        """The full log of one child (`api`, `dagster-webserver`, `dagster-daemon`) in the data directory."""
+        path = self.data_dir / "logs" / f"{child}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def child(self, name: str) -> psutil.Process | None:
         """The direct child whose command line names `name` (gunicorn, dagster-daemon, ...)."""
@@ -81,10 +87,17 @@ class Up:
 
 
 @contextmanager
-def flokit_up(data_dir: Path, *args: str, log_name: str = "up.log", env: dict[str, str] | None = None) -> Iterator[Up]:
+def flokit_up(
+    data_dir: Path,
+    *args: str,
+    log_name: str = "up.log",
+    env: dict[str, str] | None = None,
+    bootstrap: bool = False,
+) -> Iterator[Up]:
     """`flokit up --no-bootstrap --workers 1 *args` on free ports with FLOKIT_DATA_DIR=data_dir
     and `env` on top (e.g. FLOKIT_DATABASE_URL; SQLite in data_dir without it); stopped with
-    SIGTERM (and waited for) on exit if still running."""
+    SIGTERM (and waited for) on exit if still running. With `bootstrap`, without --no-bootstrap:
+    an empty database gets the demo workspace and its history, as on a newcomer's first start."""
     api_port, ui_port = free_port(), free_port()
     extra = env or {}
     env = {
@@ -100,7 +113,7 @@ def flokit_up(data_dir: Path, *args: str, log_name: str = "up.log", env: dict[st
     log_path = data_dir.parent / log_name
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [str(BIN / "flokit"), "up", "--no-bootstrap", "--workers", "1", *args],
+            [str(BIN / "flokit"), "up", *([] if bootstrap else ["--no-bootstrap"]), "--workers", "1", *args],
             cwd=ROOT,
             env=env,
             stdout=log,

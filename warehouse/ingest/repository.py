@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from transforms.event_types import CANONICAL_EVENT_TYPES
 from transforms.ingest.attribution import ADAPTERS
@@ -23,6 +24,7 @@ from transforms.ingest.network import parse_network
 from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.driver import driver_statement
+from warehouse.errors import AlreadyExists
 from warehouse.ingest.tables import ingest_allowlist, ingest_credentials, ingest_event_mappings
 from warehouse.workspaces import NotFound, get_workspace
 
@@ -82,19 +84,25 @@ def _upsert(conn: Connection, table: sa.Table) -> Any:
 def create_credential(
     conn: Connection, *, workspace_id: str, vendor: str, app_token: str | None = None, actor: str = "cli"
 ) -> IssuedCredential:
-    """Register a vendor app token for a workspace with a fresh secret (shown once)."""
+    """Register a vendor app token for a workspace with a fresh secret (shown once).
+
+    Raises `AlreadyExists` when the vendor already has this app token (its secret is rotated
+    with `rotate_secret`, never replaced by a second registration)."""
     _check_vendor(vendor)
     get_workspace(conn, workspace_id)
     token, secret = app_token or new_app_token(), new_secret()
-    conn.execute(
-        ingest_credentials.insert().values(
-            vendor=vendor,
-            app_token=token,
-            workspace_id=workspace_id,
-            secret_hash=hash_secret(secret),
-            created_at=utcnow(),
+    try:
+        conn.execute(
+            ingest_credentials.insert().values(
+                vendor=vendor,
+                app_token=token,
+                workspace_id=workspace_id,
+                secret_hash=hash_secret(secret),
+                created_at=utcnow(),
+            )
         )
-    )
+    except IntegrityError as exc:  # the (vendor, app_token) key: the caller's transaction is rolled back
+        raise AlreadyExists(f"app token {token} is already registered for {vendor}") from exc
     audit.record(
         conn, workspace_id=workspace_id, actor=actor, action="ingest_credential.created", subject_id=f"{vendor}:{token}"
     )

@@ -14,7 +14,7 @@ it replaces whole days, so it is only for a lake whose days hold nothing else.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
 
@@ -47,7 +47,18 @@ def canonical_events(frame: pl.DataFrame) -> Iterator[CanonicalEvent]:
         yield CanonicalEvent(**{**row, "properties": json.loads(row["properties"])})
 
 
-def land_frame(db: Database, frame: pl.DataFrame, batch: int = LANDING_BATCH) -> tuple[int, int]:
+# Told how far seeding got, as it goes: (step, done, total). Steps: "generated" (events),
+# "landing" (events landed so far, after each batch), "spend" (spend rows written).
+SeedProgress = Callable[[str, int, int], None]
+
+
+def _silent(_step: str, _done: int, _total: int) -> None:
+    pass
+
+
+def land_frame(
+    db: Database, frame: pl.DataFrame, batch: int = LANDING_BATCH, progress: SeedProgress = _silent
+) -> tuple[int, int]:
     """Land a canonical-event frame in batches; returns (written, duplicate)."""
     written = duplicate = 0
     for start in range(0, frame.height, batch):
@@ -56,13 +67,16 @@ def land_frame(db: Database, frame: pl.DataFrame, batch: int = LANDING_BATCH) ->
             result = land(conn, events)
         written += len(result.written)
         duplicate += len(result.duplicate)
+        progress("landing", min(start + batch, frame.height), frame.height)
     return written, duplicate
 
 
-def seed(db: Database, lake: Lake, config: DemoConfig) -> SeedResult:
+def seed(db: Database, lake: Lake, config: DemoConfig, progress: SeedProgress = _silent) -> SeedResult:
     data = generate(config)
-    written, duplicate = land_frame(db, data.events)
+    progress("generated", data.events.height, data.events.height)
+    written, duplicate = land_frame(db, data.events, progress=progress)
     write_spend_raw(lake, data.spend)
+    progress("spend", data.spend.height, data.spend.height)
     days = data.events["occurred_at"].dt.date()
     return SeedResult(
         events=data.events.height,

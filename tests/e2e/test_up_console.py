@@ -1,0 +1,73 @@
+"""`flokit up`'s console as a newcomer sees it: the banner, the addresses and a line per run,
+not Dagster's step events and warnings (those are in the log files under the data directory);
+`--verbose` shows everything as well."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.support import http_ok, wait_for
+from tests.up_support import Up, flokit_up
+
+pytestmark = pytest.mark.e2e
+
+MAX_LINES = 60
+
+
+def first_reports(up: Up) -> bool:
+    """The demo workspace's payback report answers with rows (the daemon published the reports)."""
+    key = re.search(r"api_key_read_write\s+(\S+)", up.output())
+    if not key:
+        return False
+    today = datetime.now(UTC).date()
+    query = {"start_date": (today - timedelta(days=90)).isoformat(), "end_date": today.isoformat()}
+    try:
+        r = requests.get(
+            f"{up.api}/v1/reports/payback",
+            params=query,
+            headers={"Authorization": f"Bearer {key.group(1)}"},
+            timeout=5,
+        )
+    except requests.RequestException:
+        return False
+    return r.status_code == 200 and len(r.json()["data"]) > 0
+
+
+def test_the_console_is_quiet_until_the_first_reports(tmp_path: Path) -> None:
+    with flokit_up(tmp_path / "data", bootstrap=True) as up:
+        wait_for(lambda: first_reports(up), 600, "the first reports", up.process)
+        console = up.output()
+        lines = console.splitlines()
+        print(f"\n[console] {len(lines)} lines until the first reports:\n{console}")
+        assert len(lines) <= MAX_LINES, console
+        assert "Warning" not in console and "DEBUG" not in console, console
+        assert "api_key_read_write" in console  # the keys banner
+        assert up.api in console and up.ui in console and "/data/logs/" in console
+        assert re.search(r"flokit up: run \w{8} succeeded in [\d.]+ s: \S+", console), console
+        # The detail is kept, in one log file per child.
+        assert "Listening at: " + up.api in up.log("api")
+        assert "DEBUG" in up.log("dagster-daemon")  # the runs' step events
+        assert "Serving dagster-webserver" in up.log("dagster-webserver")
+    assert up.process.returncode == 0
+
+
+def test_verbose_shows_the_servers_output_which_the_log_files_keep_too(tmp_path: Path) -> None:
+    with flokit_up(tmp_path / "data", "--verbose") as up:
+        wait_for(http_ok(f"{up.api}/healthz"), 120, "API", up.process)
+        up.wait_for_log("code location flokit loaded", 300)
+        up.wait_for_log("Serving dagster-webserver on", 60)
+        up.wait_for_log("dagster.daemon", 60)
+        console = up.output()
+    for child, detail in (
+        ("api", "Listening at: " + up.api),
+        ("dagster-webserver", "Serving dagster-webserver on"),
+        ("dagster-daemon", "dagster.daemon"),
+    ):
+        assert detail in console, console[-3000:]
+        assert detail in up.log(child), child
+    assert "api (v1, gateway, ingest)" in console.lower()
