@@ -26,6 +26,10 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # loaded lazily: `flokit --help` need not import Alembic
+    from alembic.script import ScriptDirectory
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV_INSTANCE = ROOT / "orchestration" / "instance" / "dagster.dev.yaml"
@@ -192,19 +196,26 @@ def repair_instance(home: Path) -> list[Repaired]:
     return repaired
 
 
-def _alembic_script():  # type: ignore[no-untyped-def]  # alembic's ScriptDirectory
+# Every Dagster storage (runs, event log, schedules) migrates with the one Alembic script that
+# Dagster ships as package data. Named by its location rather than imported from
+# `dagster._core`, whose modules are Dagster's private API.
+DAGSTER_ALEMBIC_SCRIPTS = "dagster:_core/storage/alembic"
+
+
+def _alembic_script() -> ScriptDirectory:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
-    from dagster._core.storage.sql import ALEMBIC_SCRIPTS_LOCATION  # the one script all storages share
 
     config = Config()
-    config.set_main_option("script_location", ALEMBIC_SCRIPTS_LOCATION)
+    config.set_main_option("script_location", DAGSTER_ALEMBIC_SCRIPTS)
     return ScriptDirectory.from_config(config)
 
 
 def head_revision() -> str:
     """The alembic head of the installed Dagster: where every storage must be after `prepare_instance`."""
-    return _alembic_script().get_current_head()
+    head = _alembic_script().get_current_head()
+    assert head is not None, "Dagster's migration history has one head"
+    return head
 
 
 def _revisions_newest_first() -> list[str]:
