@@ -131,7 +131,7 @@ def prepare_instance(home: Path) -> list[str]:
     """Create the instance's storages when missing and migrate them like `dagster instance
     migrate`, alone; refuse a damaged instance. Returns what was done, for the log.
 
-    Migrating walks every run's event-log shard (about 30 ms each), so it runs only when some
+    Migrating walks every run's event-log shard (docs/benchmarks.md), so it runs only when some
     storage is not at Dagster's head revision: on a new instance or after a Dagster upgrade.
     """
     ensure_dagster_home(home)

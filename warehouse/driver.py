@@ -1,8 +1,8 @@
 """Hot-path statements compiled once by SQLAlchemy and run on the DBAPI cursor of a transaction.
 
 SQLAlchemy's per-execution bookkeeping (cache key, execution context, result object, events)
-costs about 100 µs a statement, measured as the largest part of an ingest callback after the
-database itself. A `DriverStatement` keeps what matters of SQLAlchemy: the SQL is compiled from
+was the largest part of an ingest callback after the database itself (docs/benchmarks.md).
+A `DriverStatement` keeps what matters of SQLAlchemy: the SQL is compiled from
 our table definitions for the connection's dialect, and every parameter goes through the
 column type's own bind processor (UTC datetimes, JSON). Results come back as plain DBAPI tuples
 without result processing, so use it only for statements whose result columns need none

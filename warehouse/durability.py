@@ -2,8 +2,8 @@
 
 FloKit acknowledges an ingest callback, a paywall event or an approval once its transaction
 commits. Whether "committed" survives a crash of the database server is PostgreSQL's
-`synchronous_commit` (off: the last ~600 ms of acknowledged commits can vanish in a crash;
-measured: 2 callbacks lost in one crash under load), `fsync` and `full_page_writes` (off: an OS
+`synchronous_commit` (off: the last moments of acknowledged commits can vanish in a crash, and
+did in our fault tests; docs/benchmarks.md), `fsync` and `full_page_writes` (off: an OS
 crash or power loss can lose or corrupt committed data). Production requires all three `on`
 (README "Production"); `flokit up` and `flokit db upgrade` name any that is not.
 

@@ -14,7 +14,7 @@ from warehouse.webhooks.deliveries import due_fingerprint, leases_alive
 # claiming anything) gets a fresh run at the latest one window later instead of never.
 RETRY_WINDOW_S = 300
 # A drain run waiting to start will claim whatever is due now; requesting another would only
-# launch a process (~2.5 s of CPU on these machines) to compete with it. Runs created longer ago
+# launch a process (seconds of CPU: docs/benchmarks.md) to compete with it. Runs created longer ago
 # than a run may last (plus a margin) are not counted, so a run that never started delays
 # delivery by minutes at most, never forever.
 _WAITING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING]

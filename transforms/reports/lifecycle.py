@@ -30,8 +30,8 @@ from transforms.reports.schemas import (
 )
 
 # Properties are flat JSON objects. A regular expression reads a flat string or number value
-# about ten times faster than a JSON path (measured: 0.02 s vs 0.19 s per field on 380 k rows);
-# rows whose JSON holds an escape sequence (rare: quotes or unicode in a value) take the
+# an order of magnitude faster than a JSON path (docs/benchmarks.md); rows whose JSON holds an
+# escape sequence (rare: quotes or unicode in a value) take the
 # exact JSON-path route instead, so no value is ever misread.
 _ESCAPED = pl.col("properties").str.contains("\\", literal=True)
 
@@ -58,11 +58,10 @@ def _prop(name: str) -> pl.Expr:
     return pl.col(f"prop_{name}")
 
 
-# Acquisitions are computed in stages, each collected on the engine that is fastest for it
-# (measured on the benchmark's 8 M events, 2 cores): the streaming engine filters the lake scans,
-# the in-memory engine picks the first row per user, where its sort + unique over a million rows is
-# about three times faster than the streaming engine's. The same work as one lazy plan took 3.6 s
-# rather than 2.8 s, on either engine.
+# Acquisitions are computed in stages, each collected on the engine that is fastest for it: the
+# streaming engine filters the lake scans, the in-memory engine picks the first row per user,
+# where its sort + unique is much faster than the streaming engine's; the same work as one lazy
+# plan was slower on either engine (docs/benchmarks.md).
 _SCAN: Final = "streaming"
 _PICK: Final = "in-memory"
 _KEYS = ["workspace_id", "user_id"]
@@ -85,8 +84,7 @@ def report_events(events: pl.LazyFrame) -> pl.LazyFrame:
     """Identified users' events with only the columns the transforms read.
 
     Collected once, it feeds every transform: over many days that is cheaper than each
-    transform scanning the lake with its own filter (measured on the benchmark's 8 M events:
-    one read 0.36 s and three in-memory filters 0.19 s, against 1.26 s for three filtered scans).
+    transform scanning the lake with its own filter (docs/benchmarks.md).
     """
     return events.filter(_IDENTIFIED).select(REPORT_COLUMNS)
 
@@ -195,8 +193,8 @@ def active_days(events: pl.LazyFrame) -> pl.LazyFrame:
 def user_cohorts(acquired: pl.LazyFrame) -> pl.DataFrame:
     """Across daily partitions: each user's earliest acquisition (a reinstall is not a new user).
 
-    Collected on the in-memory engine, like the picks of `acquisitions` (0.16 s rather than
-    0.33 s for a million users)."""
+    Collected on the in-memory engine, like the picks of `acquisitions`, for the same reason
+    (docs/benchmarks.md)."""
     return (
         acquired.sort("installed_at", "user_id")
         .filter(_first_of(*_KEYS))

@@ -6,7 +6,7 @@ written, so a sensor finds pending days with one indexed query. Claims and lande
 written in one transaction, so a failed write leaves neither (spec: "the dedup claim is released").
 
 Every ingest callback inserts into these tables, and each index is one more b-tree written per
-callback (measured on SQLite: about 10 µs of a 57 µs claim-and-land transaction per index). So
+callback, a measurable share of the claim-and-land transaction (docs/benchmarks.md). So
 each table has as few indexes as its readers need: `landed_events` one `(in_lake, day)` index
 that serves both the pending-days query and a day's read, and `event_claims` none beyond its
 key on SQLite, where the daily prune walks the rowid (claims are appended in time order,

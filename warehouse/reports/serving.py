@@ -5,7 +5,7 @@ tables into a new DuckDB file (as tables, sorted on the API's filter columns so 
 most rows), with the materialization time, and swaps it in the way every published DuckDB file
 is (`warehouse.duckdb_files.publishing`); its path is `DataPaths.reports`.
 API workers keep one read-only connection each and reopen it when the file's inode changes
-(ARCHITECTURE "Facts": 0.7 ms per query against 32-39 ms to open per request). Nothing here
+(opening the file costs far more than a query: ARCHITECTURE "Facts", docs/benchmarks.md). Nothing here
 opens DuckDB at import or app creation, so gunicorn can fork first.
 """
 
@@ -67,7 +67,7 @@ class ReportReader:
                 # not closed: a thread may still be reading through one of its cursors.
                 con = duckdb.connect()
                 # One thread per query: a worker answers one small request at a time, and under
-                # load thread hand-offs cost more than they save (p50 10 ms -> 5.6 ms measured).
+                # load thread hand-offs cost more than they save (figures: docs/benchmarks.md).
                 con.execute("SET threads = 1")
                 con.execute(f"ATTACH {literal(str(self.path))} AS reports (READ_ONLY)")
                 self._con, self._inode = con, inode
@@ -139,11 +139,11 @@ def payback_rows(
     """Spec "Payback report row" per group value, for cohorts installed in [start, end].
 
     DuckDB sums the cube per (value, day) (a few hundred rows); `payback_summary` does the rest
-    (measured: the running sums in Polars cost ~1 ms, against ~10 ms as SQL windows here)."""
+    (the running sums cost far less in Polars than as SQL windows here: docs/benchmarks.md)."""
     params = {"workspace": workspace_id, "dimension": dimension, "start": start, "end": end}
     daily = cur.sql(_DAILY_SQL, params={**params, "window": window, "roas_days": ROAS_DAYS}).pl()
     ltv = dict(cur.execute(_LTV_SQL, {"workspace": workspace_id, "dimension": dimension}).fetchall())
-    # A few hundred rows: the in-memory engine starts faster than the streaming one (1.1 vs 2.5 ms).
+    # A few hundred rows: the in-memory engine starts faster than the streaming one (docs/benchmarks.md).
     summary = payback_summary(daily.lazy().cast(DAILY_SUMS_SCHEMA), window).collect(engine="in-memory")
     out = []
     for row in summary.iter_rows(named=True):
