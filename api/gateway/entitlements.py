@@ -22,6 +22,7 @@ from api.gateway import blueprint
 from api.gateway.auth import require_app, require_user
 from api.openapi import operation
 from api.ratelimits import count_app_client, per_address
+from api.validators import CompactJws
 from warehouse.paywalls import entitlements
 from warehouse.workspaces import App
 
@@ -29,7 +30,9 @@ from warehouse.workspaces import App
 class ReceiptBody(BaseModel):
     model_config = ConfigDict(extra="allow")
     provider: Literal["ios_store", "android_store"]
-    signedTransactionInfo: str | None = Field(None, min_length=1, max_length=65536)
+    signedTransactionInfo: CompactJws | None = Field(
+        None, min_length=1, max_length=65536, description="The App Store's signed transaction: a compact JWS."
+    )
     packageName: str | None = Field(None, min_length=1, max_length=255)
     purchaseToken: str | None = Field(None, min_length=1, max_length=4096)
 
