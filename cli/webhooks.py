@@ -129,7 +129,7 @@ def deliveries_(endpoint_id: str, limit: int, as_json: bool) -> None:
     database = open_database(load_settings())
     with database.read() as conn:
         try:
-            endpoints.get_endpoint(conn, endpoint_id)
+            endpoints.endpoint_for_operator(conn, endpoint_id)
         except NotFound:
             fail(f"no endpoint {endpoint_id}", as_json)
         found = deliveries.history(conn, endpoint_id=endpoint_id, limit=limit)
@@ -171,7 +171,7 @@ def redeliver(endpoint_id: str, since: str | None, delivery_id: str | None, as_j
             ids = deliveries.redeliver(
                 conn, endpoint_id=endpoint_id, now=utcnow(), since=after, delivery_id=delivery_id
             )
-            status = endpoints.get_endpoint(conn, endpoint_id).status
+            status = endpoints.endpoint_for_operator(conn, endpoint_id).status
     except NotFound:
         fail(f"no endpoint {endpoint_id}", as_json)
     except deliveries.NotRedeliverable as exc:
