@@ -148,7 +148,7 @@ def _entitlement(user: str) -> Response:
     else:
         app = require_app(user=user)
         with state().db.read() as conn:
-            found = entitlements.current(conn, app_id=app.id, user_id=user)
+            found = entitlements.current(conn, workspace_id=app.workspace_id, app_id=app.id, user_id=user)
     return respond(EntitlementBody(active=found.active, source=found.source))
 
 
