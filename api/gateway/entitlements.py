@@ -52,9 +52,10 @@ def _absent(value: object) -> bool:
 
 class Verification(BaseModel):
     """The upstream verifier's verdict, passed on: these fields when it sent them, then the rest
-    of its answer as produced."""
+    of its answer as produced. Strict: a verdict whose `active` is not a boolean is malformed
+    (502), never coerced."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     active: bool | None = Field(None, exclude_if=_absent, description="Whether the purchase entitles the user now.")
     provider: str | None = Field(None, exclude_if=_absent)
     product_id: str | None = Field(None, exclude_if=_absent)

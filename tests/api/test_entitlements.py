@@ -28,6 +28,8 @@ def verdict(received: Received) -> tuple[int, bytes]:
         return 500, b"upstream exploded"
     if token == "slow":
         time.sleep(1.5)
+    if token == "malformed":
+        return 200, json.dumps({"active": "yes", "provider": sent["provider"]}).encode()
     active = token != "refunded"
     return 200, json.dumps(
         {"active": active, "provider": sent["provider"], "product_id": "pro_yearly", "trace": "x1"}
@@ -177,3 +179,15 @@ def test_entitlement_reads_need_a_key_or_token_and_a_user(client: FlaskClient, d
     with db.write() as conn:
         conn.execute(sa.update(apps).where(apps.c.id == workspace["app_id"]).values(revoked_at=sa.func.now()))
     assert client.get("/api/paywall/entitlement", headers=mine).status_code == 401  # a revoked key
+
+
+def test_a_verdict_that_is_not_the_declared_shape_is_an_upstream_failure(settings: Settings, workspace: dict) -> None:
+    """`active` must be a boolean (the declared Verification): anything else is 502, never coerced
+    or recorded."""
+    with running_receiver() as upstream:
+        upstream.respond = verdict
+        client = gateway(settings, upstream.url + "/verify")
+        r = client.post("/api/paywall/receipt", json=android("malformed"), headers=headers(workspace))
+        assert r.status_code == 502
+        assert r.json == {"error": "Receipt verification upstream answered a malformed verdict"}
+        assert entitlement(client, workspace) == {"active": False, "source": "none"}
