@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import IO
 
-from flask import Flask, Request, jsonify
+from flask import Flask, Request
 from flask.wrappers import Response
 from werkzeug.utils import cached_property
 
@@ -19,6 +19,7 @@ from api.limits import BoundedJSONProvider, JsonTooDeep, input_stream
 from api.logs import configure_logging, register_request_logging
 from api.openapi import Health, NotReady, operation, register_openapi
 from api.ratelimits import register_rate_limits
+from api.responses import respond
 from warehouse.availability import probe
 from warehouse.db import database_for
 from warehouse.settings import Settings
@@ -75,7 +76,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     @app.get("/healthz")
     @operation(summary="Liveness: the process answers", responses={200: Health}, tags=["meta"], database=False)
     def healthz() -> Response:
-        return jsonify({"status": "ok"})
+        return respond(Health(status="ok"))
 
     @app.get("/readyz")
     @operation(
@@ -88,9 +89,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     def readyz() -> Response:
         outage = probe(settings.database_url)
         if outage is None:
-            return jsonify({"status": "ok"})
+            return respond(Health(status="ok"))
         log_outage(outage)
-        return retry_later(jsonify({"status": "unavailable", "reason": outage.kind}))
+        return retry_later(respond(NotReady(status="unavailable", reason=outage.kind), 503))
 
     register_blueprints(app, settings)
     # The document covers exactly the surfaces this process serves (one per production deploy).

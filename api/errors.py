@@ -4,6 +4,9 @@ v1 answers `{"error": <code>, "message": <text>}`; the gateway, passthrough and 
 surfaces keep the production shape `{"error": <message>}` (spec "Errors"). No error is ever
 an HTML page: Werkzeug's HTTP exceptions and unhandled exceptions are all rendered here.
 
+A repository's refusal (`warehouse.errors`) is mapped here, once: NotFound is 404, Conflict
+(and its subclasses) 409, with the exception's message; no route catches its own.
+
 An unhandled exception that is the operational database being unavailable
 (`warehouse.availability`) answers 503 with Retry-After on every surface and logs one line per
 kind of failure per interval, without traceback; any other is a bug: 500, traceback logged.
@@ -13,11 +16,14 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, current_app, g, jsonify, request
+from flask import Flask, Response, current_app, g, request
+from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
 from api.logs import RateLimitedLog
+from api.responses import json_response
 from warehouse.availability import Unavailable, unavailable
+from warehouse.errors import Conflict, NotFound, WarehouseError
 
 log = logging.getLogger("flokit.api")
 
@@ -44,6 +50,23 @@ V1_CODES = {
 }
 
 
+# Each refusal of warehouse/errors.py, most specific class first (the first match wins).
+WAREHOUSE_STATUS: tuple[tuple[type[WarehouseError], int], ...] = ((NotFound, 404), (Conflict, 409))
+
+
+class V1Error(BaseModel):
+    """v1 error body (ARCHITECTURE.md codes)."""
+
+    error: str
+    message: str
+
+
+class GatewayError(BaseModel):
+    """Gateway, passthrough and ingest error body: the production shape `{error: <message>}`."""
+
+    error: str
+
+
 class ApiError(Exception):
     """Raise anywhere in a request to answer with this status, code and message."""
 
@@ -60,11 +83,11 @@ def is_v1_request() -> bool:
 
 def error_response(status: int, message: str, code: str | None = None) -> Response:
     body = (
-        {"error": code or V1_CODES.get(status, "error"), "message": message} if is_v1_request() else {"error": message}
+        V1Error(error=code or V1_CODES.get(status, "error"), message=message)
+        if is_v1_request()
+        else GatewayError(error=message)
     )
-    response = jsonify(body)
-    response.status_code = status
-    return response
+    return json_response(body, status)
 
 
 def _http_message(exc: HTTPException) -> str:
@@ -122,6 +145,13 @@ def register_error_handlers(app: Flask) -> None:
             if failed is not None:
                 failed()
         return response
+
+    @app.errorhandler(WarehouseError)
+    def _refused(exc: WarehouseError) -> Response:
+        for kind, status in WAREHOUSE_STATUS:
+            if isinstance(exc, kind):
+                return error_response(status, str(exc))
+        return _unhandled(exc)  # a refusal with no status of its own is a bug: 500
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

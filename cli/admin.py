@@ -7,6 +7,7 @@ import click
 from cli.context import App, json_option, pass_app
 from warehouse import workspaces
 from warehouse.bootstrap import bootstrap as bootstrap_workspace
+from warehouse.errors import NotFound
 
 
 @click.group()
@@ -40,7 +41,7 @@ def create_key(app: App, workspace_id: str, scope: workspaces.Scope) -> None:
     try:
         with app.database.write() as conn:
             issued = workspaces.create_key(conn, workspace_id=workspace_id, scope=scope)
-    except workspaces.NotFound:
+    except NotFound:
         app.fail(f"no workspace {workspace_id}")
     app.emit({"key_id": issued.key_id, "api_key": issued.api_key})
 
@@ -54,7 +55,7 @@ def rotate_key(app: App, key_id: str) -> None:
     try:
         with app.database.write() as conn:
             issued = workspaces.rotate_key(conn, key_id=key_id)
-    except workspaces.NotFound:
+    except NotFound:
         app.fail(f"no active key {key_id}")
     app.emit({"key_id": issued.key_id, "api_key": issued.api_key})
 
@@ -68,6 +69,6 @@ def revoke_key(app: App, key_id: str) -> None:
     try:
         with app.database.write() as conn:
             workspaces.revoke_key(conn, key_id=key_id)
-    except workspaces.NotFound:
+    except NotFound:
         app.fail(f"no active key {key_id}")
     app.emit({"key_id": key_id, "revoked": True}, f"key {key_id} revoked")

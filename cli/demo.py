@@ -10,10 +10,11 @@ from cli.context import App, json_option, pass_app
 from cli.progress import Progress
 from transforms.demo import DemoConfig
 from warehouse.db import Database
+from warehouse.errors import NotFound
 from warehouse.lake import Lake
 from warehouse.reports import demo as demo_data
 from warehouse.reports.demo import SeedProgress
-from warehouse.workspaces import NotFound, get_workspace
+from warehouse.workspaces import get_workspace
 
 # What `flokit up` seeds into a fresh demo workspace: enough for every report to show real
 # numbers, small enough that startup stays a few seconds.

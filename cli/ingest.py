@@ -6,9 +6,8 @@ import click
 
 from cli.context import App, json_option, pass_app
 from transforms.event_types import CANONICAL_EVENT_TYPES
-from warehouse.errors import AlreadyExists
+from warehouse.errors import AlreadyExists, NotFound
 from warehouse.ingest import repository
-from warehouse.workspaces import NotFound
 
 VENDOR_OPTION = click.option("--vendor", required=True, help="Vendor name, e.g. attribution_provider_a.")
 

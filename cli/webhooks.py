@@ -11,10 +11,10 @@ import click
 from cli.context import App, json_option, pass_app
 from transforms.timefmt import iso_z, parse_iso8601
 from warehouse.db import utcnow
+from warehouse.errors import NotFound
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.endpoints import Endpoint
 from warehouse.webhooks.urls import InvalidUrl
-from warehouse.workspaces import NotFound
 
 
 def _endpoint(e: Endpoint) -> dict[str, Any]:
@@ -126,7 +126,7 @@ def deliveries_(app: App, endpoint_id: str, limit: int) -> None:
     """Delivery history, newest first: event id, delivery id, attempt, status code, error, times."""
     with app.database.read() as conn:
         try:
-            endpoints.get_endpoint(conn, endpoint_id)
+            endpoints.endpoint_for_operator(conn, endpoint_id)
         except NotFound:
             app.fail(f"no endpoint {endpoint_id}")
         found = deliveries.history(conn, endpoint_id=endpoint_id, limit=limit)
@@ -168,7 +168,7 @@ def redeliver(app: App, endpoint_id: str, since: str | None, delivery_id: str | 
             ids = deliveries.redeliver(
                 conn, endpoint_id=endpoint_id, now=utcnow(), since=after, delivery_id=delivery_id
             )
-            status = endpoints.get_endpoint(conn, endpoint_id).status
+            status = endpoints.endpoint_for_operator(conn, endpoint_id).status
     except NotFound:
         app.fail(f"no endpoint {endpoint_id}")
     except deliveries.NotRedeliverable as exc:

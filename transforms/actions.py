@@ -28,6 +28,8 @@ Status = Literal["draft", "ready", "approved", "running", "completed", "rejected
 STATUSES: tuple[Status, ...] = ("draft", "ready", "approved", "running", "completed", "rejected", "rolled_back")
 # What POST /v1/actions answers for a created action, stored as `ready` (spec: "ready_for_approval").
 CREATED_STATUS_LABEL = "ready_for_approval"
+# The status of that answer: the label, or `draft` when the guardrails did not pass.
+CreatedStatus = Literal["ready_for_approval", "draft"]
 
 Trigger = Literal["create", "guardrails_passed", "approve", "reject", "start", "complete", "rollback"]
 

@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from transforms.events import CanonicalEvent, derived_event_id
+from transforms.events import CanonicalEvent, DerivedId, canonical_event
 
 SOURCE = "api"
 PLATFORMS = frozenset({"ios", "android"})
@@ -39,16 +39,8 @@ def api_event(
     also fill the canonical columns (lowercase platform, uppercase country)."""
     platform = properties.get("platform")
     country = properties.get("country")
-    return CanonicalEvent(
-        event_id=event_id
-        or derived_event_id(
-            source=SOURCE,
-            app=workspace_id,
-            user=user_id,
-            event_type=event,
-            occurred_at=occurred_at,
-            raw_event_id=canonical_json(properties),
-        ),
+    return canonical_event(
+        event_id=event_id or DerivedId(app=workspace_id, user=user_id, raw=canonical_json(properties)),
         workspace_id=workspace_id,
         event_type=event,
         occurred_at=occurred_at,

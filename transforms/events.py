@@ -75,6 +75,63 @@ class CanonicalEvent:
         return self.occurred_at.astimezone(UTC).date()
 
 
+@dataclass(frozen=True)
+class DerivedId:
+    """What a source without an id of its own derives an event's id from, besides the event's
+    source, type and time (`derived_event_id`): the app, the user and a raw id (or the content)."""
+
+    app: str
+    user: str | None
+    raw: str | None
+
+
+def canonical_event(
+    *,
+    source: str,
+    workspace_id: str,
+    event_type: str,
+    occurred_at: datetime,
+    received_at: datetime,
+    event_id: str | DerivedId,
+    platform: str | None = None,
+    country: str | None = None,
+    user_id: str | None = None,
+    adid: str | None = None,
+    idfa: str | None = None,
+    gps_adid: str | None = None,
+    properties: dict[str, Any] | None = None,
+) -> CanonicalEvent:
+    """The one way a source builds a canonical event (ingest callbacks, v1 events, paywall events).
+
+    `event_id` is the id the sender gave (a client's or a vendor's stable id), or a `DerivedId`,
+    hashed together with this event's own source, type and time, so the derived id can never
+    disagree with the event it names."""
+    if isinstance(event_id, DerivedId):
+        event_id = derived_event_id(
+            source=source,
+            app=event_id.app,
+            user=event_id.user,
+            event_type=event_type,
+            occurred_at=occurred_at,
+            raw_event_id=event_id.raw,
+        )
+    return CanonicalEvent(
+        event_id=event_id,
+        workspace_id=workspace_id,
+        event_type=event_type,
+        occurred_at=occurred_at,
+        source=source,
+        received_at=received_at,
+        platform=platform,
+        country=country,
+        user_id=user_id,
+        adid=adid,
+        idfa=idfa,
+        gps_adid=gps_adid,
+        properties=properties if properties is not None else {},
+    )
+
+
 def derived_event_id(
     *,
     source: str,

@@ -22,7 +22,7 @@ from transforms.event_types import (
     PAYWALL_PURCHASE_START,
     PAYWALL_TRIAL_START,
 )
-from transforms.events import CanonicalEvent, derived_event_id
+from transforms.events import CanonicalEvent, DerivedId, canonical_event
 
 SOURCE = "paywall"
 FunnelType = Literal["impression", "offer_tap", "purchase_start", "trial_start", "convert", "cancel"]
@@ -54,15 +54,8 @@ def funnel_event(
     the app id is kept in the properties, so funnels can be cut by app."""
     kind = CANONICAL_TYPE[event_type]
     props = {**properties, "app_id": app_id}
-    return CanonicalEvent(
-        event_id=derived_event_id(
-            source=SOURCE,
-            app=app_id,
-            user=user_id,
-            event_type=kind,
-            occurred_at=occurred_at,
-            raw_event_id=canonical_json(props),
-        ),
+    return canonical_event(
+        event_id=DerivedId(app=app_id, user=user_id, raw=canonical_json(props)),
         workspace_id=workspace_id,
         event_type=kind,
         occurred_at=occurred_at,

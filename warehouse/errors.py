@@ -22,3 +22,11 @@ class Conflict(WarehouseError):
 
 class AlreadyExists(Conflict):
     """A thing with the same unique key is already there."""
+
+
+class TransitionRefused(Conflict):
+    """A state machine refused the change from the thing's current `status` (which it names)."""
+
+    def __init__(self, message: str, status: str) -> None:
+        super().__init__(message)
+        self.status = status

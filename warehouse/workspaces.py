@@ -11,11 +11,8 @@ from sqlalchemy.engine import Connection
 from transforms.ids import hash_api_key, key_prefix, new_api_key, new_id, new_publishable_key
 from warehouse import audit
 from warehouse.db import utcnow
+from warehouse.errors import NotFound
 from warehouse.tables import SCOPES, Scope, api_keys, apps, workspaces
-
-
-class NotFound(LookupError):
-    """The object does not exist (or belongs to no workspace the caller can see)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +69,7 @@ def create_workspace(
 def get_workspace(conn: Connection, workspace_id: str) -> Workspace:
     row = conn.execute(workspaces.select().where(workspaces.c.id == workspace_id)).first()
     if row is None:
-        raise NotFound(workspace_id)
+        raise NotFound(f"No workspace {workspace_id}")
     return Workspace(**row._mapping)
 
 
@@ -117,7 +114,7 @@ def rotate_key(conn: Connection, *, key_id: str, actor: str = "cli") -> IssuedKe
         .returning(api_keys.c.workspace_id)
     ).first()
     if row is None:
-        raise NotFound(key_id)
+        raise NotFound(f"No active API key {key_id}")
     audit.record(conn, workspace_id=row.workspace_id, actor=actor, action="api_key.rotated", subject_id=key_id)
     return IssuedKey(key_id=key_id, api_key=key)
 
@@ -130,7 +127,7 @@ def revoke_key(conn: Connection, *, key_id: str, actor: str = "cli") -> None:
         .returning(api_keys.c.workspace_id)
     ).first()
     if row is None:
-        raise NotFound(key_id)
+        raise NotFound(f"No active API key {key_id}")
     audit.record(conn, workspace_id=row.workspace_id, actor=actor, action="api_key.revoked", subject_id=key_id)
 
 

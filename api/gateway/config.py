@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from flask import Response, current_app, jsonify
+from flask import Response, current_app
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.context import state
@@ -18,6 +18,8 @@ from api.gateway import blueprint
 from api.gateway.auth import require_user
 from api.openapi import operation
 from api.ratelimits import count_app_client, takes_no_credentials
+from api.responses import respond
+from api.validators import Id
 from transforms import paywall
 from warehouse.db import Database
 from warehouse.paywalls import configs
@@ -63,7 +65,7 @@ def _live_configs() -> LiveConfigs:
 
 class ConfigQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    app_id: str = Field(min_length=1, max_length=40)
+    app_id: Id
     paywall_id: str = Field(min_length=1, max_length=configs.MAX_PAYWALL_ID)
     userId: str | None = Field(None, max_length=200, description="Identity when x-user-id is not sent.")
     anonymousId: str | None = Field(None, max_length=200, description="Identity when neither is sent.")
@@ -73,7 +75,7 @@ class ServedVariant(BaseModel):
     variant_id: str
     layout: str
     offers: list[paywall.Offer] = Field(description="Empty in the fallback: do not show the paywall.")
-    cta_copy: str | None = None
+    cta_copy: str | None = Field(None, exclude_if=lambda v: v is None, description="Absent when the variant has none.")
     traffic_weight: float
 
 
@@ -106,8 +108,7 @@ def paywall_config(query: ConfigQuery) -> Response:
     else:
         variant = paywall.assign_variant(live.document, app_id=query.app_id, paywall_id=query.paywall_id, identity=user)
         body = paywall.served(query.paywall_id, live.version, variant)
-    response = jsonify(body)
-    response.headers["Cache-Control"] = paywall.CACHE_CONTROL
     # The variant depends on the x-user-id header, which is not part of the URL.
-    response.headers["Vary"] = "x-user-id"
-    return response
+    return respond(
+        PaywallConfig.model_validate(body), headers={"Cache-Control": paywall.CACHE_CONTROL, "Vary": "x-user-id"}
+    )

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import requests
-from flask import Response, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from flask import Response, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from api.context import state
 from api.downstream import session
@@ -22,6 +22,8 @@ from api.gateway import blueprint
 from api.gateway.auth import require_app, require_user
 from api.openapi import operation
 from api.ratelimits import count_app_client, per_address
+from api.responses import respond
+from api.validators import CompactJws
 from warehouse.paywalls import entitlements
 from warehouse.workspaces import App
 
@@ -29,7 +31,9 @@ from warehouse.workspaces import App
 class ReceiptBody(BaseModel):
     model_config = ConfigDict(extra="allow")
     provider: Literal["ios_store", "android_store"]
-    signedTransactionInfo: str | None = Field(None, min_length=1, max_length=65536)
+    signedTransactionInfo: CompactJws | None = Field(
+        None, min_length=1, max_length=65536, description="The App Store's signed transaction: a compact JWS."
+    )
     packageName: str | None = Field(None, min_length=1, max_length=255)
     purchaseToken: str | None = Field(None, min_length=1, max_length=4096)
 
@@ -42,11 +46,19 @@ class ReceiptBody(BaseModel):
         return self
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class Verification(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    active: bool | None = None
-    provider: str | None = None
-    product_id: str | None = None
+    """The upstream verifier's verdict, passed on: these fields when it sent them, then the rest
+    of its answer as produced. Strict: a verdict whose `active` is not a boolean is malformed
+    (502), never coerced."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    active: bool | None = Field(None, exclude_if=_absent, description="Whether the purchase entitles the user now.")
+    provider: str | None = Field(None, exclude_if=_absent)
+    product_id: str | None = Field(None, exclude_if=_absent)
 
 
 class EntitlementBody(BaseModel):
@@ -67,7 +79,7 @@ def _optional_app() -> App | None:
     return require_app()
 
 
-def _verify_upstream(body: dict[str, Any]) -> dict[str, Any]:
+def _verify_upstream(body: dict[str, Any]) -> Verification:
     settings = state().settings
     if not settings.receipt_verifier_url:
         raise ApiError(503, "Receipt verification is not configured in this environment")
@@ -88,7 +100,10 @@ def _verify_upstream(body: dict[str, Any]) -> dict[str, Any]:
         raise ApiError(422, str(reason) if reason else f"Verification rejected upstream ({answer.status_code})")
     if answer.status_code >= 300 or not isinstance(result, dict):
         raise ApiError(502, f"Receipt verification upstream failed ({answer.status_code})")
-    return result
+    try:
+        return Verification.model_validate(result)
+    except ValidationError:
+        raise ApiError(502, "Receipt verification upstream answered a malformed verdict") from None
 
 
 @blueprint.post("/api/paywall/receipt")
@@ -97,7 +112,8 @@ def _verify_upstream(body: dict[str, Any]) -> dict[str, Any]:
     summary="Verify a store purchase",
     description="Forwards the receipt to the verification upstream and returns its result as produced "
     "(e.g. active, provider, product_id). With a valid x-app-key the result's `active` becomes the user's "
-    "entitlement. 422: rejected upstream; 502/504: upstream failed or timed out; 503: not configured.",
+    "entitlement. 400 (before any upstream): a signedTransactionInfo that is not a compact JWS; 422: rejected "
+    "upstream; 502/504: upstream failed, answered a malformed verdict, or timed out; 503: not configured.",
     body=ReceiptBody,
     responses={200: Verification},
     errors=(401, 422, 502, 503, 504),
@@ -107,21 +123,19 @@ def verify_receipt(body: ReceiptBody) -> Response:
     user = require_user()
     app = _optional_app()
     sent = body.model_dump(exclude_none=True) | {"user_id": user} | ({"app_id": app.id} if app else {})
-    result = _verify_upstream(sent)
-    active = result.get("active")
-    if app is not None and isinstance(active, bool):
-        product = result.get("product_id")
+    verdict = _verify_upstream(sent)
+    if app is not None and verdict.active is not None:
         with state().db.write() as conn:
             entitlements.record(
                 conn,
                 workspace_id=app.workspace_id,
                 app_id=app.id,
                 user_id=user,
-                active=active,
+                active=verdict.active,
                 provider=body.provider,
-                product_id=product if isinstance(product, str) else None,
+                product_id=verdict.product_id,
             )
-    return jsonify(result)
+    return respond(verdict)
 
 
 def _entitlement(user: str) -> Response:
@@ -135,8 +149,8 @@ def _entitlement(user: str) -> Response:
     else:
         app = require_app(user=user)
         with state().db.read() as conn:
-            found = entitlements.current(conn, app_id=app.id, user_id=user)
-    return jsonify(EntitlementBody(active=found.active, source=found.source).model_dump())
+            found = entitlements.current(conn, workspace_id=app.workspace_id, app_id=app.id, user_id=user)
+    return respond(EntitlementBody(active=found.active, source=found.source))
 
 
 @blueprint.get("/api/paywall/entitlement")

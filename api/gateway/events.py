@@ -7,7 +7,7 @@ retry. Ids are derived from the content, so a retried batch lands each event onc
 
 from __future__ import annotations
 
-from flask import Response, jsonify
+from flask import Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.context import state
@@ -15,8 +15,8 @@ from api.errors import ApiError
 from api.gateway import blueprint
 from api.gateway.auth import current_app_user, require_app_user
 from api.openapi import operation
-from transforms.api_events import canonical_json
-from transforms.events import LAKE_START, lake_can_hold
+from api.responses import respond
+from api.validators import Id, LakeTimestamp, json_object
 from transforms.paywall_events import MAX_EVENTS, FunnelType, funnel_event
 from transforms.timefmt import parse_iso8601
 from warehouse.db import utcnow
@@ -32,30 +32,18 @@ class FunnelProperties(BaseModel):
 class FunnelEvent(BaseModel):
     model_config = ConfigDict(extra="ignore")
     event_type: FunnelType
-    app_id: str = Field(min_length=1, max_length=40, description="Must be the app of the x-app-key.")
+    app_id: Id = Field(description="Must be the app of the x-app-key.")
     properties: FunnelProperties = Field(description="paywall_id and variant_id required; others passed through.")
     country: str | None = Field(
         None, pattern=r"^[A-Za-z]{2}$", description="ISO 3166-1 alpha-2; used only if server-side resolution fails."
     )
     platform: str | None = Field(None, max_length=20, description="e.g. ios, android.")
-    occurred_at: str | None = Field(
-        None, json_schema_extra={"format": "date-time"}, description="ISO 8601; omitted: when received."
-    )
-
-    @field_validator("occurred_at")
-    @classmethod
-    def _occurred_at(cls, value: str | None) -> str | None:
-        if value is not None and not lake_can_hold(parse_iso8601(value), utcnow()):
-            raise ValueError(f"must be on or after {LAKE_START.isoformat()} and at most one day ahead of now")
-        return value
+    occurred_at: LakeTimestamp | None = Field(None, description="ISO 8601; omitted: when received.")
 
     @field_validator("properties")
     @classmethod
     def _json(cls, value: FunnelProperties) -> FunnelProperties:
-        try:
-            canonical_json(value.model_dump())
-        except ValueError:
-            raise ValueError("must be a JSON object without NaN or Infinity") from None
+        json_object(value.model_dump())
         return value
 
 
@@ -102,4 +90,4 @@ def paywall_events(body: FunnelBatch) -> Response:
     ]
     with state().db.write() as conn:
         landing.land(conn, events)
-    return jsonify({"accepted": len(events)})
+    return respond(Accepted(accepted=len(events)))

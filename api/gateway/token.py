@@ -6,7 +6,7 @@ Usable instead of `x-app-key` wherever the key is accepted, together with the sa
 
 from __future__ import annotations
 
-from flask import Response, jsonify
+from flask import Response
 from pydantic import BaseModel, Field
 
 from api.context import state
@@ -14,6 +14,7 @@ from api.errors import ApiError
 from api.gateway import blueprint
 from api.gateway.auth import require_app, require_user
 from api.openapi import operation
+from api.responses import respond
 from transforms import app_session
 from warehouse.db import utcnow
 
@@ -41,7 +42,8 @@ def mint_token() -> Response:
     if not secret:
         raise ApiError(503, "Token minting is not configured in this environment")
     token, _ = app_session.mint(secret.encode(), app_id=app.id, user_id=user, now=utcnow())
-    body = AppSessionToken(
-        token=token, token_type=app_session.TOKEN_TYPE, expires_in=int(app_session.LIFETIME.total_seconds())
+    return respond(
+        AppSessionToken(
+            token=token, token_type=app_session.TOKEN_TYPE, expires_in=int(app_session.LIFETIME.total_seconds())
+        )
     )
-    return jsonify(body.model_dump())

@@ -10,8 +10,6 @@ processed afresh and counts as `written`, never as `duplicate`.
 
 from __future__ import annotations
 
-import json
-
 from flask import Response, request
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +18,7 @@ from api.errors import ApiError
 from api.ingest import blueprint
 from api.openapi import operation
 from api.ratelimits import rate_limits
+from api.responses import respond
 from transforms.ingest.attribution import ADAPTERS, Dropped, mapping_key, normalize
 from transforms.ingest.network import address_allowed, client_address
 from transforms.ingest.query import query_parameters
@@ -55,6 +54,8 @@ class CallbackParameters(BaseModel):
 class IngestOutcome(BaseModel):
     """Spec "Ingest outcome": one callback received, and what became of it."""
 
+    model_config = ConfigDict(frozen=True)  # three constant answers, serialized once (api/responses.py)
+
     received: int
     written: int
     duplicate: int
@@ -73,17 +74,15 @@ def _params() -> dict[str, str]:
     return {name: value for name, value in params.items() if "\x00" not in value}
 
 
-def _outcome_body(written: int = 0, duplicate: int = 0, dropped: int = 0) -> bytes:
-    body = {"received": 1, "written": written, "duplicate": duplicate, "dropped": dropped}
-    return (json.dumps(body, separators=(",", ":")) + "\n").encode()
-
-
-# The only three outcomes of one callback, serialized once (the same bytes `jsonify` writes).
-_OUTCOMES = {kind: _outcome_body(**{kind: 1}) for kind in ("written", "duplicate", "dropped")}
+# The only three outcomes of one callback.
+_OUTCOMES = {
+    kind: IngestOutcome.model_validate({"received": 1, "written": 0, "duplicate": 0, "dropped": 0, kind: 1})
+    for kind in ("written", "duplicate", "dropped")
+}
 
 
 def _outcome(kind: str) -> Response:
-    return Response(_OUTCOMES[kind], mimetype="application/json")
+    return respond(_OUTCOMES[kind])
 
 
 @blueprint.route("/ingest/<vendor>", methods=["GET", "POST"])

@@ -3,7 +3,9 @@
     @blueprint.post("/actions/<action_id>/approve")
     @require_key(write=True)
     @operation(summary="Approve a ready action", body=ApproveBody, responses={200: ApproveResult}, errors=(404, 409))
-    def approve(action_id: str, body: ApproveBody) -> Response: ...
+    def approve(action_id: str, body: ApproveBody) -> Response:
+        ...
+        return respond(ApproveResult(...))  # api/responses.py: the declared model, nothing else
 
 `operation` validates the query string and JSON body with the declared pydantic models (400 with
 a message naming the field, rendered in the surface's error shape) and passes the parsed models

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from werkzeug.routing import Rule
 
+from api.errors import GatewayError, V1Error
 from api.openapi.validation import AUTH_ATTR, OPERATION_ATTR, Operation
 from api.ratelimits import EXEMPT_ENDPOINTS as RATE_LIMIT_EXEMPT
 
@@ -26,19 +27,6 @@ SECURITY_SCHEMES: dict[str, dict[str, Any]] = {
     "appKey": {"type": "apiKey", "in": "header", "name": "x-app-key", "description": "App publishable key `pk_...`."},
     "ingestSecret": {"type": "apiKey", "in": "query", "name": "secret", "description": "Vendor shared secret."},
 }
-
-
-class V1Error(BaseModel):
-    """v1 error body (ARCHITECTURE.md codes)."""
-
-    error: str
-    message: str
-
-
-class GatewayError(BaseModel):
-    """Gateway, passthrough and ingest error body: the production shape `{error: <message>}`."""
-
-    error: str
 
 
 def find(view: Callable[..., Any], attr: str) -> Any:

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, TypeVar, cast
 
-from flask import request
+from flask import g, request
 from pydantic import BaseModel, ValidationError
 
 from api.errors import ApiError
+from api.responses import DECLARED
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -78,6 +79,7 @@ def operation(
     def decorate(view: F) -> F:
         @wraps(view)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            setattr(g, DECLARED, op.responses)  # what `api.responses.respond` may answer
             for name, value in (request.view_args or {}).items():
                 if isinstance(value, str) and "\x00" in value:
                     raise ApiError(400, f"Invalid path parameter '{name}': must not contain NUL characters")

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from flask import Response, jsonify
+from flask import Response
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.engine import Connection
 
 from api.auth import principal, require_key
 from api.context import state
 from api.errors import ApiError
 from api.openapi import operation
+from api.responses import respond
 from api.v1 import blueprint
+from api.validators import Id, path_id
 from transforms import actions as rules
 from transforms.timefmt import iso_z
 from warehouse.actions import repository as repo
@@ -20,11 +21,12 @@ from warehouse.actions import repository as repo
 # Free-text limits: long enough for an email or a paragraph, short enough to keep rows small.
 ACTOR_MAX = 200
 NOTE_MAX = 2000
-ACTION_ID = {"type": "string", "pattern": "^[A-Za-z0-9_]{1,64}$"}
+# An over-long or malformed action id answers 404, as an unknown one (api/validators.py).
+ACTION_ID = path_id()
 
 Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
-StatusName = Literal["draft", "ready", "approved", "running", "completed", "rejected", "rolled_back"]
-TypeName = Literal["budget_shift", "creative_pause", "offer_test"]
+StatusName = rules.Status
+TypeName = rules.ActionType
 Actor = Annotated[str, Field(min_length=1, max_length=ACTOR_MAX)]
 Note = Annotated[str, Field(max_length=NOTE_MAX)]
 
@@ -52,7 +54,7 @@ class RejectBody(_Body):
 
 
 class CreateBody(_Body):
-    workspace_id: str = Field(min_length=1, max_length=64, description="Must be the workspace of the API key.")
+    workspace_id: Id = Field(description="Must be the workspace of the API key.")
     type: Literal[rules.ACCEPTED_TYPE_NAMES] = Field(  # type: ignore[valid-type]
         description="An action type or its verb alias (shift_budget, pause_creative, prepare_offer_test)."
     )
@@ -139,7 +141,7 @@ class TransitionResult(BaseModel):
 
 class Created(BaseModel):
     id: str
-    status: Literal["ready_for_approval", "draft"]
+    status: rules.CreatedStatus
 
 
 def _summary(a: repo.Action) -> dict[str, Any]:
@@ -156,12 +158,6 @@ def _summary(a: repo.Action) -> dict[str, Any]:
     }
 
 
-def _json(model: BaseModel, status: int = 200) -> Response:
-    response = jsonify(model.model_dump(mode="json"))
-    response.status_code = status
-    return response
-
-
 @blueprint.get("/actions")
 @require_key()
 @operation(summary="List actions, newest first", query=ListQuery, responses={200: ActionList}, tags=["actions"])
@@ -170,7 +166,7 @@ def list_actions(query: ListQuery) -> Response:
         page, total = repo.list_actions(
             conn, workspace_id=principal().workspace_id, status=query.status, limit=query.limit, offset=query.offset
         )
-    return _json(
+    return respond(
         ActionList.model_validate(
             {"actions": [_summary(a) for a in page], "total": total, "limit": query.limit, "offset": query.offset}
         )
@@ -188,7 +184,7 @@ def list_actions(query: ListQuery) -> Response:
 def read_action(action_id: str) -> Response:
     ws = principal().workspace_id
     with state().db.read() as conn:
-        action = _get(conn, ws, action_id)
+        action = repo.get_action(conn, workspace_id=ws, action_id=action_id)
         steps = repo.history(conn, workspace_id=ws, action_id=action_id)
     detail = {
         **_summary(action),
@@ -207,33 +203,22 @@ def read_action(action_id: str) -> Response:
             for s in steps
         ],
     }
-    return _json(ActionEnvelope.model_validate({"action": detail}))
-
-
-def _get(conn: Connection, workspace_id: str, action_id: str) -> repo.Action:
-    try:
-        return repo.get_action(conn, workspace_id=workspace_id, action_id=action_id)
-    except repo.NotFound:
-        raise ApiError(404, f"No action {action_id} in this workspace") from None
+    return respond(ActionEnvelope.model_validate({"action": detail}))
 
 
 def _transition(action_id: str, trigger: str, actor: str, note: str | None) -> repo.Action:
+    """NotFound (404) and TransitionRefused (409) are answered by api/errors.py."""
     who = principal()
-    try:
-        with state().db.write() as conn:
-            return repo.transition(
-                conn,
-                workspace_id=who.workspace_id,
-                action_id=action_id,
-                trigger=trigger,
-                actor=actor,
-                note=note,
-                key_id=who.key_id,
-            )
-    except repo.NotFound:
-        raise ApiError(404, f"No action {action_id} in this workspace") from None
-    except repo.Conflict as exc:
-        raise ApiError(409, str(exc)) from None
+    with state().db.write() as conn:
+        return repo.transition(
+            conn,
+            workspace_id=who.workspace_id,
+            action_id=action_id,
+            trigger=trigger,
+            actor=actor,
+            note=note,
+            key_id=who.key_id,
+        )
 
 
 @blueprint.post("/actions/<action_id>/approve")
@@ -249,7 +234,7 @@ def _transition(action_id: str, trigger: str, actor: str, note: str | None) -> r
 )
 def approve_action(action_id: str, body: ApproveBody) -> Response:
     action = _transition(action_id, "approve", body.approved_by, body.note)
-    return _json(
+    return respond(
         ApproveResult.model_validate(
             {
                 "status": "ok",
@@ -276,7 +261,7 @@ def approve_action(action_id: str, body: ApproveBody) -> Response:
 )
 def reject_action(action_id: str, body: RejectBody) -> Response:
     action = _transition(action_id, "reject", body.rejected_by, body.reason)
-    return _json(
+    return respond(
         TransitionResult.model_validate({"status": "ok", "action": {"id": action.id, "status": action.status}})
     )
 
@@ -293,7 +278,7 @@ def reject_action(action_id: str, body: RejectBody) -> Response:
 )
 def rollback_action(action_id: str) -> Response:
     action = _transition(action_id, "rollback", principal().key_id, None)
-    return _json(
+    return respond(
         TransitionResult.model_validate({"status": "ok", "action": {"id": action.id, "status": action.status}})
     )
 
@@ -327,6 +312,4 @@ def create_action(body: CreateBody) -> Response:
             action_id=action_id,
         )
     label = rules.CREATED_STATUS_LABEL if action.status == "ready" else action.status
-    response = _json(Created(id=action.id, status=label), 201)
-    response.headers["Location"] = f"/v1/actions/{action.id}"
-    return response
+    return respond(Created(id=action.id, status=label), 201, headers={"Location": f"/v1/actions/{action.id}"})

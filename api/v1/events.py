@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from flask import Response, jsonify
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from flask import Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import principal, require_key
 from api.context import state
 from api.openapi import operation
+from api.responses import respond
 from api.v1 import blueprint
-from transforms.api_events import api_event, canonical_json
-from transforms.events import LAKE_START, lake_can_hold
+from api.validators import JsonObject, LakeTimestamp
+from transforms.api_events import api_event
 from transforms.timefmt import parse_iso8601
 from warehouse.db import utcnow
 from warehouse.events import landing
@@ -26,11 +27,10 @@ class EventBody(BaseModel):
 
     event: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, description="Event name, e.g. trial_start.")
     user_id: str = Field(min_length=1, max_length=200, description="FloKit-side user id.")
-    timestamp: str = Field(
-        json_schema_extra={"format": "date-time"},
+    timestamp: LakeTimestamp = Field(
         description="ISO 8601; no offset means UTC; from 2024-01-01 to one day ahead of now.",
     )
-    properties: dict[str, Any] = Field(
+    properties: JsonObject = Field(
         default_factory=dict, description="e.g. campaign_id, creative_id, product_id, price, currency."
     )
     event_id: str | None = Field(
@@ -40,23 +40,6 @@ class EventBody(BaseModel):
         pattern=NAME_PATTERN,
         description="Your id for this event: resending it answers duplicate. Omitted: derived from the content.",
     )
-
-    @field_validator("timestamp")
-    @classmethod
-    def _timestamp(cls, value: str) -> str:
-        if not lake_can_hold(parse_iso8601(value), utcnow()):
-            # Accepted but never in the lake would be an event lost in silence: refuse it instead.
-            raise ValueError(f"must be on or after {LAKE_START.isoformat()} and at most one day ahead of now")
-        return value
-
-    @field_validator("properties")
-    @classmethod
-    def _properties(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            canonical_json(value)
-        except ValueError:
-            raise ValueError("must be a JSON object without NaN or Infinity") from None
-        return value
 
 
 class EventAccepted(BaseModel):
@@ -87,6 +70,4 @@ def send_event(body: EventBody) -> Response:
     with state().db.write() as conn:
         result = landing.land(conn, [event])
     status = "accepted" if result.written else "duplicate"
-    response = jsonify(EventAccepted(event_id=event.event_id, status=status).model_dump(mode="json"))
-    response.status_code = 202
-    return response
+    return respond(EventAccepted(event_id=event.event_id, status=status), 202)

@@ -1,8 +1,9 @@
 """GET /v1/reports/payback and /v1/reports/cohorts: read from the published report store.
 
-Answers come from `reports.duckdb` (materialized by the six-hourly assets) through the worker's
-one read-only DuckDB connection; no request ever touches raw events. Before the first refresh
-the reports are empty (`data: []`, `generated_at: null`), not an error.
+Answers come from the published report store (`DataPaths.reports`, materialized by the
+six-hourly assets) through the worker's one read-only reader (`warehouse.reports.serving`); no
+request ever touches raw events. Before the first refresh the reports are empty (`data: []`,
+`generated_at: null`), not an error. Each answer is its declared model (`respond`).
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import re
 from datetime import date
 from typing import Annotated, Any, Literal
 
-from flask import Response, current_app, jsonify
+from flask import Response, current_app
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from api.auth import principal, require_key
 from api.context import state
 from api.errors import ApiError
 from api.openapi import operation
+from api.responses import respond
 from api.v1 import blueprint
 from transforms.reports.schemas import MAX_WINDOW_DAYS
 from transforms.timefmt import iso_z
@@ -60,12 +62,18 @@ class CohortsQuery(BaseModel):
 class PaybackRow(BaseModel):
     cohort: str = Field(description="Group label (campaign, creative, country, offer or paywall).")
     spend: float
-    cac: float
-    trials: float
+    cac: float | None = Field(description="Spend per install (0 for organic); null for spend without installs.")
+    trials: int
     trial_conversion_rate: float = Field(description="Fraction.")
-    subscriptions: float
-    roas_30d: float
-    payback_days: float | None = Field(description="Null when payback is not reached within the window.")
+    subscriptions: int
+    roas_30d: float | None = Field(
+        description="Net revenue of days 0-29 over spend, whatever the window; null when the group has no spend "
+        "(organic traffic)."
+    )
+    payback_days: int | None = Field(
+        description="First day since install (0 = install day) on which cumulative net revenue covers spend; "
+        "null when not reached within the window, or without spend."
+    )
     ltv_projected: float
 
 
@@ -135,15 +143,15 @@ def payback_report(query: PaybackQuery) -> Response:
         )
     with state().db.read() as conn:
         currency = get_workspace(conn, workspace_id).reporting_currency
-    return jsonify(
-        {
-            "data": rows,
-            "meta": {
-                "currency": currency,
-                "generated_at": iso_z(serving.meta(cur).generated_at),
-                "cohort_window_days": query.cohort_window_days,
-            },
-        }
+    return respond(
+        PaybackReport(
+            data=[PaybackRow.model_validate(row) for row in rows],
+            meta=PaybackMeta(
+                currency=currency,
+                generated_at=iso_z(serving.meta(cur).generated_at),
+                cohort_window_days=query.cohort_window_days,
+            ),
+        )
     )
 
 
@@ -165,4 +173,4 @@ def cohorts_report(query: CohortsQuery) -> Response:
         curves = serving.cohort_curves(
             cur, workspace_id=principal().workspace_id, start=start, end=end, dimension=query.group_by
         )
-    return jsonify({"cohorts": curves})
+    return respond(CohortsReport.model_validate({"cohorts": curves}))

@@ -9,25 +9,26 @@ from __future__ import annotations
 
 from typing import Literal
 
-from flask import Response, jsonify
+from flask import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import principal, require_key
 from api.context import state
 from api.errors import ApiError
 from api.openapi import operation
+from api.responses import respond
 from api.v1 import blueprint
+from api.validators import Id
 from transforms.webhooks.envelope import EVENT_TYPES
 from warehouse.webhooks.endpoints import get_endpoint
 from warehouse.webhooks.outbox import emit_test_event
-from warehouse.workspaces import NotFound
 
 
 class WebhookTestRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     event_type: str = Field(description="One of the webhook event types, e.g. action.approved.")
-    endpoint_id: str | None = Field(
+    endpoint_id: Id | None = Field(
         default=None, description="Send only to this endpoint (enabled; subscribed or not). Default: every subscriber."
     )
 
@@ -56,18 +57,13 @@ class WebhookTestQueued(BaseModel):
     errors=(404,),
     tags=["webhooks"],
 )
-def send_test_webhook(body: WebhookTestRequest) -> tuple[Response, int]:
+def send_test_webhook(body: WebhookTestRequest) -> Response:
     if body.event_type not in EVENT_TYPES:
         raise ApiError(400, f"Unknown event_type {body.event_type!r}; expected one of {', '.join(EVENT_TYPES)}")
     workspace_id = principal().workspace_id
     with state().db.write() as conn:
         if body.endpoint_id is not None:
-            try:
-                endpoint = get_endpoint(conn, body.endpoint_id)
-            except NotFound:
-                endpoint = None
-            if endpoint is None or endpoint.workspace_id != workspace_id:
-                raise ApiError(404, f"No webhook endpoint {body.endpoint_id}")
+            endpoint = get_endpoint(conn, workspace_id=workspace_id, endpoint_id=body.endpoint_id)  # NotFound: 404
             if endpoint.status != "enabled":
                 raise ApiError(400, f"Webhook endpoint {body.endpoint_id} is disabled; enable it first")
         emitted = emit_test_event(
@@ -76,12 +72,13 @@ def send_test_webhook(body: WebhookTestRequest) -> tuple[Response, int]:
         if not emitted.deliveries:
             # Raising rolls the transaction back: no orphan test event without a delivery.
             raise ApiError(400, f"No enabled webhook endpoint is subscribed to {body.event_type}")
-    return jsonify(
-        {
-            "delivery_id": emitted.deliveries[0][0],
-            "event_id": emitted.event_id,
-            "event_type": body.event_type,
-            "status": "queued",
-            "deliveries": [{"delivery_id": d, "endpoint_id": e} for d, e in emitted.deliveries],
-        }
-    ), 202
+    return respond(
+        WebhookTestQueued(
+            delivery_id=emitted.deliveries[0][0],
+            event_id=emitted.event_id,
+            event_type=body.event_type,
+            status="queued",
+            deliveries=[QueuedDelivery(delivery_id=d, endpoint_id=e) for d, e in emitted.deliveries],
+        ),
+        202,
+    )

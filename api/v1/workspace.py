@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from flask import Response, jsonify
+from flask import Response
 from pydantic import BaseModel, Field
 
 from api.auth import principal, require_key
 from api.context import state
 from api.openapi import operation
+from api.responses import respond
 from api.v1 import blueprint
 from transforms.timefmt import iso_z
 from warehouse.workspaces import get_workspace
@@ -29,11 +30,12 @@ class WorkspaceOut(BaseModel):
 def read_workspace() -> Response:
     with state().db.read() as conn:
         ws = get_workspace(conn, principal().workspace_id)
-    out = WorkspaceOut(
-        id=ws.id,
-        name=ws.name,
-        created_at=iso_z(ws.created_at) or "",
-        reporting_currency=ws.reporting_currency,
-        timezone=ws.timezone,
+    return respond(
+        WorkspaceOut(
+            id=ws.id,
+            name=ws.name,
+            created_at=iso_z(ws.created_at) or "",
+            reporting_currency=ws.reporting_currency,
+            timezone=ws.timezone,
+        )
     )
-    return jsonify(out.model_dump(mode="json"))

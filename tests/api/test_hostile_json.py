@@ -8,7 +8,7 @@ from typing import Any
 from flask.testing import FlaskClient
 
 RECEIPT = "/api/paywall/receipt"  # no key needed: anyone on the internet can send it
-IOS = {"provider": "ios_store", "signedTransactionInfo": "eyJhbGciOi"}
+IOS = {"provider": "ios_store", "signedTransactionInfo": "eyJhbGciOi.e30.c2ln"}  # a compact JWS
 MAX_JSON_DEPTH = 32  # docs/spec-decisions.md
 TOO_DEEP = f"Request body is nested too deeply: at most {MAX_JSON_DEPTH} levels of objects and arrays"
 

@@ -102,7 +102,7 @@ def test_an_ingest_app_token_counts_its_401s(settings: Settings, workspace: dict
 
 def test_routes_without_credentials_are_limited_per_address(settings: Settings) -> None:
     client = client_for(settings, address="2/minute")
-    body = {"provider": "ios_store", "signedTransactionInfo": "x"}
+    body = {"provider": "ios_store", "signedTransactionInfo": "eyJhbGciOi.e30.c2ln"}
     # No verifier is configured here: 503, yet each counts.
     assert [client.post(RECEIPT, json=body, headers={"x-user-id": "u1"}).status_code for _ in range(2)] == [503] * 2
     message = assert_429(client.post(RECEIPT, json=body, headers={"x-user-id": "u1"}), v1=False)

@@ -7,6 +7,7 @@ import json
 from flask.testing import FlaskClient
 
 from tests.conftest import bearer
+from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.tables import webhook_events
@@ -70,3 +71,30 @@ def test_test_webhook_errors(client: FlaskClient, db: Database, workspace: dict)
     )
     assert r.status_code == 403 and r.json["error"] == "forbidden"
     assert client.post("/v1/webhooks/test", json={"event_type": "action.approved"}).status_code == 401
+
+
+def test_another_workspaces_endpoint_is_404_and_nothing_is_queued(
+    client: FlaskClient, db: Database, workspace: dict
+) -> None:
+    """Tenancy is the query's (`get_endpoint` filters on the key's workspace): another workspace's
+    enabled, subscribed endpoint answers exactly as an unknown one."""
+    with db.write() as conn:
+        other = bootstrap(conn, name="Other Co")
+    theirs = add(db, other, ["action.approved"])
+    rw = bearer(workspace["api_key_read_write"])
+    answers = [
+        client.post("/v1/webhooks/test", json={"event_type": "action.approved", "endpoint_id": endpoint}, headers=rw)
+        for endpoint in (theirs, "whe_doesnotexist")
+    ]
+    assert [r.status_code for r in answers] == [404, 404]
+    assert answers[0].json == {"error": "not_found", "message": f"No webhook endpoint {theirs}"}
+    assert answers[1].json == {"error": "not_found", "message": "No webhook endpoint whe_doesnotexist"}
+    with db.read() as conn:
+        assert conn.execute(webhook_events.select()).first() is None
+    # Their own key reaches it.
+    mine = client.post(
+        "/v1/webhooks/test",
+        json={"event_type": "action.approved", "endpoint_id": theirs},
+        headers=bearer(other["api_key_read_write"]),
+    )
+    assert mine.status_code == 202 and mine.json["deliveries"][0]["endpoint_id"] == theirs

@@ -161,7 +161,7 @@ def test_a_receiver_failing_5_percent_at_random_is_never_disabled(
         f"and were retried; endpoint {report.disabled or 'never disabled'}"
     )
     with db.read() as conn:
-        state = endpoints.get_endpoint(conn, a)
+        state = endpoints.endpoint_for_operator(conn, a)
         history = deliveries.history(conn, endpoint_id=a, limit=total)
         alerts = conn.execute(sa.select(webhook_events.c.id).where(webhook_events.c.type == "integration.error"))
         assert alerts.first() is None
@@ -188,7 +188,7 @@ def test_a_receiver_failing_every_send_is_disabled_after_exactly_5(
     assert b'"consecutive_failures":5' in alert.body and b'"reason":"webhook_endpoint_disabled"' in alert.body
     assert 5 <= to_dead <= 5 + 2 * workers  # nothing is sent once the fifth failure is recorded
     with db.read() as conn:
-        assert endpoints.get_endpoint(conn, dead).status == "disabled"
+        assert endpoints.endpoint_for_operator(conn, dead).status == "disabled"
         waiting = deliveries.history(conn, endpoint_id=dead, limit=total)
     assert len(waiting) == total and {d["status"] for d in waiting} == {"pending"}
 

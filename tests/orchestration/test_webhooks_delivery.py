@@ -211,7 +211,7 @@ def test_exhausted_retries_mark_the_delivery_failed(
         pipeline.offset_s += 6 * HOUR + 1
     with db.read() as conn:
         [row] = deliveries.history(conn, endpoint_id=a_id)
-        assert endpoints.get_endpoint(conn, a_id).status == "enabled"
+        assert endpoints.endpoint_for_operator(conn, a_id).status == "enabled"
     assert row["status"] == "failed" and row["attempt"] == 6 and row["next_attempt_at"] is None
     assert len(receiver.at("/a")) == 6
 

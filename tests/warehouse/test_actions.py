@@ -12,6 +12,7 @@ from warehouse.actions import repository as repo
 from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
+from warehouse.errors import Conflict, NotFound, TransitionRefused
 
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -52,13 +53,13 @@ def test_every_other_trigger_is_a_conflict_that_changes_nothing(db: Database, wo
     ws = workspace["workspace_id"]
     action = create(db, ws)
     for trigger in ("start", "complete", "rollback", "guardrails_passed"):
-        with pytest.raises(repo.Conflict) as info:
+        with pytest.raises(TransitionRefused) as info:
             fire(db, ws, action.id, trigger)
         assert info.value.status == "ready"
     fire(db, ws, action.id, "approve")
-    with pytest.raises(repo.Conflict, match="must be ready"):
+    with pytest.raises(Conflict, match="must be ready"):
         fire(db, ws, action.id, "approve")
-    with pytest.raises(repo.Conflict):
+    with pytest.raises(Conflict):
         fire(db, ws, action.id, "reject")
     with db.read() as conn:
         assert repo.get_action(conn, workspace_id=ws, action_id=action.id).status == "approved"
@@ -76,7 +77,7 @@ def test_full_lifecycle_and_rollback_rules_by_type(db: Database, workspace: dict
             rolled = fire(db, ws, action.id, "rollback")
             assert rolled.status == "rolled_back" and rolled.rolled_back_at is not None
         else:
-            with pytest.raises(repo.Conflict, match="cannot be rolled back"):
+            with pytest.raises(Conflict, match="cannot be rolled back"):
                 fire(db, ws, action.id, "rollback")
 
 
@@ -85,7 +86,7 @@ def test_reject_from_draft_or_ready_only(db: Database, workspace: dict) -> None:
     draft = create(db, ws, "offer_test", guardrails_pass=False)
     rejected = fire(db, ws, draft.id, "reject", actor="lee")
     assert rejected.status == "rejected" and rejected.rejected_by == "lee"
-    with pytest.raises(repo.Conflict):
+    with pytest.raises(Conflict):
         fire(db, ws, draft.id, "reject")
 
 
@@ -93,14 +94,14 @@ def test_other_workspaces_actions_are_not_found(db: Database, workspace: dict) -
     action = create(db, workspace["workspace_id"])
     with db.write() as conn:
         other = bootstrap(conn, name="Other Co")["workspace_id"]
-    with pytest.raises(repo.NotFound):
+    with pytest.raises(NotFound):
         fire(db, other, action.id, "approve")
-    with db.read() as conn, pytest.raises(repo.NotFound):
+    with db.read() as conn, pytest.raises(NotFound):
         repo.get_action(conn, workspace_id=other, action_id=action.id)
     with db.read() as conn:
         assert repo.list_actions(conn, workspace_id=other) == ([], 0)
         assert repo.get_action(conn, workspace_id=workspace["workspace_id"], action_id=action.id).status == "ready"
-    with pytest.raises(repo.NotFound):
+    with pytest.raises(NotFound):
         fire(db, workspace["workspace_id"], "act_missing", "approve")
 
 
@@ -129,7 +130,7 @@ def test_two_simultaneous_approvals_exactly_one_wins(db: Database, workspace: di
             lambda a=action: fire(db, ws, a.id, "approve", actor="a"),
             lambda a=action: fire(db, ws, a.id, "approve", actor="b"),
         )
-        outcomes = sorted("conflict" if isinstance(r, repo.Conflict) else r.status for r in results)
+        outcomes = sorted("conflict" if isinstance(r, Conflict) else r.status for r in results)
         assert outcomes == ["approved", "conflict"]
         with db.read() as conn:
             steps = repo.history(conn, workspace_id=ws, action_id=action.id)

@@ -59,7 +59,7 @@ def record(db: Database, sends: list[tuple[Claimed, SendResult]]) -> list[delive
 
 def endpoint(db: Database, endpoint_id: str) -> endpoints.Endpoint:
     with db.read() as conn:
-        return endpoints.get_endpoint(conn, endpoint_id)
+        return endpoints.endpoint_for_operator(conn, endpoint_id)
 
 
 def test_a_success_between_failures_resets_the_streak_within_one_recording(db: Database, workspace: dict) -> None:

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
+from warehouse.errors import NotFound
 from warehouse.settings import Settings, SettingsError
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_deliveries, webhook_events
 from warehouse.webhooks.urls import InvalidUrl, validate_url
-from warehouse.workspaces import NotFound
 
 
 def add(db: Database, workspace: dict, events: list[str]) -> str:
@@ -156,3 +157,18 @@ def test_webhook_settings(tmp_path: Path) -> None:
     ]:
         with pytest.raises(SettingsError, match=name):
             Settings.from_env({**base, name: bad})
+
+
+def test_an_endpoint_is_read_only_within_its_workspace(db: Database, workspace: dict) -> None:
+    """The query itself filters on the workspace: another workspace's id is NotFound, as an unknown one."""
+    mine = add(db, workspace, ["action.approved"])
+    with db.write() as conn:
+        other = bootstrap(conn, name="Other Co")["workspace_id"]
+    with db.read() as conn:
+        assert endpoints.get_endpoint(conn, workspace_id=workspace["workspace_id"], endpoint_id=mine).id == mine
+        with pytest.raises(NotFound, match=f"No webhook endpoint {mine}"):
+            endpoints.get_endpoint(conn, workspace_id=other, endpoint_id=mine)
+        with pytest.raises(NotFound):
+            endpoints.get_endpoint(conn, workspace_id=workspace["workspace_id"], endpoint_id="whe_missing")
+        # The operator's commands see every workspace's endpoints.
+        assert endpoints.endpoint_for_operator(conn, mine).workspace_id == workspace["workspace_id"]

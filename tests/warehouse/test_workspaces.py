@@ -3,6 +3,7 @@ import sqlalchemy as sa
 from transforms.ids import hash_api_key
 from warehouse import audit, workspaces
 from warehouse.db import Database
+from warehouse.errors import NotFound
 from warehouse.tables import api_keys
 
 
@@ -48,7 +49,7 @@ def test_revoked_key_cannot_be_rotated_back_to_life(db: Database, workspace: dic
     with db.write() as conn:
         try:
             workspaces.rotate_key(conn, key_id=issued.key_id)
-        except workspaces.NotFound:
+        except NotFound:
             pass
         else:
             raise AssertionError("rotating a revoked key must fail")

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from transforms.event_types import CANONICAL_EVENT_TYPES
-from transforms.events import CanonicalEvent, derived_event_id, lake_can_hold
+from transforms.events import CanonicalEvent, DerivedId, canonical_event, lake_can_hold
 
 # Identifier columns of `landed_events` are 200 characters; longer values are garbage.
 MAX_IDENTIFIER = 200
@@ -178,20 +178,15 @@ def normalize(
     event_token = _value(params, "event_token")
     activity_kind = _value(params, "activity_kind")
     raw_id = _identifier(params, adapter.stable_id_parameter) if adapter.stable_id_parameter else None
+    event_id: str | DerivedId
     if raw_id is not None:
         event_id = stable_event_id(adapter.vendor, app_token, raw_id)
     else:
-        event_id = derived_event_id(
-            source=adapter.vendor,
-            app=app_token,
-            # Every identity field, so two devices of one anonymous campaign never collide.
-            user="\x1e".join(v or "" for v in identity.values()),
-            event_type=event_type,
-            occurred_at=occurred_at,
-            raw_event_id=event_token or activity_kind,
-        )
+        # Every identity field, so two devices of one anonymous campaign never collide.
+        user = "\x1e".join(v or "" for v in identity.values())
+        event_id = DerivedId(app=app_token, user=user, raw=event_token or activity_kind)
     currency = _value(params, "currency")
-    return CanonicalEvent(
+    return canonical_event(
         event_id=event_id,
         workspace_id=workspace_id,
         event_type=event_type,

@@ -20,19 +20,8 @@ from transforms.ids import new_id
 from transforms.timefmt import iso_z
 from warehouse.actions.tables import action_transitions, actions
 from warehouse.db import utcnow
+from warehouse.errors import NotFound, TransitionRefused
 from warehouse.webhooks.outbox import emit_event
-
-
-class NotFound(LookupError):
-    """No such action in this workspace (other workspaces' actions are not found either)."""
-
-
-class Conflict(Exception):
-    """The trigger is not allowed from the action's current status (or for its type)."""
-
-    def __init__(self, message: str, status: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -156,7 +145,7 @@ def transition(
     key_id: str | None = None,
     at: datetime | None = None,
 ) -> Action:
-    """Fire `trigger` on an action in one conditional UPDATE; NotFound or Conflict otherwise."""
+    """Fire `trigger` on an action in one conditional UPDATE; NotFound or TransitionRefused otherwise."""
     now = at or utcnow()
     spec = rules.TRANSITIONS[trigger]
     # Which statuses the trigger may leave from depends on the type (rollback); the type never
@@ -183,7 +172,7 @@ def transition(
     ).first()
     if row is None:
         current = get_action(conn, workspace_id=workspace_id, action_id=action_id)  # NotFound if absent
-        raise Conflict(rules.refusal(trigger, current.type, current.status), current.status)
+        raise TransitionRefused(rules.refusal(trigger, current.type, current.status), current.status)
     action = _action(row)
     _record(
         conn, action, trigger=trigger, from_status=action.previous_status, actor=actor, key_id=key_id, note=note, at=now
@@ -224,7 +213,7 @@ def get_action(conn: Connection, *, workspace_id: str, action_id: str) -> Action
         sa.select(*_COLUMNS).where(actions.c.id == action_id, actions.c.workspace_id == workspace_id)
     ).first()
     if row is None:
-        raise NotFound(action_id)
+        raise NotFound(f"No action {action_id} in this workspace")
     return _action(row)
 
 

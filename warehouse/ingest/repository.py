@@ -24,9 +24,9 @@ from transforms.ingest.network import parse_network
 from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.driver import driver_statement
-from warehouse.errors import AlreadyExists
+from warehouse.errors import AlreadyExists, NotFound
 from warehouse.ingest.tables import ingest_allowlist, ingest_credentials, ingest_event_mappings
-from warehouse.workspaces import NotFound, get_workspace
+from warehouse.workspaces import get_workspace
 
 # Compared against when the app token is unknown, so that an unknown token and a wrong secret
 # take the same time (no oracle for which app tokens exist).

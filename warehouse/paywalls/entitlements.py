@@ -49,10 +49,13 @@ def record(
     conn.execute(insert.on_conflict_do_update(index_elements=["app_id", "user_id"], set_=changed))
 
 
-def current(conn: Connection, *, app_id: str, user_id: str) -> Entitlement:
+def current(conn: Connection, *, workspace_id: str, app_id: str, user_id: str) -> Entitlement:
+    """The user's entitlement in the workspace's app (another workspace's app has none here)."""
     row = conn.execute(
         sa.select(entitlements.c.active, entitlements.c.source).where(
-            entitlements.c.app_id == app_id, entitlements.c.user_id == user_id
+            entitlements.c.workspace_id == workspace_id,
+            entitlements.c.app_id == app_id,
+            entitlements.c.user_id == user_id,
         )
     ).first()
     return Entitlement(active=False, source=SOURCE_NONE) if row is None else Entitlement(row.active, row.source)

@@ -23,7 +23,7 @@ from transforms.ids import new_id
 from transforms.timefmt import iso_z
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, next_attempt_at
 from warehouse import audit
-from warehouse.webhooks.endpoints import get_endpoint, signing_secrets
+from warehouse.webhooks.endpoints import endpoint_for_operator, signing_secrets
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
 
@@ -374,7 +374,7 @@ def redeliver(
     same event id, delivery id and body, the attempt count going on (7, 8, ...). If that attempt
     fails the delivery is failed again, with no automatic retries: redelivery is the operator's
     call each time. An endpoint that is disabled keeps them waiting until it is enabled."""
-    endpoint = get_endpoint(conn, endpoint_id)
+    endpoint = endpoint_for_operator(conn, endpoint_id)
     d = webhook_deliveries.c
     if delivery_id is not None:
         row = conn.execute(sa.select(d.endpoint_id, d.status).where(d.id == delivery_id)).first()

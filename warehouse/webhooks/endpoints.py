@@ -15,9 +15,10 @@ from transforms.webhooks.envelope import check_event_type
 from transforms.webhooks.signing import new_signing_secret
 from warehouse import audit
 from warehouse.db import utcnow
+from warehouse.errors import NotFound
 from warehouse.webhooks.tables import webhook_endpoints, webhook_secrets
 from warehouse.webhooks.urls import validate_url
-from warehouse.workspaces import NotFound, get_workspace
+from warehouse.workspaces import get_workspace
 
 # Spec: "for 24 hours both the active and retiring secrets sign".
 ROTATION_OVERLAP = timedelta(hours=24)
@@ -90,13 +91,24 @@ def create_endpoint(
         subject_id=endpoint_id,
         detail={"url": url, "events": list(chosen), "standard_webhooks": standard_webhooks},
     )
-    return get_endpoint(conn, endpoint_id), secret
+    return get_endpoint(conn, workspace_id=workspace_id, endpoint_id=endpoint_id), secret
 
 
-def get_endpoint(conn: Connection, endpoint_id: str) -> Endpoint:
-    row = conn.execute(webhook_endpoints.select().where(webhook_endpoints.c.id == endpoint_id)).first()
+def get_endpoint(conn: Connection, *, workspace_id: str, endpoint_id: str) -> Endpoint:
+    """The workspace's endpoint; another workspace's is NotFound, as an unknown one."""
+    return _one(conn, endpoint_id, webhook_endpoints.c.workspace_id == workspace_id)
+
+
+def endpoint_for_operator(conn: Connection, endpoint_id: str) -> Endpoint:
+    """Any workspace's endpoint, for the operator's commands (`flokit admin webhooks`), which
+    administer every workspace. Never called with an id a request sent: that is `get_endpoint`."""
+    return _one(conn, endpoint_id)
+
+
+def _one(conn: Connection, endpoint_id: str, *where: sa.ColumnElement[bool]) -> Endpoint:
+    row = conn.execute(webhook_endpoints.select().where(webhook_endpoints.c.id == endpoint_id, *where)).first()
     if row is None:
-        raise NotFound(endpoint_id)
+        raise NotFound(f"No webhook endpoint {endpoint_id}")
     return _endpoint(row)
 
 
@@ -123,10 +135,10 @@ def set_enabled(conn: Connection, *, endpoint_id: str, enabled: bool, actor: str
         .returning(webhook_endpoints.c.workspace_id)
     ).first()
     if row is None:
-        raise NotFound(endpoint_id)
+        raise NotFound(f"No webhook endpoint {endpoint_id}")
     action = "webhook_endpoint.enabled" if enabled else "webhook_endpoint.disabled"
     audit.record(conn, workspace_id=row.workspace_id, actor=actor, action=action, subject_id=endpoint_id)
-    return get_endpoint(conn, endpoint_id)
+    return get_endpoint(conn, workspace_id=row.workspace_id, endpoint_id=endpoint_id)
 
 
 def rotate_secret(
@@ -136,7 +148,7 @@ def rotate_secret(
 
     A secret still retiring from an earlier rotation is dropped at once, so at most two secrets
     ever sign (the verifier accepts 1 or 2)."""
-    endpoint = get_endpoint(conn, endpoint_id)
+    endpoint = endpoint_for_operator(conn, endpoint_id)
     now = now or utcnow()
     expires = now + ROTATION_OVERLAP
     conn.execute(
