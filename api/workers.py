@@ -17,9 +17,9 @@ that blocks reading the request head. `EdgeWorker` instead keeps a connection in
 
 With one thread (`FLOKIT_WORKER_THREADS=1`, the default) the loop serves each whole request
 itself, as the sync worker did but never waiting on a client: no hand-off between threads and
-no contention for the GIL, which on a 2-core host made every surface 3-31 % faster than the
-sync worker, where 4 or 8 threads lost up to 16 % on database-bound requests
-(docs/benchmarks.md). More threads pay off where requests wait on something slow (the
+no contention for the GIL, which on a 2-core host made every surface faster than the sync
+worker, where 4 or 8 threads were slower on database-bound requests (docs/benchmarks.md).
+More threads pay off where requests wait on something slow (the
 passthrough's and the receipt check's downstream, up to 10 s each): then a pool serves them,
 and the thread's reads still honour the body deadline (`DeadlineSocket`).
 

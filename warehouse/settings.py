@@ -253,14 +253,6 @@ class Settings:
         return DataPaths(self.data_dir)
 
     @property
-    def lake_dir(self) -> Path:
-        return self.paths.lake_dir
-
-    @property
-    def catalog_path(self) -> Path:
-        return self.paths.catalog
-
-    @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
 

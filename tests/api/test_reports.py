@@ -12,7 +12,6 @@ from flask.testing import FlaskClient
 from tests.conftest import bearer
 from tests.reports_support import refresh, seed_lake
 from warehouse.db import Database, utcnow
-from warehouse.lake import Lake
 from warehouse.reports import serving
 from warehouse.settings import Settings
 from warehouse.tables import workspaces
@@ -175,5 +174,5 @@ def test_the_endpoint_follows_a_new_publish(client: FlaskClient, published: dict
     key = published["api_key_read_only"]
     first = get(client, PAYBACK, key, **RANGE).json["meta"]["generated_at"]
     later = datetime(2030, 1, 1, tzinfo=UTC)
-    serving.publish(settings.paths.reports, Lake(settings.lake_dir), generated_at=later, as_of=date(2026, 8, 9))
+    serving.publish(settings.paths.reports, settings.paths.lake(), generated_at=later, as_of=date(2026, 8, 9))
     assert get(client, PAYBACK, key, **RANGE).json["meta"]["generated_at"] == "2030-01-01T00:00:00.000Z" != first

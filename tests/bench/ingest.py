@@ -52,7 +52,6 @@ from warehouse.bootstrap import bootstrap
 from warehouse.db import close_database, database_for
 from warehouse.events.tables import landed_events
 from warehouse.ingest import repository
-from warehouse.lake import Lake
 from warehouse.settings import Settings
 
 VENDOR = "attribution_provider_a"
@@ -269,9 +268,9 @@ def verify_lake(settings: Settings, load: Load) -> dict[str, int]:
     db = database_for(settings.database_url)
     defs = build_definitions(settings)
     with dg.DagsterInstance.ephemeral() as instance:
-        outcomes = refresh(defs, instance, db, Lake(settings.lake_dir))
+        outcomes = refresh(defs, instance, db, settings.paths.lake())
     assert all(o.success for o in outcomes), outcomes
-    lake = pl.scan_parquet(str(settings.lake_dir / "canonical_events" / "**" / "*.parquet"))
+    lake = pl.scan_parquet(str(settings.paths.lake_dir / "canonical_events" / "**" / "*.parquet"))
     rows, distinct = lake.select(pl.len(), pl.struct("workspace_id", "event_id").n_unique()).collect().row(0)
     with db.read() as conn:
         landed = conn.execute(sa.select(sa.func.count()).select_from(landed_events)).scalar_one()

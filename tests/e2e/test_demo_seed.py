@@ -18,7 +18,6 @@ from tests.support import ROOT
 from warehouse.db import Database
 from warehouse.events import landing
 from warehouse.events.tables import landed_events
-from warehouse.lake import Lake
 from warehouse.reports import store
 from warehouse.settings import Settings
 
@@ -54,7 +53,7 @@ def test_seed_lands_events_and_makes_reports_answerable(settings: Settings, db: 
     runs = json.loads(refreshed.stdout)["runs"]
     assert [r["name"] for r in runs] == ["canonical_events", "reports", "analyst_catalog"]
     assert all(r["success"] for r in runs)
-    assert len(store.partition_days(Lake(settings.lake_dir), store.CANONICAL_EVENTS)) >= 20
+    assert len(store.partition_days(settings.paths.lake(), store.CANONICAL_EVENTS)) >= 20
     with db.read() as conn:
         assert landing.pending_days(conn) == {}
     client = create_app(settings).test_client()
@@ -62,7 +61,7 @@ def test_seed_lands_events_and_makes_reports_answerable(settings: Settings, db: 
     body = client.get("/v1/reports/payback", query_string=query, headers=bearer(workspace["api_key_read_only"])).json
     assert {r["cohort"] for r in body["data"]} == {"US", "GB", "DE", "FR", "BR", "JP"}
     assert body["meta"]["generated_at"] is not None
-    with duckdb.connect(str(settings.catalog_path), read_only=True) as con:
+    with duckdb.connect(str(settings.paths.catalog), read_only=True) as con:
         events, payback = con.execute(
             "SELECT (SELECT count(*) FROM canonical_events), (SELECT count(*) FROM payback)"
         ).fetchone()

@@ -49,7 +49,7 @@ def test_workspaces_asset_writes_the_lake(settings: Settings, workspace: dict) -
         },
     )
     assert result.success
-    frame = pl.read_parquet(settings.lake_dir / "workspaces" / "data.parquet")
+    frame = pl.read_parquet(settings.paths.lake_dir / "workspaces" / "data.parquet")
     assert frame["workspace_id"].to_list() == [workspace["workspace_id"]]
     materialization = result.asset_materializations_for_node("workspaces")[0]
     assert materialization.metadata["dagster/row_count"].value == 1

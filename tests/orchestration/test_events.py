@@ -28,7 +28,6 @@ from transforms.events import CANONICAL_EVENT_SCHEMA, CanonicalEvent
 from warehouse.db import Database
 from warehouse.events import landing
 from warehouse.events.tables import event_claims, landed_events
-from warehouse.lake import Lake
 from warehouse.settings import Settings
 
 DAY = date(2026, 11, 20)
@@ -52,7 +51,7 @@ def send(client: FlaskClient, workspace: dict, n: int, when: str = "2026-11-20T1
 
 
 def partition_file(settings: Settings, day: date = DAY) -> Path:
-    return settings.lake_dir / "canonical_events" / f"date={day.isoformat()}" / "part.parquet"
+    return settings.paths.lake_dir / "canonical_events" / f"date={day.isoformat()}" / "part.parquet"
 
 
 def materialize_day(settings: Settings, day: date = DAY) -> dg.ExecuteInProcessResult:
@@ -191,7 +190,7 @@ def test_catalog_is_built_and_readable_while_being_rebuilt(
         nonlocal reads
         while not stop.is_set():
             try:
-                with duckdb.connect(str(settings.catalog_path), read_only=True) as con:
+                with duckdb.connect(str(settings.paths.catalog), read_only=True) as con:
                     assert con.execute("SELECT count(*) FROM canonical_events").fetchone()[0] == 3
                 reads += 1
             except Exception as exc:
@@ -206,7 +205,7 @@ def test_catalog_is_built_and_readable_while_being_rebuilt(
         stop.set()
         thread.join()
     assert errors == [] and reads > 0
-    with duckdb.connect(str(settings.catalog_path), read_only=True) as con:
+    with duckdb.connect(str(settings.paths.catalog), read_only=True) as con:
         cols = [r[0] for r in con.execute("DESCRIBE canonical_events").fetchall()]
         props = con.execute(
             "SELECT json_extract_string(properties, '$.activity_kind') FROM canonical_events"
@@ -215,7 +214,7 @@ def test_catalog_is_built_and_readable_while_being_rebuilt(
 
     # What an analyst types (README): the `duckdb` shell installed with FloKit reads the file.
     shell = subprocess.run(
-        [str(Path(sys.executable).parent / "duckdb"), "-json", "-readonly", str(settings.catalog_path), "-c",
+        [str(Path(sys.executable).parent / "duckdb"), "-json", "-readonly", str(settings.paths.catalog), "-c",
          "select * from canonical_events limit 5"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
@@ -230,7 +229,7 @@ def test_refresh_writes_pending_days_then_reports_then_the_catalog(
     send(client, workspace, 2, when="2026-11-19T10:00:00Z", prefix="a")
     send(client, workspace, 1, when="2026-11-20T10:00:00Z", prefix="b")
     defs = build_definitions(settings)
-    lake = Lake(settings.lake_dir)
+    lake = settings.paths.lake()
     lines: list[str] = []
     with dg.DagsterInstance.ephemeral() as instance:
         outcomes = refresh(defs, instance, db, lake, lines.append)
@@ -245,7 +244,7 @@ def test_refresh_writes_pending_days_then_reports_then_the_catalog(
         # Nothing new: only the catalog is rebuilt.
         assert [o.name for o in refresh(defs, instance, db, lake)] == ["analyst_catalog"]
     assert any("2 day(s)" in line for line in lines)
-    with duckdb.connect(str(settings.catalog_path), read_only=True) as con:
+    with duckdb.connect(str(settings.paths.catalog), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM canonical_events").fetchone()[0] == 3
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
         assert {"canonical_events", "payback", "cohorts", "spend"} <= views

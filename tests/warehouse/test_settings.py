@@ -11,7 +11,7 @@ def test_defaults_are_the_embedded_ones(tmp_path: Path) -> None:
     assert s.surfaces == ("v1", "gateway", "ingest")
     assert (s.api_port, s.dagster_port) == (8000, 3000)
     assert s.dagster_home == tmp_path / "dagster"
-    assert s.catalog_path == tmp_path / "warehouse.duckdb"
+    assert s.paths.catalog == tmp_path / "warehouse.duckdb"
 
 
 def test_every_setting_is_read(tmp_path: Path) -> None:

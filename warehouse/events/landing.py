@@ -52,8 +52,8 @@ def _claim_statement(dialect: str) -> Any:
 
 
 # Built once per dialect and executed with parameters, so SQLAlchemy compiles each statement
-# once per process (a `.values([...])` statement is recompiled on every call: measured as the
-# largest cost of an ingest callback).
+# once per process (a `.values([...])` statement is recompiled on every call, which was the
+# largest cost of an ingest callback: docs/benchmarks.md).
 _CLAIM = {dialect: _claim_statement(dialect) for dialect in ("sqlite", "postgresql")}
 
 
