@@ -8,6 +8,6 @@ from __future__ import annotations
 
 import dagster as dg
 
-from orchestration.webhooks.jobs import deliver_webhooks_job
+from orchestration.webhooks.jobs import webhook_deliveries_job
 
-defs = dg.Definitions(jobs=[deliver_webhooks_job])
+defs = dg.Definitions(jobs=[webhook_deliveries_job])

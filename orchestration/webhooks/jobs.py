@@ -41,5 +41,5 @@ def deliver_webhooks(
     executor_def=dg.in_process_executor,
     tags={"flokit/queue": "webhooks"},
 )
-def deliver_webhooks_job() -> None:
+def webhook_deliveries_job() -> None:
     deliver_webhooks()

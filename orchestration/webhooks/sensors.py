@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 import dagster as dg
 
 from orchestration.resources import DatabaseResource
-from orchestration.webhooks.jobs import deliver_webhooks_job
+from orchestration.webhooks.jobs import webhook_deliveries_job
 from orchestration.webhooks.resources import WebhookQueue
 from warehouse.db import utcnow
 from warehouse.webhooks.deliveries import due_fingerprint, leases_alive
@@ -30,10 +30,10 @@ def build_webhook_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
 
     @dg.sensor(
         name="webhook_deliveries_sensor",
-        job=deliver_webhooks_job,
+        job=webhook_deliveries_job,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Requests a deliver_webhooks_job run when webhook deliveries are due.",
+        description="Requests a webhook_deliveries_job run when webhook deliveries are due.",
     )
     def webhook_deliveries_sensor(
         context: dg.SensorEvaluationContext, database: DatabaseResource, webhook_queue: WebhookQueue
@@ -58,7 +58,7 @@ def build_webhook_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
 def _drain_alive(instance: dg.DagsterInstance, queue: WebhookQueue, database: DatabaseResource, now: datetime) -> bool:
     """A drain run is waiting to start, has just started, or holds leases it keeps renewing."""
     real_now = utcnow()  # Dagster's clock is the real one; `now` is the queue's (tests move it)
-    job = deliver_webhooks_job.name
+    job = webhook_deliveries_job.name
     waiting = dg.RunsFilter(
         job_name=job, statuses=_WAITING, created_after=real_now - timedelta(seconds=queue.max_run_s + _WAITING_MARGIN_S)
     )

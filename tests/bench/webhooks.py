@@ -35,7 +35,7 @@ from pathlib import Path
 import dagster as dg
 
 from orchestration.resources import DatabaseResource
-from orchestration.webhooks.jobs import deliver_webhooks_job
+from orchestration.webhooks.jobs import webhook_deliveries_job
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
 from tests.support import ROOT
@@ -174,7 +174,7 @@ def in_process(settings: Settings, db: Database, ws: str, receiver: RemoteReceiv
                 raise RuntimeError(f"sensor skipped with deliveries outstanding: {result.skip_message}")
             cursor = result.cursor
             for request in result.run_requests:
-                deliver_webhooks_job.execute_in_process(instance=instance, tags=request.tags, resources=resources)
+                webhook_deliveries_job.execute_in_process(instance=instance, tags=request.tags, resources=resources)
                 runs += 1
     rate = n / (time.perf_counter() - start)
     disable(db, endpoint_id)

@@ -17,7 +17,7 @@ from standardwebhooks.webhooks import Webhook
 from orchestration.definitions import build_definitions
 from orchestration.resources import DatabaseResource
 from orchestration.webhooks.drain import drain
-from orchestration.webhooks.jobs import deliver_webhooks_job
+from orchestration.webhooks.jobs import webhook_deliveries_job
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
 from tests.webhook_receiver import Received, Receiver, running_receiver
@@ -78,7 +78,7 @@ class Pipeline:
             return 0
         self.cursor = result.cursor
         for request in result.run_requests:
-            outcome = deliver_webhooks_job.execute_in_process(
+            outcome = webhook_deliveries_job.execute_in_process(
                 instance=self.instance,
                 tags=request.tags,
                 resources={
@@ -288,8 +288,8 @@ def test_definitions_wire_the_sensor_and_job(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("FLOKIT_SENSOR_INTERVAL_S", "2")
     repo = build_definitions().get_repository_def()
     sensor = repo.get_sensor_def("webhook_deliveries_sensor")
-    assert sensor.minimum_interval_seconds == 2 and sensor.job_name == "deliver_webhooks_job"
-    assert repo.get_job("deliver_webhooks_job").executor_def.name == "in_process"
+    assert sensor.minimum_interval_seconds == 2 and sensor.job_name == "webhook_deliveries_job"
+    assert repo.get_job("webhook_deliveries_job").executor_def.name == "in_process"
 
 
 def test_sensor_requests_no_second_run_while_one_waits(
@@ -297,7 +297,7 @@ def test_sensor_requests_no_second_run_while_one_waits(
 ) -> None:
     add(db, workspace, receiver.url + "/a", ["action.created"])
     emit(db, workspace, "action.created", {})
-    waiting = pipeline.instance.create_run_for_job(deliver_webhooks_job)  # NOT_STARTED, like a queued run
+    waiting = pipeline.instance.create_run_for_job(webhook_deliveries_job)  # NOT_STARTED, like a queued run
     assert pipeline.tick() == 0 and receiver.at("/a") == []
     pipeline.instance.report_run_canceled(waiting)
     assert pipeline.tick() == 1 and len(receiver.at("/a")) == 1
