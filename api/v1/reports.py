@@ -21,6 +21,7 @@ from api.errors import ApiError
 from api.openapi import operation
 from api.responses import respond
 from api.v1 import blueprint
+from transforms.reports.curves import MIN_WEEK_USERS
 from transforms.reports.schemas import MAX_WINDOW_DAYS
 from transforms.timefmt import iso_z
 from warehouse.reports import serving
@@ -90,8 +91,17 @@ class PaybackReport(BaseModel):
 
 class CohortWeek(BaseModel):
     week: int
-    retained_pct: float = Field(description="Fraction.")
-    cumulative_revenue: float
+    retained_pct: float = Field(
+        description="Fraction of the users whose week is complete that were active in it (week 0: 1.0)."
+    )
+    cumulative_revenue: float = Field(
+        description="Net revenue per user through this week: the running sum of each week's revenue per "
+        "user, each week over the users whose week is complete (docs/metrics.md)."
+    )
+    users: int = Field(
+        description="The users this week is estimated from (installs of the cohorts whose week is complete); "
+        f"weeks from fewer than {MIN_WEEK_USERS} are left out."
+    )
 
 
 class CohortCurve(BaseModel):

@@ -1,5 +1,6 @@
 """GET /v1/reports/payback and /v1/reports/cohorts against materialized reports, on both databases."""
 
+import itertools
 import shutil
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -11,6 +12,7 @@ from flask.testing import FlaskClient
 
 from tests.conftest import bearer
 from tests.reports_support import refresh, seed_lake
+from transforms.reports.curves import MIN_WEEK_USERS
 from warehouse.db import Database, utcnow
 from warehouse.reports import serving
 from warehouse.settings import Settings
@@ -135,6 +137,29 @@ def test_cohort_curves(client: FlaskClient, published: dict[str, Any]) -> None:
         group_by="country",
     )
     assert {c["label"] for c in by_country.json["cohorts"]} == {"US", "GB", "DE", "FR", "BR", "JP"}
+
+
+def test_cohort_curves_across_cohorts_of_different_ages_are_cumulative(
+    client: FlaskClient, published: dict[str, Any]
+) -> None:
+    """Cohorts from 60 to 20 days before the last data day have seen 8 to 2 complete weeks. Each
+    week is estimated over the users whose week is complete, so `users` shrinks with the week,
+    and the cumulative revenue is a running sum: it never falls (the generated history has no
+    week whose refunds exceed its charges). Averaging cumulative revenue over whichever cohorts
+    had a week made late weeks (the oldest cohorts only) fall below earlier ones."""
+    response = get(client, COHORTS, published["api_key_read_only"], cohort_start="2026-06-10", cohort_end="2026-07-20")
+    assert response.status_code == 200
+    curves = response.json["cohorts"]
+    assert {c["label"] for c in curves} >= {"meta_broad", "organic"}
+    for curve in curves:
+        weeks = curve["weeks"]
+        users = [w["users"] for w in weeks]
+        revenue = [w["cumulative_revenue"] for w in weeks]
+        assert [w["week"] for w in weeks] == list(range(len(weeks))) and len(weeks) >= 3, curve
+        assert all(u >= MIN_WEEK_USERS for u in users), curve
+        assert users == sorted(users, reverse=True) and users[-1] < users[0], curve
+        assert all(later >= earlier for earlier, later in itertools.pairwise(revenue)), curve
+        assert weeks[0]["retained_pct"] == 1.0
 
 
 def test_another_workspace_sees_no_rows(client: FlaskClient, published: dict[str, Any], db: Database) -> None:

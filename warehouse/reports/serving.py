@@ -20,6 +20,7 @@ from typing import Any
 
 import duckdb
 
+from transforms.reports.curves import WeekSums, chain_ladder
 from transforms.reports.summary import DAILY_SUMS_SCHEMA, ROAS_DAYS, payback_summary
 from warehouse.duckdb_files import count_rows, literal, publishing
 from warehouse.lake import Lake
@@ -118,10 +119,10 @@ GROUP BY value, day
 
 _LTV_SQL = "SELECT value, ltv_projected FROM ltv WHERE workspace_id = $workspace AND dimension = $dimension"
 
+# Per group and week, over the cohorts whose week is complete (the only rows the table holds):
+# the sums `chain_ladder` estimates each week from.
 _COHORTS_SQL = """
-SELECT value, week,
-       sum(active_users) / sum(installs) AS retained_pct,
-       sum(cumulative_net_revenue) / sum(installs) AS cumulative_revenue
+SELECT value, week, sum(installs) AS users, sum(active_users) AS active_users, sum(net_revenue) AS net_revenue
 FROM cohort_curves
 WHERE workspace_id = $workspace AND dimension = $dimension AND cohort_date BETWEEN $start AND $end
 GROUP BY value, week
@@ -167,13 +168,31 @@ def payback_rows(
 def cohort_curves(
     cur: duckdb.DuckDBPyConnection, *, workspace_id: str, start: date, end: date, dimension: str
 ) -> list[dict[str, Any]]:
-    """Spec "Cohort curve" per group value: complete weeks of the cohorts installed in [start, end]."""
+    """Spec "Cohort curve" per group value for the cohorts installed in [start, end], each week
+    estimated over the users whose week is complete (`transforms.reports.curves.chain_ladder`).
+    A group with no week estimated from enough users is left out."""
     rows = cur.execute(
         _COHORTS_SQL, {"workspace": workspace_id, "dimension": dimension, "start": start, "end": end}
     ).fetchall()
-    curves: dict[str, list[dict[str, Any]]] = {}
-    for value, week, retained, revenue in rows:
-        curves.setdefault(value, []).append(
-            {"week": int(week), "retained_pct": round(retained, 4), "cumulative_revenue": round(revenue, 2)}
-        )
-    return [{"label": label, "weeks": weeks} for label, weeks in curves.items()]
+    sums: dict[str, list[WeekSums]] = {}
+    for value, week, users, active, revenue in rows:
+        sums.setdefault(value, []).append(WeekSums(int(week), int(users), int(active), float(revenue)))
+    curves = []
+    for label, weeks in sums.items():
+        points = chain_ladder(weeks)
+        if points:
+            curves.append(
+                {
+                    "label": label,
+                    "weeks": [
+                        {
+                            "week": p.week,
+                            "retained_pct": round(p.retained_pct, 4),
+                            "cumulative_revenue": round(p.cumulative_revenue, 2),
+                            "users": p.users,
+                        }
+                        for p in points
+                    ],
+                }
+            )
+    return curves
