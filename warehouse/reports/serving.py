@@ -52,8 +52,17 @@ def publish(path: Path, lake: Lake, *, generated_at: datetime, as_of: date | Non
 
 
 PAYBACK_DIGESTS = "payback_digests"
-# Every column of a payback row but the two it is grouped by, in one fixed order.
-_DIGESTED = [c for c in PAYBACK_SCHEMA if c not in ("workspace_id", "cohort_date")]
+# Every column of a payback row but the two it is grouped by, in one fixed order. Amounts are
+# rounded to 6 decimals first: recomputing a day sums the same amounts in another order, which
+# moves the last bits of a float (seen: spend 12.57 against 12.570000000000002), and a change
+# nobody can see is not an update. Reports show amounts to 2 decimals and ratios to 4. (`+ 0.0`
+# turns a -0.0 left by rounding a tiny negative into 0.0, which prints differently.)
+DIGEST_DECIMALS = 6
+_DIGESTED = [
+    f"round({c}, {DIGEST_DECIMALS}) + 0.0" if dtype.is_float() else c
+    for c, dtype in PAYBACK_SCHEMA.items()
+    if c not in ("workspace_id", "cohort_date")
+]
 # md5 of the cohort day's rows as text, in key order: a stable function of the values (DuckDB's
 # `hash` is not promised to stay the same across releases, and an upgrade would then announce
 # every cohort day as changed). Column names are our constants, never input.
