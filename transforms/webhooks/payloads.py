@@ -75,7 +75,7 @@ class IntegrationErrorData(TypedDict):
     url: str
     consecutive_failures: int
     last_status_code: int | None  # null when no HTTP answer came (refused, timed out)
-    last_error: str | None  # null when the endpoint answered with an HTTP status
+    last_error: str | None  # "HTTP 500", or why no answer came ("timeout: ReadTimeout")
 
 
 PAYLOAD_TYPES: dict[str, type] = {
@@ -191,7 +191,7 @@ SAMPLE_DATA: dict[str, Mapping[str, object]] = {
         url="https://example.com/webhooks",
         consecutive_failures=20,
         last_status_code=500,
-        last_error=None,
+        last_error="HTTP 500",
     ),
 }
 
@@ -225,7 +225,7 @@ def conformance(value: object, declared: Any, path: str = "data") -> list[str]:
     got = json_type(value)
     if got not in allowed:
         return [f"{path}: {got}, declared {'|'.join(sorted(allowed))}"]
-    hints = _typed_dict_hints(declared)
+    hints = typed_dict_hints(declared)
     if hints is None or not isinstance(value, Mapping):
         return []
     problems = [f"{path}.{key}: missing" for key in hints if key not in value]
@@ -263,7 +263,8 @@ def _json_types(declared: Any) -> set[str]:
     return out
 
 
-def _typed_dict_hints(declared: Any) -> dict[str, Any] | None:
+def typed_dict_hints(declared: Any) -> dict[str, Any] | None:
+    """The keys and their types when `declared` is (or admits) a TypedDict, else None."""
     for member in _members(declared):
         if typing.is_typeddict(member):
             return typing.get_type_hints(member)
