@@ -3,7 +3,7 @@ published DuckDB store, the outbox on SQLite and PostgreSQL.
 
 One event per workspace whose payback rows changed, with the cohort range that changed; none
 when nothing changed; and a publish whose announcement failed (database unreachable after the
-swap) is announced by the next run, once.
+swap) is announced once, by the catch-up sensor's run or by the next refresh, whichever comes first.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ import polars as pl
 import pytest
 import sqlalchemy as sa
 
+from orchestration.definitions import build_definitions
+from orchestration.reports.jobs import payback_updated_job
+from orchestration.reports.sensors import payback_updated_sensor
+from orchestration.resources import DatabaseResource, DataDirResource
 from tests.reports_support import START, refresh
 from transforms.demo import DemoConfig, generate
 from transforms.timefmt import iso_z
@@ -26,6 +30,7 @@ from warehouse.db import Database, utcnow
 from warehouse.lake import Lake
 from warehouse.reports import demo, serving, store
 from warehouse.reports.tables import payback_notified_digests
+from warehouse.settings import Settings
 from warehouse.tables import workspaces
 from warehouse.webhooks import endpoints
 from warehouse.webhooks.payback_updates import notify_payback_updates
@@ -141,52 +146,85 @@ def test_one_event_per_changed_workspace_with_the_cohort_range_that_changed(
     assert new[0]["data"]["refreshed_at"] == iso_z(refreshed) != iso_z(generated_at)
 
 
-def test_an_announcement_lost_after_the_swap_is_made_by_the_next_run_once(
+def tick(data_dir: Path, database_url: str) -> dg.RunRequest | dg.SkipReason:
+    resources = {
+        "data_dir": DataDirResource(root=str(data_dir)),
+        "database": DatabaseResource(url=database_url),
+    }
+    return payback_updated_sensor(dg.build_sensor_context(resources=resources))
+
+
+def catch_up(data_dir: Path, database_url: str, instance: dg.DagsterInstance) -> None:
+    """What the daemon does with the sensor's request: run payback_updated_job."""
+    job = build_definitions(Settings(data_dir=data_dir, database_url=database_url)).resolve_job_def(
+        payback_updated_job.name
+    )
+    assert job.execute_in_process(instance=instance).success
+
+
+def test_an_announcement_lost_after_the_swap_is_made_once_by_the_sensor_or_the_next_run(
     database_url: str, db: Database, tmp_path: Path, instance: dg.DagsterInstance
 ) -> None:
     data_dir = tmp_path / "data"
     lake = Lake(data_dir / "lake")
+    reports = data_dir / "reports.duckdb"
     ws = "ws_payback_crash"
     add_workspace(db, ws)
+    assert isinstance(tick(data_dir, database_url), dg.SkipReason)  # nothing published yet
     generated = generate(DemoConfig(workspace_id=ws, users=400, days=DAYS, seed=11, start=START))
     demo.write_event_partitions(lake, generated.events)
     store.write_spend_raw(lake, generated.spend)
     first = refresh(data_dir, database_url, instance)
     assert first is not None and first.success and len(events(db)) == 1
+    assert isinstance(tick(data_dir, database_url), dg.SkipReason)  # all announced
 
-    # The run publishes, then cannot reach the database (here: one without our tables): the new
+    # A run publishes, then cannot reach the database (here: one without our tables): the new
     # store is live, the run fails, and no event exists.
     history = generated.events.sort("occurred_at")
-    lost = late_charge(lake, history, ws, 0)
-    before = serving.payback_digests(data_dir / "reports.duckdb")
+    renewals = history.filter(pl.col("event_type") == "renewal").height
     unreachable = f"sqlite:///{tmp_path / 'not_migrated.db'}"
-    failed = refresh(data_dir, unreachable, instance)
-    assert failed is not None and not failed.success
-    published = serving.payback_digests(data_dir / "reports.duckdb")
-    assert before is not None and published is not None
-    assert published.by_workspace[ws][lost] != before.by_workspace[ws][lost]  # the change is live
-    assert len(events(db)) == 1
 
-    # The next run (another late charge, another cohort) announces both changes in one event.
-    later = late_charge(lake, history, ws, len(history.filter(pl.col("event_type") == "renewal")) - 1)
+    def lose_announcement(nth: int) -> date:
+        cohort = late_charge(lake, history, ws, nth)
+        before = serving.payback_digests(reports)
+        failed = refresh(data_dir, unreachable, instance)
+        assert failed is not None and not failed.success
+        after = serving.payback_digests(reports)
+        assert before is not None and after is not None
+        assert after.by_workspace[ws][cohort] != before.by_workspace[ws][cohort]  # the change is live
+        return cohort
+
+    # With no further input, the schedule would start nothing: the sensor asks for a catch-up.
+    lost = lose_announcement(0)
+    assert len(events(db)) == 1 and refresh(data_dir, database_url, instance) is None
+    request = tick(data_dir, database_url)
+    assert isinstance(request, dg.RunRequest) and request.run_key
+    catch_up(data_dir, database_url, instance)
+    (caught,) = events(db)[1:]
+    assert (caught["data"]["cohort_start_date"], caught["data"]["cohort_end_date"]) == (lost.isoformat(),) * 2
+    assert isinstance(tick(data_dir, database_url), dg.SkipReason)
+    catch_up(data_dir, database_url, instance)  # a second run of the same catch-up announces nothing
+    assert len(events(db)) == 2
+
+    # Or the next refresh (another late charge) comes first: it announces both changes at once.
+    lost = lose_announcement(renewals // 2)
+    later = late_charge(lake, history, ws, renewals - 1)
     assert later != lost
     recovered = refresh(data_dir, database_url, instance)
     assert recovered is not None and recovered.success
-    (event,) = events(db)[1:]
+    (event,) = events(db)[2:]
     assert (event["data"]["cohort_start_date"], event["data"]["cohort_end_date"]) == (
         min(lost, later).isoformat(),
         max(lost, later).isoformat(),
     )
-
-    # Comparing the same live store again (a re-run, a second run racing this one) emits nothing.
-    assert notify_payback_updates(db, serving.payback_digests(data_dir / "reports.duckdb")) == []
-    assert len(events(db)) == 2
+    assert notify_payback_updates(db, serving.payback_digests(reports)) == []  # compared again: nothing
+    assert len(events(db)) == 3
 
     # Forgetting what was announced (as if the first event's transaction had never committed)
     # makes the next comparison announce the whole range again, exactly once.
     with db.write() as conn:
         conn.execute(payback_notified_digests.delete())
-    (update,) = notify_payback_updates(db, serving.payback_digests(data_dir / "reports.duckdb"))
+    (update,) = notify_payback_updates(db, serving.payback_digests(reports))
     start, end = cohort_range(lake, ws)
     assert (update.change.start.isoformat(), update.change.end.isoformat()) == (start, end)
-    assert notify_payback_updates(db, serving.payback_digests(data_dir / "reports.duckdb")) == []
+    assert notify_payback_updates(db, serving.payback_digests(reports)) == []

@@ -48,21 +48,26 @@ def notify_payback_updates(
     what it was last notified of; returns what was emitted (nothing when nothing changed)."""
     if published is None:
         return []
-    with db.read() as conn:
-        notified = _notified(conn, None)
-    candidates = sorted(
-        ws
-        for ws in published.by_workspace.keys() | notified.keys()
-        if changed_cohorts(published.by_workspace.get(ws, {}), notified.get(ws, {})) is not None
-    )
     updates = []
-    for workspace_id in candidates:
+    for workspace_id in unannounced(db, published):
         live = published.by_workspace.get(workspace_id, {})
         with db.write() as conn:
             update = _notify(conn, workspace_id, live, published.generated_at, now or utcnow())
         if update is not None:
             updates.append(update)
     return updates
+
+
+def unannounced(db: Database, published: PaybackDigests) -> list[str]:
+    """The workspaces whose published payback rows differ from what they were last notified of
+    (one read transaction; a workspace unknown to the database is listed and skipped later)."""
+    with db.read() as conn:
+        notified = _notified(conn, None)
+    return sorted(
+        ws
+        for ws in published.by_workspace.keys() | notified.keys()
+        if changed_cohorts(published.by_workspace.get(ws, {}), notified.get(ws, {})) is not None
+    )
 
 
 def _notify(
