@@ -241,7 +241,8 @@ def published_reports(data_dir: DataDirResource, database: DatabaseResource) -> 
     """Idempotent: a new file is built from the current tables and renamed over the old one, then
     its payback digests are compared with those last notified (`warehouse.webhooks.payback_updates`).
     The comparison is against what was announced, not the previous file, so a run that fails
-    between the two (database down, process killed) is caught up by the next run's comparison."""
+    between the two (database down, process killed) is caught up by `payback_updated_sensor`'s
+    run or the next refresh, whichever comes first."""
     paths = data_dir.paths
     store_ = paths.lake()
     generated_at = datetime.now(UTC)
