@@ -10,6 +10,8 @@ import dagster as dg
 from orchestration.definitions import build_definitions
 from orchestration.reports.jobs import refresh_reports
 from transforms.demo import DemoConfig, DemoData, generate
+from warehouse import migrate
+from warehouse.db import database_for
 from warehouse.lake import Lake
 from warehouse.reports import demo, store
 from warehouse.settings import Settings
@@ -26,6 +28,17 @@ def seed_lake(data_dir: Path, workspace_id: str, *, users: int = 1500, days: int
     return data
 
 
-def refresh(data_dir: Path, database_url: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult | None:
-    definitions = build_definitions(Settings(data_dir=data_dir, database_url=database_url))
+def refresh(data_dir: Path, database_url: str | None, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult | None:
+    """None for `database_url`: a migrated SQLite database in the data directory (the reports read
+    only the lake; the publish records there what `report.payback_updated` announced)."""
+    definitions = build_definitions(Settings(data_dir=data_dir, database_url=database_url or migrated_sqlite(data_dir)))
     return refresh_reports(definitions, instance, Lake(data_dir / "lake"))
+
+
+def migrated_sqlite(data_dir: Path) -> str:
+    """The URL of `data_dir/flokit.db`, migrated on first use."""
+    path = data_dir / "flokit.db"
+    url = f"sqlite:///{path}"
+    if not path.exists():
+        migrate.upgrade(database_for(url))
+    return url

@@ -37,6 +37,7 @@ TABLE_MODULES = (
     "warehouse.ingest.tables",
     "warehouse.paywalls.tables",
     "warehouse.paywalls.entitlement_tables",
+    "warehouse.reports.tables",
     "warehouse.webhooks.tables",
 )
 

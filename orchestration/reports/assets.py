@@ -20,13 +20,14 @@ from dagster import AssetExecutionContext
 
 from orchestration.metadata import ANALYTICS_TEAM, DUCKDB_KINDS, LAKE_KINDS, asset_tags, frame_metadata
 from orchestration.partitions import daily_partitions, run_days
-from orchestration.resources import DataDirResource
+from orchestration.resources import DatabaseResource, DataDirResource
 from transforms.reports import lifecycle
 from transforms.reports import ltv as ltv_model
 from transforms.reports import payback as payback_model
 from transforms.reports.schemas import WEEK_LOOKBACK_DAYS
 from warehouse.lake import Lake
 from warehouse.reports import serving, store
+from warehouse.webhooks import payback_updates
 
 GROUP = "reports"
 SINGLE_RUN = dg.BackfillPolicy.single_run()
@@ -231,19 +232,28 @@ def ltv(data_dir: DataDirResource) -> dg.MaterializeResult:
 @dg.asset(
     **_common("published"),
     deps=[payback, cohort_curves, ltv],
-    description="reports.duckdb: the tables the reports API queries, swapped in atomically with generated_at.",
+    description=(
+        "reports.duckdb: the tables the reports API queries, swapped in atomically with generated_at; "
+        "then one report.payback_updated event per workspace whose payback rows changed."
+    ),
 )
-def published_reports(data_dir: DataDirResource) -> dg.MaterializeResult:
-    """Idempotent: a new file is built from the current tables and renamed over the old one."""
+def published_reports(data_dir: DataDirResource, database: DatabaseResource) -> dg.MaterializeResult:
+    """Idempotent: a new file is built from the current tables and renamed over the old one, then
+    its payback digests are compared with those last notified (`warehouse.webhooks.payback_updates`).
+    The comparison is against what was announced, not the previous file, so a run that fails
+    between the two (database down, process killed) is caught up by `payback_updated_sensor`'s
+    run or the next refresh, whichever comes first."""
     paths = data_dir.paths
     store_ = paths.lake()
     generated_at = datetime.now(UTC)
     counts = serving.publish(paths.reports, store_, generated_at=generated_at, as_of=store.last_day(store_))
+    updates = payback_updates.notify_payback_updates(database.database(), serving.payback_digests(paths.reports))
     return dg.MaterializeResult(
         metadata={
             **{f"rows_{name}": n for name, n in counts.items()},
             "generated_at": generated_at.isoformat(),
             "path": dg.MetadataValue.path(str(paths.reports)),
+            "payback_updated_events": len(updates),
         }
     )
 

@@ -16,9 +16,10 @@ import dagster as dg
 from orchestration.partitions import range_tags
 from orchestration.reports.assets import GROUP
 from orchestration.reports.checks import published_reports_fresh
-from orchestration.resources import DataDirResource
+from orchestration.resources import DatabaseResource, DataDirResource
 from warehouse.lake import Lake
-from warehouse.reports import store
+from warehouse.reports import serving, store
+from warehouse.webhooks import payback_updates
 
 REPORTS_SELECTION = dg.AssetSelection.groups(GROUP)
 # Spec limits: "report refresh: every 6 hours".
@@ -69,3 +70,20 @@ def refresh_reports(
     return definitions.resolve_job_def(reports_job.name).execute_in_process(
         instance=instance, tags={**request.tags, **(tags or {})}, run_config=run_config, raise_on_error=False
     )
+
+
+@dg.op(description="Announce the published payback changes no report.payback_updated event announced yet.")
+def announce_payback_updates(data_dir: DataDirResource, database: DatabaseResource) -> dg.Output[None]:
+    """The catch-up of `published_reports`'s own announcement, for a run that failed after its
+    swap: the same comparison, on the store live now."""
+    published = serving.payback_digests(data_dir.paths.reports)
+    updates = payback_updates.notify_payback_updates(database.database(), published)
+    return dg.Output(None, metadata={"payback_updated_events": len(updates)})
+
+
+@dg.job(
+    description="Announce published payback changes left unannounced (requested by payback_updated_sensor).",
+    executor_def=dg.in_process_executor,  # one small op: no subprocess
+)
+def payback_updated_job() -> None:
+    announce_payback_updates()

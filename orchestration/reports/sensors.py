@@ -8,10 +8,16 @@ import dagster as dg
 
 from orchestration.events.sensors import requestable_days
 from orchestration.reports.checks import MAX_AGE
-from orchestration.reports.jobs import published_reports_freshness_job, refresh_run_request, reports_job
+from orchestration.reports.jobs import (
+    payback_updated_job,
+    published_reports_freshness_job,
+    refresh_run_request,
+    reports_job,
+)
 from orchestration.resources import DatabaseResource, DataDirResource
 from warehouse.events.landing import pending_days
 from warehouse.reports import serving
+from warehouse.webhooks import payback_updates
 
 
 @dg.sensor(
@@ -68,3 +74,26 @@ def published_reports_freshness_sensor(
     if context.cursor == key:
         return dg.SkipReason("the freshness check already ran on these stale reports; the next publish re-checks")
     return dg.SensorResult(run_requests=[dg.RunRequest(run_key=key)], cursor=key)
+
+
+@dg.sensor(
+    name="payback_updated_sensor",
+    job=payback_updated_job,
+    minimum_interval_seconds=300,  # a lost announcement is made within 5 minutes (the comparison is a few ms)
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Announces published payback changes that a failed refresh run left unannounced.",
+)
+def payback_updated_sensor(
+    context: dg.SensorEvaluationContext, data_dir: DataDirResource, database: DatabaseResource
+) -> dg.RunRequest | dg.SkipReason:
+    """`published_reports` announces its own changes right after the swap; a run that failed in
+    between (database down, process killed) would otherwise wait for the next refresh, which the
+    schedule skips while no input changes. One run per published store and hour: a catch-up that
+    fails too is tried again the next hour, and re-evaluations meanwhile start nothing."""
+    published = serving.payback_digests(data_dir.paths.reports)
+    if published is None:
+        return dg.SkipReason("no reports published yet")
+    if not payback_updates.unannounced(database.database(), published):
+        return dg.SkipReason("every published payback change is announced")
+    store_key = published.generated_at.astimezone(UTC).isoformat()
+    return dg.RunRequest(run_key=f"payback_updated:{store_key}:{datetime.now(UTC):%Y-%m-%dT%H}")

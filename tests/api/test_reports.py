@@ -44,7 +44,7 @@ def published_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     data_dir = tmp_path_factory.mktemp("published")
     seed_lake(data_dir, WORKSPACE, users=1500, days=70)
     with dg.DagsterInstance.ephemeral() as instance:
-        result = refresh(data_dir, "sqlite:///unused.db", instance)
+        result = refresh(data_dir, None, instance)
         assert result is not None and result.success
         event = instance.get_latest_materialization_event(dg.AssetKey("published_reports"))
     return data_dir, event.asset_materialization.metadata["generated_at"].value

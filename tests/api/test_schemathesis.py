@@ -53,7 +53,7 @@ def published_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("published")
     seed_lake(data_dir, WORKSPACE, users=600, days=HISTORY_DAYS)
     with dg.DagsterInstance.ephemeral() as instance:
-        result = refresh(data_dir, "sqlite:///unused.db", instance)
+        result = refresh(data_dir, None, instance)
         assert result is not None and result.success
     return data_dir
 

@@ -123,9 +123,10 @@ def _refresh(root: Path) -> tuple[float, bool]:
 
     from orchestration.definitions import build_definitions
     from orchestration.reports.jobs import refresh_reports
+    from tests.reports_support import migrated_sqlite  # the publish records its payback_updated digests
     from warehouse.settings import Settings
 
-    definitions = build_definitions(Settings(data_dir=root, database_url=f"sqlite:///{root / 'flokit.db'}"))
+    definitions = build_definitions(Settings(data_dir=root, database_url=migrated_sqlite(root)))
     with dg.DagsterInstance.ephemeral() as instance:
         t0 = time.perf_counter()
         result = refresh_reports(definitions, instance, _lake(root))

@@ -26,7 +26,7 @@ from warehouse.reports.catalog_views import REPORT_VIEWS
 from warehouse.reports.demo import land_frame
 from warehouse.settings import Settings
 
-URL = "sqlite:///unused.db"
+URL = None  # a migrated SQLite database in the data directory (tests.reports_support.refresh)
 README_QUERY = """
 SELECT value AS campaign, sum(spend) AS spend, sum(installs) AS installs,
        sum(revenue - refunds) FILTER (WHERE day < 30) / nullif(sum(spend), 0) AS roas_30d

@@ -3,12 +3,14 @@
 The envelope is `{id, type, created_at, workspace_id, data}` (plus `"test": true` for samples
 sent by POST /v1/webhooks/test). It is serialized exactly once, at emission; those bytes are
 stored and sent unchanged on every retry, so the signature always covers what was first frozen
-(spec: "Body and event id are identical across retries").
+(spec: "Body and event id are identical across retries"). The `data` of each type, and the samples
+POST /v1/webhooks/test sends, are declared in `transforms.webhooks.payloads`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -23,24 +25,6 @@ EVENT_TYPES: tuple[str, ...] = (
     "integration.error",
 )
 
-# What POST /v1/webhooks/test puts in `data`: shaped like the real payloads, ids obviously fake.
-SAMPLE_DATA: dict[str, dict[str, Any]] = {
-    "action.created": {
-        "action": {"id": "act_sample", "type": "budget_shift", "status": "ready", "title": "Sample action"}
-    },
-    "action.approved": {
-        "action": {"id": "act_sample", "type": "budget_shift", "status": "approved", "approved_by": "ops@example.com"}
-    },
-    "action.rolled_back": {"action": {"id": "act_sample", "type": "creative_pause", "status": "rolled_back"}},
-    "guardrail.triggered": {
-        "guardrail": "max_budget_shift",
-        "action": {"id": "act_sample", "type": "budget_shift", "status": "draft"},
-        "detail": "Sample guardrail",
-    },
-    "report.payback_updated": {"report": "payback", "refreshed_at": "2026-01-01T00:00:00.000Z"},
-    "integration.error": {"integration_id": "int_sample", "error": "Sample sync failure"},
-}
-
 
 class UnknownEventType(ValueError):
     """The event type is not one of EVENT_TYPES."""
@@ -53,7 +37,13 @@ def check_event_type(event_type: str) -> str:
 
 
 def envelope(
-    *, event_id: str, event_type: str, created_at: datetime, workspace_id: str, data: dict[str, Any], test: bool = False
+    *,
+    event_id: str,
+    event_type: str,
+    created_at: datetime,
+    workspace_id: str,
+    data: Mapping[str, object],
+    test: bool = False,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": event_id,

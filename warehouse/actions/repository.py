@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from transforms import actions as rules
 from transforms.ids import new_id
-from transforms.timefmt import iso_z
+from transforms.webhooks import payloads
 from warehouse.actions.tables import action_transitions, actions
 from warehouse.db import utcnow
 from warehouse.errors import NotFound, TransitionRefused
@@ -47,23 +47,22 @@ class Action:
     rolled_back_at: datetime | None
     previous_status: str | None = None
 
-    def webhook_data(self) -> dict[str, Any]:
-        """The `data` of this action's webhook events: `{"action": <list form>}`, the same shape
-        as the samples `POST /v1/webhooks/test` sends (transforms/webhooks/envelope.py)."""
-        return {"action": self._list_form()}
-
-    def _list_form(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "type": self.type,
-            "status": self.status,
-            "title": self.title,
-            "rationale": self.rationale,
-            "expected_impact": self.expected_impact,
-            "created_at": iso_z(self.created_at),
-            "approved_at": iso_z(self.approved_at),
-            "approved_by": self.approved_by,
-        }
+    def webhook_data(self) -> payloads.ActionEventData:
+        """The `data` of this action's webhook events, built by the same function as the samples
+        `POST /v1/webhooks/test` sends (`transforms.webhooks.payloads`)."""
+        return payloads.action_event(
+            payloads.action_summary(
+                id=self.id,
+                type=self.type,
+                status=self.status,
+                title=self.title,
+                rationale=self.rationale,
+                expected_impact=self.expected_impact,
+                created_at=self.created_at,
+                approved_at=self.approved_at,
+                approved_by=self.approved_by,
+            )
+        )
 
 
 @dataclass(frozen=True)

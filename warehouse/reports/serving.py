@@ -3,7 +3,11 @@
 The `published_reports` asset copies the materialized `payback`, `cohort_curves` and `ltv`
 tables into a new DuckDB file (as tables, sorted on the API's filter columns so zone maps skip
 most rows), with the materialization time, and swaps it in the way every published DuckDB file
-is (`warehouse.duckdb_files.publishing`); its path is `DataPaths.reports`.
+is (`warehouse.duckdb_files.publishing`); its path is `DataPaths.reports`. The store also carries
+a digest of the payback rows per (workspace, cohort day), `payback_digests`: what
+`report.payback_updated` compares with the digests a workspace was last notified of
+(`warehouse.webhooks.payback_updates`), so the event follows from the live file alone and a
+crash after the swap loses nothing.
 API workers keep one read-only connection each and reopen it when the file's inode changes
 (opening the file costs far more than a query: ARCHITECTURE "Facts", docs/benchmarks.md). Nothing here
 opens DuckDB at import or app creation, so gunicorn can fork first.
@@ -21,6 +25,7 @@ from typing import Any
 import duckdb
 
 from transforms.reports.curves import WeekSums, chain_ladder
+from transforms.reports.schemas import PAYBACK_SCHEMA
 from transforms.reports.summary import DAILY_SUMS_SCHEMA, ROAS_DAYS, payback_summary
 from warehouse.duckdb_files import count_rows, literal, publishing
 from warehouse.lake import Lake
@@ -37,11 +42,69 @@ def publish(path: Path, lake: Lake, *, generated_at: datetime, as_of: date | Non
             con.sql(f"CREATE TABLE {name} AS SELECT * FROM frame")  # noqa: S608
             con.unregister("frame")
             counts[name] = count_rows(con, name)
+        con.sql(_DIGESTS_SQL)
+        counts[PAYBACK_DIGESTS] = count_rows(con, PAYBACK_DIGESTS)
         con.execute(
             "CREATE TABLE report_meta AS SELECT CAST(? AS TIMESTAMPTZ) AS generated_at, CAST(? AS DATE) AS as_of",
             [generated_at, as_of],
         )
     return counts
+
+
+PAYBACK_DIGESTS = "payback_digests"
+# Every column of a payback row but the two it is grouped by, in one fixed order. Amounts are
+# rounded to 6 decimals first: recomputing a day sums the same amounts in another order, which
+# moves the last bits of a float (seen: spend 12.57 against 12.570000000000002), and a change
+# nobody can see is not an update. Reports show amounts to 2 decimals and ratios to 4. (`+ 0.0`
+# turns a -0.0 left by rounding a tiny negative into 0.0, which prints differently.)
+DIGEST_DECIMALS = 6
+_DIGESTED = [
+    f"round({c}, {DIGEST_DECIMALS}) + 0.0" if dtype.is_float() else c
+    for c, dtype in PAYBACK_SCHEMA.items()
+    if c not in ("workspace_id", "cohort_date")
+]
+# md5 of the cohort day's rows as text, in key order: a stable function of the values (DuckDB's
+# `hash` is not promised to stay the same across releases, and an upgrade would then announce
+# every cohort day as changed). Column names are our constants, never input.
+_DIGESTS_SQL = f"""
+CREATE TABLE {PAYBACK_DIGESTS} AS
+SELECT workspace_id, cohort_date,
+       md5(string_agg(CAST(row({", ".join(_DIGESTED)}) AS VARCHAR), chr(10) ORDER BY dimension, value, day)) AS digest
+FROM {PAYBACK}
+GROUP BY workspace_id, cohort_date
+ORDER BY workspace_id, cohort_date
+"""  # noqa: S608
+
+
+@dataclass(frozen=True)
+class PaybackDigests:
+    """The payback digests of one published store, and when it was generated."""
+
+    generated_at: datetime
+    by_workspace: dict[str, dict[date, str]]
+
+
+def payback_digests(path: Path) -> PaybackDigests | None:
+    """The live store's digests per workspace and cohort day, read in one snapshot with its
+    `generated_at` (None before the first publish, or for a store published before digests were)."""
+    reader = ReportReader(path)
+    try:
+        cur = reader.cursor()
+        if cur is None:
+            return None
+        generated_at = meta(cur).generated_at
+        try:
+            rows = cur.execute(f"SELECT workspace_id, cohort_date, digest FROM {PAYBACK_DIGESTS}").fetchall()  # noqa: S608
+        except duckdb.CatalogException:
+            return None
+        if generated_at is None:
+            return None
+        by_workspace: dict[str, dict[date, str]] = {}
+        for workspace_id, cohort_date, digest in rows:
+            by_workspace.setdefault(workspace_id, {})[cohort_date] = digest
+        return PaybackDigests(generated_at, by_workspace)
+    finally:
+        reader.close()
 
 
 class ReportReader:

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from transforms.ids import new_id
 from transforms.timefmt import iso_z
+from transforms.webhooks import payloads
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, next_attempt_at
 from warehouse import audit
 from warehouse.webhooks.endpoints import endpoint_for_operator, signing_secrets
@@ -343,14 +344,13 @@ def _disable(conn: Connection, claimed: Claimed, result: SendResult, consecutive
         conn,
         workspace_id=claimed.workspace_id,
         event_type="integration.error",
-        data={
-            "reason": "webhook_endpoint_disabled",
-            "endpoint_id": claimed.endpoint_id,
-            "url": disabled.url,
-            "consecutive_failures": consecutive_failures,
-            "last_status_code": result.status_code,
-            "last_error": _error(result),
-        },
+        data=payloads.integration_error(
+            endpoint_id=claimed.endpoint_id,
+            url=disabled.url,
+            consecutive_failures=consecutive_failures,
+            last_status_code=result.status_code,
+            last_error=_error(result),
+        ),
         now=result.finished_at,
         except_endpoint=claimed.endpoint_id,
     )

@@ -12,15 +12,16 @@ that was down for a while. Test samples go only to enabled endpoints.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from transforms.ids import new_id
-from transforms.webhooks.envelope import SAMPLE_DATA, check_event_type, envelope, freeze
+from transforms.webhooks.envelope import check_event_type, envelope, freeze
+from transforms.webhooks.payloads import SAMPLE_DATA
 from warehouse.db import utcnow
 from warehouse.webhooks.tables import webhook_deliveries, webhook_endpoints, webhook_events
 
@@ -36,7 +37,7 @@ def emit_event(
     *,
     workspace_id: str,
     event_type: str,
-    data: dict[str, Any],
+    data: Mapping[str, object],
     now: datetime | None = None,
     except_endpoint: str | None = None,
 ) -> str:
@@ -91,7 +92,7 @@ def _emit(
     *,
     workspace_id: str,
     event_type: str,
-    data: dict[str, Any],
+    data: Mapping[str, object],
     now: datetime | None = None,
     test: bool = False,
     only_endpoint: str | None = None,

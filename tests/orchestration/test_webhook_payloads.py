@@ -1,0 +1,167 @@
+"""The test webhook's sample `data` has exactly the shape of the real event, for every event type.
+
+Each real event is produced through the code path that emits it in production (an action
+created, approved, started and rolled back; an endpoint disabled by real failed sends to a real
+receiver; a real reports refresh), each sample through the test webhook's own path
+(`emit_test_event`), and both are read back as the outbox stored them: the bytes a receiver
+gets. They are compared key by key, recursively, JSON type by JSON type.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from orchestration.webhooks.drain import drain
+from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
+from tests.reports_support import refresh, seed_lake
+from tests.webhook_receiver import Receiver, running_receiver
+from transforms.actions import generate_content
+from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES
+from transforms.webhooks.envelope import EVENT_TYPES
+from transforms.webhooks.payloads import PAYLOAD_TYPES, SAMPLE_DATA, conformance, json_type, typed_dict_hints
+from warehouse.actions import repository
+from warehouse.db import Database
+from warehouse.webhooks import endpoints
+from warehouse.webhooks.outbox import emit_test_event
+from warehouse.webhooks.tables import webhook_events
+
+ACTION_EVENTS = ["action.created", "action.approved", "action.rolled_back"]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with running_receiver() as r:
+        yield r
+
+
+def stored(db: Database, event_type: str, *, test: bool) -> list[dict[str, Any]]:
+    with db.read() as conn:
+        bodies = conn.execute(
+            sa.select(webhook_events.c.body)
+            .where(webhook_events.c.type == event_type, webhook_events.c.test == test)
+            .order_by(webhook_events.c.created_at, webhook_events.c.id)
+        ).scalars()
+        return [json.loads(body)["data"] for body in bodies]
+
+
+def shape_differences(sample: Any, real: Any, declared: Any, path: str = "data") -> list[str]:
+    """Keys present in one and not the other, or values of different JSON types, recursively.
+    A null against a value is a difference unless the declared type admits null there."""
+    a, b = json_type(sample), json_type(real)
+    if a != b:
+        nullable = not conformance(None, declared)
+        return [] if nullable and "null" in (a, b) else [f"{path}: sample {a}, real {b}"]
+    if a != "object":
+        return []
+    out = [f"{path}.{k}: only in the sample" for k in sample if k not in real]
+    out += [f"{path}.{k}: only in the real event" for k in real if k not in sample]
+    hints = typed_dict_hints(declared) or {}
+    for key in sample.keys() & real.keys():
+        out += shape_differences(sample[key], real[key], hints.get(key, Any), f"{path}.{key}")
+    return out
+
+
+def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, data_dir: Path, url: str) -> None:
+    """Every event type that has a producer, through that producer."""
+    with db.write() as conn:
+        # action.created (ready and draft), action.approved, action.rolled_back
+        action = repository.create_action(
+            conn,
+            workspace_id=workspace_id,
+            action_type="budget_shift",
+            content=generate_content("budget_shift", seed="parity"),
+            actor="parity-test",
+        )
+        repository.create_action(
+            conn,
+            workspace_id=workspace_id,
+            action_type="offer_test",
+            content=generate_content("offer_test", seed="parity-draft", guardrails_pass=False),
+            actor="parity-test",
+        )
+        for trigger in ("approve", "start", "rollback"):
+            repository.transition(
+                conn, workspace_id=workspace_id, action_id=action.id, trigger=trigger, actor="maya@example.com"
+            )
+        # integration.error: one endpoint answers 500, one refuses connections; another hears of both.
+        receiver.status["/fails"] = 500
+        for failing in (receiver.url + "/fails", "http://127.0.0.1:9/refused"):
+            endpoints.create_endpoint(
+                conn, workspace_id=workspace_id, url=failing, events=["action.created"], allow_private=True
+            )
+        endpoints.create_endpoint(
+            conn,
+            workspace_id=workspace_id,
+            url=receiver.url + "/ops",
+            events=["integration.error"],
+            allow_private=True,
+        )
+        for i in range(DISABLE_AFTER_FAILURES):
+            repository.create_action(
+                conn,
+                workspace_id=workspace_id,
+                action_type="creative_pause",
+                content=generate_content("creative_pause", seed=f"fill-{i}"),
+                actor="parity-test",
+            )
+    queue = WebhookQueue(max_run_s=20.0, max_workers=1)
+    drain(db, queue, WebhookHttpClient(allow_private=True, connect_timeout_s=2.0), logging.getLogger("parity"))
+    # report.payback_updated: a real refresh of the reports over a lake of this workspace.
+    seed_lake(data_dir, workspace_id, users=200, days=20)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = refresh(data_dir, url, instance)
+        assert result is not None and result.success
+
+
+def test_every_sample_has_the_shape_of_the_real_event(
+    database_url: str, db: Database, workspace: dict, receiver: Receiver, tmp_path: Path
+) -> None:
+    workspace_id = workspace["workspace_id"]
+    produce_real_events(db, workspace_id, receiver, tmp_path / "data", database_url)
+    with db.write() as conn:
+        for event_type in EVENT_TYPES:
+            emit_test_event(conn, workspace_id=workspace_id, event_type=event_type)
+
+    assert set(PAYLOAD_TYPES) == set(EVENT_TYPES) == set(SAMPLE_DATA)
+    produced = set()
+    for event_type in EVENT_TYPES:
+        declared = PAYLOAD_TYPES[event_type]
+        (sample,) = stored(db, event_type, test=True)
+        assert conformance(sample, declared) == [], event_type
+        reals = stored(db, event_type, test=False)
+        for real in reals:
+            assert conformance(real, declared) == [], (event_type, real)
+            assert shape_differences(sample, real, declared) == [], (event_type, real)
+        if reals:
+            produced.add(event_type)
+    # Nothing emits guardrail.triggered yet (the actions engine is a later issue): its sample is
+    # held to the declared payload type above, which shares the action summary with the others.
+    assert produced == set(EVENT_TYPES) - {"guardrail.triggered"}
+    assert len(stored(db, "action.created", test=False)) == 2 + DISABLE_AFTER_FAILURES
+    errors = stored(db, "integration.error", test=False)
+    assert sorted(e["last_status_code"] is None for e in errors) == [False, True]  # both kinds of failure
+
+
+def test_the_shape_comparison_sees_a_missing_key_and_a_changed_type() -> None:
+    """The old samples, as they were before the payloads were declared once, fail the comparison."""
+    declared = PAYLOAD_TYPES["integration.error"]
+    old_sample = {"integration_id": "int_sample", "error": "Sample sync failure"}
+    assert conformance(old_sample, declared)
+    real = dict(SAMPLE_DATA["integration.error"])
+    assert shape_differences(SAMPLE_DATA["integration.error"], real, declared) == []
+    assert shape_differences({**real, "consecutive_failures": "5"}, real, declared) == [
+        "data.consecutive_failures: sample string, real number"
+    ]
+    assert shape_differences({**real, "last_status_code": None}, real, declared) == []  # declared nullable
+    old_action = {"action": {"id": "act_sample", "type": "budget_shift", "status": "ready", "title": "Sample action"}}
+    assert "data.action.rationale: only in the real event" in shape_differences(
+        old_action, SAMPLE_DATA["action.created"], PAYLOAD_TYPES["action.created"]
+    )

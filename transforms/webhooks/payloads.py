@@ -1,0 +1,271 @@
+"""The `data` of every webhook event type, declared once: the real producers and the samples of
+POST /v1/webhooks/test are built by the same functions, so a receiver written against a sample
+parses the real event (the samples used to drift: `integration.error` and `action.created`
+sent keys the real events never had).
+
+Each type's payload is a TypedDict (`PAYLOAD_TYPES`): the contract a receiver can rely on, and
+what the parity test checks both the samples and the real events against, key by key and JSON
+type by JSON type. A key annotated `X | None` is null in some real events of that type (an
+`integration.error` caused by a refused connection has no status code).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from datetime import date, datetime
+from typing import Any, TypedDict, Union
+
+from transforms.timefmt import iso_z
+
+
+class ExpectedImpact(TypedDict):
+    metric: str
+    direction: str
+    magnitude: float
+
+
+class ActionSummary(TypedDict):
+    """An action as the action events carry it (the list form of GET /v1/actions)."""
+
+    id: str
+    type: str
+    status: str
+    title: str
+    rationale: str
+    expected_impact: ExpectedImpact
+    created_at: str
+    approved_at: str | None
+    approved_by: str | None
+
+
+class ActionEventData(TypedDict):
+    """`action.created`, `action.approved`, `action.rolled_back`."""
+
+    action: ActionSummary
+
+
+class GuardrailTriggeredData(TypedDict):
+    """`guardrail.triggered`: declared for the actions engine (a later issue); nothing emits it yet."""
+
+    guardrail: str
+    action: ActionSummary
+    detail: str
+
+
+class PaybackUpdatedData(TypedDict):
+    """`report.payback_updated`: the published payback rows of these install days changed.
+
+    `refreshed_at` is the publish's `generated_at` (what the reports API serves from then on);
+    `cohort_start_date` .. `cohort_end_date` (inclusive, YYYY-MM-DD) is the smallest range of
+    cohort (install) days holding every changed row: re-read the payback report over it."""
+
+    report: str
+    refreshed_at: str
+    cohort_start_date: str
+    cohort_end_date: str
+
+
+class IntegrationErrorData(TypedDict):
+    """`integration.error`: a webhook endpoint was disabled after consecutive failed sends."""
+
+    reason: str
+    endpoint_id: str
+    url: str
+    consecutive_failures: int
+    last_status_code: int | None  # null when no HTTP answer came (refused, timed out)
+    last_error: str | None  # "HTTP 500", or why no answer came ("timeout: ReadTimeout")
+
+
+PAYLOAD_TYPES: dict[str, type] = {
+    "action.created": ActionEventData,
+    "action.approved": ActionEventData,
+    "action.rolled_back": ActionEventData,
+    "guardrail.triggered": GuardrailTriggeredData,
+    "report.payback_updated": PaybackUpdatedData,
+    "integration.error": IntegrationErrorData,
+}
+
+PAYBACK_REPORT = "payback"
+ENDPOINT_DISABLED = "webhook_endpoint_disabled"
+
+
+def action_summary(
+    *,
+    id: str,
+    type: str,
+    status: str,
+    title: str,
+    rationale: str,
+    expected_impact: Mapping[str, Any],
+    created_at: datetime,
+    approved_at: datetime | None,
+    approved_by: str | None,
+) -> ActionSummary:
+    return {
+        "id": id,
+        "type": type,
+        "status": status,
+        "title": title,
+        "rationale": rationale,
+        "expected_impact": {
+            "metric": str(expected_impact["metric"]),
+            "direction": str(expected_impact["direction"]),
+            "magnitude": float(expected_impact["magnitude"]),
+        },
+        "created_at": _iso(created_at),
+        "approved_at": iso_z(approved_at),
+        "approved_by": approved_by,
+    }
+
+
+def action_event(action: ActionSummary) -> ActionEventData:
+    return {"action": action}
+
+
+def guardrail_triggered(*, guardrail: str, action: ActionSummary, detail: str) -> GuardrailTriggeredData:
+    return {"guardrail": guardrail, "action": action, "detail": detail}
+
+
+def payback_updated(*, refreshed_at: datetime, cohort_start: date, cohort_end: date) -> PaybackUpdatedData:
+    return {
+        "report": PAYBACK_REPORT,
+        "refreshed_at": _iso(refreshed_at),
+        "cohort_start_date": cohort_start.isoformat(),
+        "cohort_end_date": cohort_end.isoformat(),
+    }
+
+
+def integration_error(
+    *, endpoint_id: str, url: str, consecutive_failures: int, last_status_code: int | None, last_error: str | None
+) -> IntegrationErrorData:
+    return {
+        "reason": ENDPOINT_DISABLED,
+        "endpoint_id": endpoint_id,
+        "url": url,
+        "consecutive_failures": consecutive_failures,
+        "last_status_code": last_status_code,
+        "last_error": last_error,
+    }
+
+
+def _iso(value: datetime) -> str:
+    text = iso_z(value)
+    assert text is not None
+    return text
+
+
+# --- The samples POST /v1/webhooks/test sends: the real builders, ids and values obviously fake ---
+
+_SAMPLE_TIME = datetime.fromisoformat("2026-01-01T00:00:00+00:00")
+_SAMPLE_IMPACT = {"metric": "payback_days", "direction": "decrease", "magnitude": 12.0}
+
+
+def _sample_action(status: str, *, approved: bool, action_type: str = "budget_shift") -> ActionSummary:
+    return action_summary(
+        id="act_sample",
+        type=action_type,
+        status=status,
+        title="Sample action",
+        rationale="Sample rationale",
+        expected_impact=_SAMPLE_IMPACT,
+        created_at=_SAMPLE_TIME,
+        approved_at=_SAMPLE_TIME if approved else None,
+        approved_by="ops@example.com" if approved else None,
+    )
+
+
+SAMPLE_DATA: dict[str, Mapping[str, object]] = {
+    "action.created": action_event(_sample_action("ready", approved=False)),
+    "action.approved": action_event(_sample_action("approved", approved=True)),
+    "action.rolled_back": action_event(_sample_action("rolled_back", approved=True, action_type="creative_pause")),
+    "guardrail.triggered": guardrail_triggered(
+        guardrail="max_budget_shift", action=_sample_action("draft", approved=False), detail="Sample guardrail"
+    ),
+    "report.payback_updated": payback_updated(
+        refreshed_at=_SAMPLE_TIME, cohort_start=date(2025, 12, 1), cohort_end=date(2025, 12, 31)
+    ),
+    "integration.error": integration_error(
+        endpoint_id="we_sample",
+        url="https://example.com/webhooks",
+        consecutive_failures=20,
+        last_status_code=500,
+        last_error="HTTP 500",
+    ),
+}
+
+
+# --- Shapes: what the parity test compares -----------------------------------------------------
+
+JSON_TYPES = ("null", "boolean", "number", "string", "array", "object")
+
+
+def json_type(value: object) -> str:
+    """The JSON type a receiver sees (ints and floats are both numbers on the wire)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    raise TypeError(f"not a JSON value: {value!r}")
+
+
+def conformance(value: object, declared: Any, path: str = "data") -> list[str]:
+    """Where `value` departs from the declared type: missing or extra keys, wrong JSON types,
+    recursively (an empty list when it conforms)."""
+    allowed = _json_types(declared)
+    got = json_type(value)
+    if got not in allowed:
+        return [f"{path}: {got}, declared {'|'.join(sorted(allowed))}"]
+    hints = typed_dict_hints(declared)
+    if hints is None or not isinstance(value, Mapping):
+        return []
+    problems = [f"{path}.{key}: missing" for key in hints if key not in value]
+    problems += [f"{path}.{key}: not declared" for key in value if key not in hints]
+    for key, hint in hints.items():
+        if key in value:
+            problems += conformance(value[key], hint, f"{path}.{key}")
+    return problems
+
+
+def _members(declared: Any) -> tuple[Any, ...]:
+    if typing.get_origin(declared) in (Union, types.UnionType):
+        return typing.get_args(declared)
+    return (declared,)
+
+
+def _json_types(declared: Any) -> set[str]:
+    out = set()
+    for member in _members(declared):
+        origin = typing.get_origin(member) or member
+        if member is type(None):
+            out.add("null")
+        elif origin is bool:
+            out.add("boolean")
+        elif origin in (int, float):
+            out.add("number")
+        elif origin is str:
+            out.add("string")
+        elif origin in (list, tuple):
+            out.add("array")
+        elif origin is Any:
+            out.update(JSON_TYPES)
+        else:  # dict, Mapping or a TypedDict
+            out.add("object")
+    return out
+
+
+def typed_dict_hints(declared: Any) -> dict[str, Any] | None:
+    """The keys and their types when `declared` is (or admits) a TypedDict, else None."""
+    for member in _members(declared):
+        if typing.is_typeddict(member):
+            return typing.get_type_hints(member)
+    return None
