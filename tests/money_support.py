@@ -28,14 +28,15 @@ def reporting(*workspace_ids: str, currency: str = "USD") -> pl.DataFrame:
 
 def reports_database(directory: Path, *workspace_ids: str, currency: str = "USD") -> str:
     """A SQLite operational database in `directory` with these workspaces (tables created from
-    the table modules: the report assets read only `workspaces`)."""
+    the table modules: the report assets read only `workspaces`). Idempotent."""
     directory.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{directory / 'operational.db'}"
     engine = sa.create_engine(url)
     try:
         target_metadata().create_all(engine)
         with engine.begin() as conn:
-            for workspace_id in workspace_ids:
+            known = set(conn.execute(sa.select(workspaces.c.id)).scalars())
+            for workspace_id in set(workspace_ids) - known:
                 conn.execute(
                     workspaces.insert().values(
                         id=workspace_id,
