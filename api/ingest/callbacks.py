@@ -22,6 +22,7 @@ from api.responses import respond
 from transforms.ingest.attribution import ADAPTERS, DROP_REASONS, Dropped, mapping_key, normalize
 from transforms.ingest.network import address_allowed, client_address
 from transforms.ingest.query import query_parameters
+from transforms.ingest.validation import MAX_EVENT_AMOUNT_EUR
 from warehouse import fx
 from warehouse.db import utcnow
 from warehouse.events.landing import land, single_event_connection
@@ -49,7 +50,8 @@ class CallbackParameters(BaseModel):
     revenue: str | None = Field(
         None,
         description="Decimal number, kept in properties. Not a finite number (invalid_revenue), negative on a "
-        "charge (negative_charge) or above 15 000 EUR at the latest ECB rate (amount_out_of_bounds): dropped.",
+        f"charge (negative_charge) or above {MAX_EVENT_AMOUNT_EUR:,.0f} EUR at the latest ECB rate "
+        "(amount_out_of_bounds): dropped.",
     )
     currency: str | None = Field(
         None,
