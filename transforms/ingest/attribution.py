@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from transforms.event_types import CANONICAL_EVENT_TYPES
 from transforms.events import CanonicalEvent, DerivedId, canonical_event, lake_can_hold
@@ -38,23 +38,12 @@ MAX_IDENTIFIER = 200
 # Mapping key prefix for callbacks that carry no event token (e.g. an install callback).
 ACTIVITY_KIND_KEY = "activity_kind:"
 
-DropReason = (
-    Literal["unmapped_event", "missing_created_at", "invalid_created_at", "out_of_range", "unknown_country"]
-    | MoneyProblem
-)
-# Every reason a callback is dropped for, in the order they are checked (for listings).
-DROP_REASONS: tuple[str, ...] = (
-    "unmapped_event",
-    "missing_created_at",
-    "invalid_created_at",
-    "out_of_range",
-    "unknown_country",
-    "unknown_currency",
-    "currency_without_rate",
-    "invalid_revenue",
-    "negative_charge",
-    "amount_out_of_bounds",
-)
+_CallbackProblem = Literal[
+    "unmapped_event", "missing_created_at", "invalid_created_at", "out_of_range", "unknown_country"
+]
+DropReason = _CallbackProblem | MoneyProblem
+# Every reason a callback is dropped for, in the order they are checked.
+DROP_REASONS: tuple[str, ...] = (*get_args(_CallbackProblem), *get_args(MoneyProblem))
 
 
 @dataclass(frozen=True)
