@@ -5,9 +5,10 @@ The rates are the ECB's daily euro foreign exchange reference rates (`warehouse.
 same day: `amount / per_eur(from) * per_eur(to)`. The ECB publishes on TARGET working days only,
 so a weekend or holiday takes the latest earlier rate, and so does every day after the rates
 file ends (until `flokit fx refresh` brings newer ones). That latest earlier rate is used only
-while it is at most `MAX_RATE_AGE_DAYS` old (ECB's longest closure, Christmas to the second
-working day of January, leaves 4 days without a rate): a currency the ECB stopped quoting (RUB
-since March 2022, the currencies the euro replaced) is not converted at a years-old rate. A day
+while it is at most `MAX_RATE_AGE_DAYS` old: the ECB's longest closures (Good Friday to Easter
+Monday, Christmas) leave at most 4 days without a rate in its whole history, while a currency
+it stopped quoting (RUB since 2022-03-02, ISK from December 2008 to February 2018, BGN and the
+other currencies the euro replaced) must not be converted at a months- or years-old rate. A day
 before a currency's first rate is unconvertible. Same currency as the reporting one: rate 1.
 
 An amount that cannot be converted keeps a null converted value and says why, so the blocking
