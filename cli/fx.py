@@ -7,6 +7,7 @@ import requests
 
 from cli.context import App, json_option, pass_app
 from warehouse import fx as rates
+from warehouse.db import utcnow
 
 
 @click.group()
@@ -42,14 +43,17 @@ def refresh(app: App, url: str) -> None:
 @json_option
 @pass_app
 def show(app: App) -> None:
-    """Which rates file is in use and the days it covers."""
+    """Which rates file is in use, the days it covers and how old its newest rate is."""
     found = rates.info(app.settings.paths)
+    age = (utcnow().date() - found.last_day).days
     app.emit(
         {
             "path": str(found.path),
             "first_day": found.first_day.isoformat(),
             "last_day": found.last_day.isoformat(),
+            "age_days": age,
             "currencies": list(found.currencies),
         },
-        f"ECB rates {found.first_day} .. {found.last_day}, {len(found.currencies)} currencies, from {found.path}",
+        f"ECB rates {found.first_day} .. {found.last_day}, {len(found.currencies)} currencies, from {found.path}\n"
+        f"newest rate {age} days old; days after it are converted at it until `flokit fx refresh`",
     )
