@@ -6,6 +6,7 @@ published) and, on its own, when `published_reports_freshness_sensor` sees the s
 its promise (6 hours plus a grace period), where it fails until the next publish.
 """
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from orchestration.reports.assets import cohort_curves, payback, published_repor
 from orchestration.resources import DataDirResource
 from transforms.reports import money, quality
 from transforms.reports.schemas import COHORT_CURVE_KEY, MEASURES, PAYBACK_KEY, SPEND_KEY
+from warehouse.lake import Lake
 from warehouse.reports import serving, store
 
 # A cube only grows as days pass; losing more than half its rows at once means lost input.
@@ -66,6 +68,27 @@ def spend_valid(data_dir: DataDirResource) -> dg.AssetCheckResult:
 _NAMED = 5
 
 
+def _written_after_conversion(
+    lake: Lake,
+    dataset: str,
+    check: Callable[[], dg.AssetCheckResult],
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+) -> dg.AssetCheckResult:
+    """`check`, or a failure that says what to do when some days of `dataset` were written
+    before amounts were converted (a data directory from before issue 15: no `amount` and
+    `money_issue` columns). Those days are derived, so removing them recomputes them."""
+    try:
+        return check()
+    except pl.exceptions.ColumnNotFoundError as exc:
+        return dg.AssetCheckResult(
+            passed=False,
+            severity=severity,
+            description=f"{dataset} has days written before amounts were converted ({exc}); remove "
+            f"{lake.dataset_dir(dataset)} and run `flokit refresh` to recompute them",
+            metadata={"failures": -1},
+        )
+
+
 def _unconverted_result(found: pl.DataFrame) -> dg.AssetCheckResult:
     named = "; ".join(
         f"{r['rows']} {r['currency'] or '(no currency)'} on {r['day']} in {r['workspace_id']} ({r['reason']})"
@@ -87,8 +110,12 @@ def _unconverted_result(found: pl.DataFrame) -> dg.AssetCheckResult:
     description="Every amount is converted to its workspace's reporting currency (ISO 4217 money with an ECB rate).",
 )
 def subscription_events_converted(data_dir: DataDirResource) -> dg.AssetCheckResult:
-    frame = store.scan_days(data_dir.paths.lake(), store.SUBSCRIPTION_EVENTS)
-    return _unconverted_result(money.unconverted(frame, "event_date"))
+    lake = data_dir.paths.lake()
+    return _written_after_conversion(
+        lake,
+        store.SUBSCRIPTION_EVENTS,
+        lambda: _unconverted_result(money.unconverted(store.scan_days(lake, store.SUBSCRIPTION_EVENTS), "event_date")),
+    )
 
 
 @dg.asset_check(
@@ -97,8 +124,12 @@ def subscription_events_converted(data_dir: DataDirResource) -> dg.AssetCheckRes
     description="Every spend amount is converted to its workspace's reporting currency (ISO 4217, with an ECB rate).",
 )
 def spend_converted(data_dir: DataDirResource) -> dg.AssetCheckResult:
-    frame = store.scan_days(data_dir.paths.lake(), store.SPEND)
-    return _unconverted_result(money.unconverted(frame, "spend_date"))
+    lake = data_dir.paths.lake()
+    return _written_after_conversion(
+        lake,
+        store.SPEND,
+        lambda: _unconverted_result(money.unconverted(store.scan_days(lake, store.SPEND), "spend_date")),
+    )
 
 
 @dg.asset_check(
@@ -120,7 +151,12 @@ def payback_sums_bounded(data_dir: DataDirResource) -> dg.AssetCheckResult:
     "error far more often than a real day.",
 )
 def subscription_events_revenue_spike(data_dir: DataDirResource) -> dg.AssetCheckResult:
-    spikes = money.revenue_spikes(store.scan_days(data_dir.paths.lake(), store.SUBSCRIPTION_EVENTS))
+    lake = data_dir.paths.lake()
+    return _written_after_conversion(lake, store.SUBSCRIPTION_EVENTS, lambda: _spikes(lake), dg.AssetCheckSeverity.WARN)
+
+
+def _spikes(lake: Lake) -> dg.AssetCheckResult:
+    spikes = money.revenue_spikes(store.scan_days(lake, store.SUBSCRIPTION_EVENTS))
     named = "; ".join(
         f"{r['event_date']} in {r['workspace_id']}: {r['revenue']:.2f} vs median {r['trailing_median']:.2f}"
         for r in spikes.head(_NAMED).iter_rows(named=True)

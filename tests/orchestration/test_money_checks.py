@@ -146,3 +146,22 @@ def test_a_revenue_spike_warns_but_publishes(
     assert all(ok for name, ok in passed.items() if name != "subscription_events_revenue_spike"), passed
     assert "published_reports" in done
     assert serving.published_meta(data_dir / "reports.duckdb").generated_at != before
+
+
+def test_days_written_before_conversion_fail_the_checks_with_what_to_do(
+    published: tuple[Path, str, pl.DataFrame], instance: dg.DagsterInstance
+) -> None:
+    """A data directory from before amounts were converted: its subscription events lack the
+    audit columns. The checks say so and name the fix, rather than crash."""
+    data_dir, url, events = published
+    lake = Lake(data_dir / "lake")
+    day = LAST - timedelta(days=5)
+    path = lake.partition_path(store.SUBSCRIPTION_EVENTS, day)
+    lake.write(pl.read_parquet(path).drop("amount", "money_issue"), path)
+    add_renewals(lake, events, LAST, [(4.99, "USD")])  # a new event: the next refresh runs
+    passed, description, done = outcome(refresh(data_dir, url, instance))
+    assert not passed["subscription_events_converted"]
+    assert f"remove {lake.dataset_dir(store.SUBSCRIPTION_EVENTS)} and run `flokit refresh`" in (
+        description["subscription_events_converted"] or ""
+    )
+    assert "published_reports" not in done
