@@ -1,11 +1,14 @@
-"""`flokit admin ingest ...`: vendor credentials, event mappings and IP allowlists."""
+"""`flokit admin ingest ...`: vendor credentials, event mappings, IP allowlists and dropped callbacks."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import click
 
 from cli.context import App, json_option, pass_app
 from transforms.event_types import CANONICAL_EVENT_TYPES
+from warehouse.db import utcnow
 from warehouse.errors import AlreadyExists, NotFound
 from warehouse.ingest import repository
 
@@ -14,7 +17,7 @@ VENDOR_OPTION = click.option("--vendor", required=True, help="Vendor name, e.g. 
 
 @click.group()
 def ingest() -> None:
-    """Measurement ingest: vendor credentials, event mappings, allowlists."""
+    """Measurement ingest: vendor credentials, event mappings, allowlists, dropped callbacks."""
 
 
 @ingest.command("map")
@@ -97,4 +100,35 @@ def credentials(app: App, workspace_id: str | None, vendor: str, app_token: str 
             "ingest_app_token": issued.app_token,
             "ingest_secret": issued.secret,
         },
+    )
+
+
+@ingest.command("drops")
+@click.option("--workspace", "workspace_id", help="Only this workspace.")
+@click.option("--days", type=click.IntRange(1, 3660), default=30, show_default=True, help="The last N UTC days.")
+@json_option
+@pass_app
+def drops(app: App, workspace_id: str | None, days: int) -> None:
+    """Dropped callbacks per workspace, vendor, reason and day: what to fix when a vendor's counts and ours differ."""
+    since = utcnow().date() - timedelta(days=days - 1)
+    with app.database.read() as conn:
+        rows = repository.drops(conn, workspace_id=workspace_id, since=since)
+    listed = [
+        {
+            "workspace_id": r.workspace_id,
+            "vendor": r.vendor,
+            "reason": r.reason,
+            "day": r.day.isoformat(),
+            "count": r.count,
+            "last_dropped_at": r.last_dropped_at.isoformat(),
+        }
+        for r in rows
+    ]
+    totals: dict[str, int] = {}
+    for r in rows:
+        totals[r.reason] = totals.get(r.reason, 0) + r.count
+    lines = [f"{r.day}  {r.workspace_id}  {r.vendor}  {r.reason}: {r.count}" for r in rows]
+    app.emit(
+        {"since": since.isoformat(), "totals": totals, "drops": listed},
+        "\n".join(lines) if lines else f"no callbacks dropped since {since}",
     )

@@ -8,6 +8,7 @@ from cli.admin import admin
 from cli.dagster_cmd import dagster
 from cli.db import db
 from cli.demo import demo
+from cli.fx import fx
 from cli.ingest import ingest
 from cli.paywalls import paywalls
 from cli.refresh import refresh
@@ -28,6 +29,7 @@ main.add_command(up)
 main.add_command(dagster)
 main.add_command(demo)
 main.add_command(refresh)
+main.add_command(fx)
 admin.add_command(ingest)
 
 

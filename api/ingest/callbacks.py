@@ -19,12 +19,14 @@ from api.ingest import blueprint
 from api.openapi import operation
 from api.ratelimits import rate_limits
 from api.responses import respond
-from transforms.ingest.attribution import ADAPTERS, Dropped, mapping_key, normalize
+from transforms.ingest.attribution import ADAPTERS, DROP_REASONS, Dropped, mapping_key, normalize
 from transforms.ingest.network import address_allowed, client_address
 from transforms.ingest.query import query_parameters
+from transforms.ingest.validation import MAX_EVENT_AMOUNT_EUR
+from warehouse import fx
 from warehouse.db import utcnow
 from warehouse.events.landing import land, single_event_connection
-from warehouse.ingest.repository import callback_context
+from warehouse.ingest.repository import callback_context, record_drop
 
 UNVERIFIED = "Unverified callback."
 
@@ -41,12 +43,21 @@ class CallbackParameters(BaseModel):
     activity_kind: str | None = Field(None, description="install, reattribution, event, ...")
     created_at: str | None = Field(None, description="Unix seconds or ISO 8601; missing or invalid: dropped.")
     os_name: str | None = Field(None, description="Normalized to ios or android.")
-    country: str | None = Field(None, description="ISO 3166-1 alpha-2, uppercased.")
+    country: str | None = Field(None, description="ISO 3166-1 alpha-2; any other value: dropped (unknown_country).")
     adid: str | None = None
     idfa: str | None = None
     gps_adid: str | None = None
-    revenue: str | None = Field(None, description="Decimal number, kept in properties.")
-    currency: str | None = Field(None, description="ISO 4217, kept in properties.")
+    revenue: str | None = Field(
+        None,
+        description="Decimal number, kept in properties. Not a finite number (invalid_revenue), negative on a "
+        f"charge (negative_charge) or above {MAX_EVENT_AMOUNT_EUR:,.0f} EUR at the latest ECB rate "
+        "(amount_out_of_bounds): dropped.",
+    )
+    currency: str | None = Field(
+        None,
+        description="ISO 4217, kept in properties; not a currency (unknown_currency) or without an ECB reference "
+        "rate (currency_without_rate): dropped. Absent: the workspace's reporting currency.",
+    )
     user_id: str | None = Field(None, description="FloKit-side user id (partner parameter).")
     event_id: str | None = Field(None, description="Optional unique id of the callback (stable deduplication id).")
 
@@ -60,6 +71,13 @@ class IngestOutcome(BaseModel):
     written: int
     duplicate: int
     dropped: int
+    # Beyond the spec (clients ignore unknown fields): why a dropped callback was dropped, so a
+    # vendor's test callback shows what to fix. Absent from the other outcomes.
+    reason: str | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="Only when dropped: " + ", ".join(DROP_REASONS) + ".",
+    )
 
 
 def _params() -> dict[str, str]:
@@ -83,6 +101,12 @@ _OUTCOMES = {
 
 def _outcome(kind: str) -> Response:
     return respond(_OUTCOMES[kind])
+
+
+# One constant answer per drop reason, as for the outcomes above.
+_DROPPED = {
+    reason: IngestOutcome(received=1, written=0, duplicate=0, dropped=1, reason=reason) for reason in DROP_REASONS
+}
 
 
 @blueprint.route("/ingest/<vendor>", methods=["GET", "POST"])
@@ -118,10 +142,17 @@ def receive_callback(vendor: str) -> Response:
             raise ApiError(401, UNVERIFIED)
         assert context.workspace_id is not None  # secret_matches is False for unknown app tokens
         mapping = {key or "": context.event_type} if context.event_type else {}
+        received_at = utcnow()
         event = normalize(
-            params, adapter=adapter, workspace_id=context.workspace_id, mapping=mapping, received_at=utcnow()
+            params,
+            adapter=adapter,
+            workspace_id=context.workspace_id,
+            mapping=mapping,
+            received_at=received_at,
+            latest_rates=fx.latest_rates(app.settings.paths),
         )
         if isinstance(event, Dropped):
-            return _outcome("dropped")
+            record_drop(conn, workspace_id=context.workspace_id, vendor=vendor, reason=event.reason, at=received_at)
+            return respond(_DROPPED[event.reason])
         landed = land(conn, [event])
     return _outcome("written" if landed.written else "duplicate")

@@ -25,6 +25,7 @@ from transforms.reports import lifecycle
 from transforms.reports import ltv as ltv_model
 from transforms.reports import payback as payback_model
 from transforms.reports.schemas import WEEK_LOOKBACK_DAYS
+from warehouse import fx
 from warehouse.lake import Lake
 from warehouse.reports import serving, store
 from warehouse.webhooks import payback_updates
@@ -106,13 +107,37 @@ acquisitions = _from_raw(
     "Users first installed on the day: campaign, creative, country, platform, and the paywall and offer "
     "they met on the install day.",
 )
-subscription_events = _from_raw(
-    store.SUBSCRIPTION_EVENTS,
-    store.CANONICAL_EVENTS,
-    lifecycle.subscription_events,
-    "event_date",
-    "Trial, subscription, renewal, cancellation and refund events of the day, parsed once.",
+
+
+def _money(database: DatabaseResource, data_dir: DataDirResource) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The ECB rates and each workspace's reporting currency, read once per run."""
+    with database.database().read() as conn:
+        reporting = fx.reporting_currencies(conn)
+    return fx.load_rates(data_dir.paths), reporting
+
+
+@dg.asset(
+    **_daily_asset(
+        name=store.SUBSCRIPTION_EVENTS,
+        deps=[dg.AssetKey(store.CANONICAL_EVENTS)],
+        description="Trial, subscription, renewal, cancellation and refund events of the day, parsed once, "
+        "amounts in the workspace's reporting currency at the ECB rate of the day (original amount and "
+        "currency kept).",
+    )
 )
+def subscription_events(
+    context: AssetExecutionContext, database: DatabaseResource, data_dir: DataDirResource
+) -> dg.MaterializeResult:
+    """Idempotent: each day is recomputed from its raw partition and replaced whole."""
+    store_ = data_dir.paths.lake()
+    rates, reporting = _money(database, data_dir)
+
+    def compute(days: list[date]) -> pl.LazyFrame:
+        return lifecycle.subscription_events(store.scan_days(store_, store.CANONICAL_EVENTS, days), rates, reporting)
+
+    return _daily(context, store_, store.SUBSCRIPTION_EVENTS, compute, pl.col("event_date"))
+
+
 active_days = _from_raw(
     store.ACTIVE_DAYS,
     store.CANONICAL_EVENTS,
@@ -120,13 +145,27 @@ active_days = _from_raw(
     "event_date",
     "Each user active on the day (any event but an install): what cohort retention counts.",
 )
-spend = _from_raw(
-    store.SPEND,
-    store.SPEND_RAW,
-    lifecycle.clean_spend,
-    "spend_date",
-    "Daily ad spend by campaign, creative and country; one row per key, restatements win.",
+
+
+@dg.asset(
+    **_daily_asset(
+        name=store.SPEND,
+        deps=[dg.AssetKey(store.SPEND_RAW)],
+        description="Daily ad spend by campaign, creative and country; one row per key, restatements win; "
+        "in the workspace's reporting currency at the ECB rate of the day.",
+    )
 )
+def spend(
+    context: AssetExecutionContext, database: DatabaseResource, data_dir: DataDirResource
+) -> dg.MaterializeResult:
+    """Idempotent: each day is recomputed from its raw partition and replaced whole."""
+    store_ = data_dir.paths.lake()
+    rates, reporting = _money(database, data_dir)
+
+    def compute(days: list[date]) -> pl.LazyFrame:
+        return lifecycle.clean_spend(store.scan_days(store_, store.SPEND_RAW, days), rates, reporting)
+
+    return _daily(context, store_, store.SPEND, compute, pl.col("spend_date"))
 
 
 def _cohorts(lake: Lake) -> pl.LazyFrame:

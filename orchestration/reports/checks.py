@@ -6,16 +6,19 @@ published) and, on its own, when `published_reports_freshness_sensor` sees the s
 its promise (6 hours plus a grace period), where it fails until the next publish.
 """
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
+import polars as pl
 from dagster import AssetCheckExecutionContext
 
-from orchestration.reports.assets import cohort_curves, payback, published_reports, spend
+from orchestration.reports.assets import cohort_curves, payback, published_reports, spend, subscription_events
 from orchestration.resources import DataDirResource
-from transforms.reports import quality
-from transforms.reports.schemas import COHORT_CURVE_KEY, PAYBACK_KEY, SPEND_KEY
+from transforms.reports import money, quality
+from transforms.reports.schemas import COHORT_CURVE_KEY, MEASURES, PAYBACK_KEY, SPEND_KEY
+from warehouse.lake import Lake
 from warehouse.reports import serving, store
 
 # A cube only grows as days pass; losing more than half its rows at once means lost input.
@@ -59,6 +62,111 @@ def spend_valid(data_dir: DataDirResource) -> dg.AssetCheckResult:
     frame = store.scan_days(data_dir.paths.lake(), store.SPEND)
     failures = quality.duplicate_keys(frame, SPEND_KEY) + quality.negative_rows(frame, ("spend",))
     return _result(failures, "duplicate or negative spend rows")
+
+
+# What a failing money check names in its description; the metadata has the count.
+_NAMED = 5
+
+
+def _written_after_conversion(
+    lake: Lake,
+    dataset: str,
+    check: Callable[[], dg.AssetCheckResult],
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+) -> dg.AssetCheckResult:
+    """`check`, or a failure that says what to do when some days of `dataset` were written
+    before amounts were converted (a data directory from before issue 15: no `amount` and
+    `money_issue` columns). Those days are derived, so removing them recomputes them."""
+    try:
+        return check()
+    except pl.exceptions.ColumnNotFoundError as exc:
+        return dg.AssetCheckResult(
+            passed=False,
+            severity=severity,
+            description=f"{dataset} has days written before amounts were converted ({exc}); remove "
+            f"{lake.dataset_dir(dataset)} and run `flokit refresh` to recompute them",
+            metadata={"failures": -1},
+        )
+
+
+def _unconverted_result(found: pl.DataFrame) -> dg.AssetCheckResult:
+    named = "; ".join(
+        f"{r['rows']} {r['currency'] or '(no currency)'} on {r['day']} in {r['workspace_id']} ({r['reason']})"
+        for r in found.head(_NAMED).iter_rows(named=True)
+    )
+    more = f" and {found.height - _NAMED} more" if found.height > _NAMED else ""
+    rows = int(found.get_column("rows").sum()) if found.height else 0
+    return dg.AssetCheckResult(
+        passed=found.height == 0,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=f"amounts without a converted value: {named}{more}" if found.height else None,
+        metadata={"failures": rows, "currency_days": found.height},
+    )
+
+
+@dg.asset_check(
+    asset=subscription_events,
+    blocking=True,
+    description="Every amount is converted to its workspace's reporting currency (ISO 4217 money with an ECB rate).",
+)
+def subscription_events_converted(data_dir: DataDirResource) -> dg.AssetCheckResult:
+    lake = data_dir.paths.lake()
+    return _written_after_conversion(
+        lake,
+        store.SUBSCRIPTION_EVENTS,
+        lambda: _unconverted_result(money.unconverted(store.scan_days(lake, store.SUBSCRIPTION_EVENTS), "event_date")),
+    )
+
+
+@dg.asset_check(
+    asset=spend,
+    blocking=True,
+    description="Every spend amount is converted to its workspace's reporting currency (ISO 4217, with an ECB rate).",
+)
+def spend_converted(data_dir: DataDirResource) -> dg.AssetCheckResult:
+    lake = data_dir.paths.lake()
+    return _written_after_conversion(
+        lake,
+        store.SPEND,
+        lambda: _unconverted_result(money.unconverted(store.scan_days(lake, store.SPEND), "spend_date")),
+    )
+
+
+@dg.asset_check(
+    asset=payback,
+    blocking=True,
+    description=f"Every sum is a finite number below the overflow guard ({money.OVERFLOW_GUARD:.0e}).",
+)
+def payback_sums_bounded(data_dir: DataDirResource) -> dg.AssetCheckResult:
+    frame = store.scan_table(data_dir.paths.lake(), store.PAYBACK)
+    sums = tuple(c for c, kind in MEASURES.items() if kind == pl.Float64())
+    columns = (*sums, "cumulative_revenue", "cumulative_net_revenue")
+    return _result(money.unbounded_rows(frame, columns), "rows with a non-finite or overflowing sum")
+
+
+@dg.asset_check(
+    asset=subscription_events,
+    description=f"No day's revenue is above {money.SPIKE_FACTOR:g}x the median of the {money.SPIKE_WINDOW_DAYS} "
+    f"days before it (with at least {money.SPIKE_MIN_HISTORY_DAYS} of them): a warning, a unit or currency "
+    "error far more often than a real day.",
+)
+def subscription_events_revenue_spike(data_dir: DataDirResource) -> dg.AssetCheckResult:
+    lake = data_dir.paths.lake()
+    return _written_after_conversion(lake, store.SUBSCRIPTION_EVENTS, lambda: _spikes(lake), dg.AssetCheckSeverity.WARN)
+
+
+def _spikes(lake: Lake) -> dg.AssetCheckResult:
+    spikes = money.revenue_spikes(store.scan_days(lake, store.SUBSCRIPTION_EVENTS))
+    named = "; ".join(
+        f"{r['event_date']} in {r['workspace_id']}: {r['revenue']:.2f} vs median {r['trailing_median']:.2f}"
+        for r in spikes.head(_NAMED).iter_rows(named=True)
+    )
+    return dg.AssetCheckResult(
+        passed=spikes.height == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"revenue spikes: {named}" if spikes.height else None,
+        metadata={"failures": spikes.height, "factor": money.SPIKE_FACTOR, "window_days": money.SPIKE_WINDOW_DAYS},
+    )
 
 
 def _row_count_check(context: AssetCheckExecutionContext, key: dg.AssetKey) -> dg.AssetCheckResult:
@@ -114,9 +222,13 @@ def published_reports_fresh(data_dir: DataDirResource) -> dg.AssetCheckResult:
 CHECKS = [
     payback_unique_key,
     payback_non_negative,
+    payback_sums_bounded,
     payback_row_count,
     cohort_curves_unique_key,
     cohort_curves_row_count,
     spend_valid,
+    spend_converted,
+    subscription_events_converted,
+    subscription_events_revenue_spike,
     published_reports_fresh,
 ]

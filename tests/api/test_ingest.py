@@ -19,8 +19,9 @@ from warehouse.settings import Settings
 OUTCOME = {"received": 1, "written": 0, "duplicate": 0, "dropped": 0}
 
 
-def outcome(**kw: int) -> dict[str, int]:
-    return {**OUTCOME, **kw}
+def outcome(reason: str | None = None, **kw: int) -> dict[str, int | str]:
+    """The spec's outcome; a dropped one also says why (an extra field, ignored by clients)."""
+    return {**OUTCOME, **kw} | ({"reason": reason} if reason else {})
 
 
 def landed(db: Database) -> list[dict[str, Any]]:
@@ -67,10 +68,12 @@ def test_mapping_rules_one_to_five(client: FlaskClient, workspace: dict, db: Dat
         user_id="u-9",
     )
     assert client.get(PATH, query_string=full).json == outcome(written=1)
-    assert client.get(PATH, query_string={**full, "event_token": "nope"}).json == outcome(dropped=1)
+    assert client.get(PATH, query_string={**full, "event_token": "nope"}).json == outcome("unmapped_event", dropped=1)
     # Rule 2: missing or invalid created_at dropped.
-    assert client.get(PATH, query_string={**full, "created_at": ""}).json == outcome(dropped=1)
-    assert client.get(PATH, query_string={**full, "created_at": "not-a-time"}).json == outcome(dropped=1)
+    assert client.get(PATH, query_string={**full, "created_at": ""}).json == outcome("missing_created_at", dropped=1)
+    assert client.get(PATH, query_string={**full, "created_at": "not-a-time"}).json == outcome(
+        "invalid_created_at", dropped=1
+    )
     (row,) = landed(db)
     assert row["event_type"] == "trial_start"
     assert row["occurred_at"].isoformat() == "2026-11-20T08:30:00+00:00"
@@ -84,7 +87,7 @@ def test_mapping_rules_one_to_five(client: FlaskClient, workspace: dict, db: Dat
 
 def test_a_new_mapping_applies_to_the_next_callback(client: FlaskClient, workspace: dict, db: Database) -> None:
     cb = callback(workspace, event_token="late1", activity_kind="event")
-    assert client.get(PATH, query_string=cb).json == outcome(dropped=1)
+    assert client.get(PATH, query_string=cb).json == outcome("unmapped_event", dropped=1)
     with db.write() as conn:
         repository.set_mapping(
             conn, workspace_id=workspace["workspace_id"], vendor=VENDOR, token="late1", event_type="renewal"
@@ -190,7 +193,9 @@ def test_a_nul_character_never_reaches_the_database(client: FlaskClient, workspa
     bad_token = callback(workspace, app_token=workspace["ingest_app_token"] + "\x00")
     r = client.post(PATH, data=bad_token)
     assert r.status_code == 401 and r.json == {"error": "Unverified callback."}
-    assert client.get(PATH, query_string=callback(workspace, created_at="1763700000\x00")).json == outcome(dropped=1)
+    assert client.get(PATH, query_string=callback(workspace, created_at="1763700000\x00")).json == outcome(
+        "missing_created_at", dropped=1
+    )
 
 
 def test_the_callback_is_documented_without_being_validated(client: FlaskClient) -> None:

@@ -11,6 +11,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from tests.conftest import bearer
+from tests.money_support import reports_database
 from tests.reports_support import refresh, seed_lake
 from transforms.reports.curves import MIN_WEEK_USERS
 from warehouse.db import Database, utcnow
@@ -44,7 +45,7 @@ def published_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     data_dir = tmp_path_factory.mktemp("published")
     seed_lake(data_dir, WORKSPACE, users=1500, days=70)
     with dg.DagsterInstance.ephemeral() as instance:
-        result = refresh(data_dir, None, instance)
+        result = refresh(data_dir, reports_database(data_dir, WORKSPACE), instance)
         assert result is not None and result.success
         event = instance.get_latest_materialization_event(dg.AssetKey("published_reports"))
     return data_dir, event.asset_materialization.metadata["generated_at"].value

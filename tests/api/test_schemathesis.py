@@ -28,6 +28,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from api.app import create_app
+from tests.money_support import reports_database
 from tests.reports_support import START, refresh, seed_lake
 from tests.support import live_server
 from warehouse.actions.demo import seed_demo_actions
@@ -53,7 +54,7 @@ def published_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("published")
     seed_lake(data_dir, WORKSPACE, users=600, days=HISTORY_DAYS)
     with dg.DagsterInstance.ephemeral() as instance:
-        result = refresh(data_dir, None, instance)
+        result = refresh(data_dir, reports_database(data_dir, WORKSPACE), instance)
         assert result is not None and result.success
     return data_dir
 

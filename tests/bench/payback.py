@@ -66,6 +66,7 @@ def phase_generate(root: Path, users: int, days: int, seed: int) -> dict[str, An
 
 
 def phase_polars(root: Path) -> dict[str, Any]:
+    from tests.money_support import RATES, reporting
     from transforms.reports import lifecycle, payback
     from warehouse.reports import store
 
@@ -74,9 +75,9 @@ def phase_polars(root: Path) -> dict[str, Any]:
     # The lake is read once (the columns the transforms use); like the assets, the parsed events
     # and the user cohorts are materialized once, then reused.
     events = lifecycle.report_events(store.scan_days(lake, store.CANONICAL_EVENTS)).collect().lazy()
-    subscription = lifecycle.subscription_events(events).collect().lazy()
+    subscription = lifecycle.subscription_events(events, RATES, reporting(WORKSPACE)).collect().lazy()
     cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events).lazy()).lazy()
-    spend = lifecycle.clean_spend(store.scan_days(lake, store.SPEND_RAW))
+    spend = lifecycle.clean_spend(store.scan_days(lake, store.SPEND_RAW), RATES, reporting(WORKSPACE))
     cube = payback.payback_cube(cohorts, subscription, spend).collect()
     elapsed = time.perf_counter() - t0
     cube.write_parquet(root / "polars_cube.parquet")
@@ -123,10 +124,11 @@ def _refresh(root: Path) -> tuple[float, bool]:
 
     from orchestration.definitions import build_definitions
     from orchestration.reports.jobs import refresh_reports
-    from tests.reports_support import migrated_sqlite  # the publish records its payback_updated digests
+    from tests.money_support import reports_database
     from warehouse.settings import Settings
 
-    definitions = build_definitions(Settings(data_dir=root, database_url=migrated_sqlite(root)))
+    # The report assets read each workspace's reporting currency from the operational database.
+    definitions = build_definitions(Settings(data_dir=root, database_url=reports_database(root, WORKSPACE)))
     with dg.DagsterInstance.ephemeral() as instance:
         t0 = time.perf_counter()
         result = refresh_reports(definitions, instance, _lake(root))

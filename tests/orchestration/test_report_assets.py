@@ -14,6 +14,7 @@ from orchestration.reports.assets import acquisitions, payback
 from orchestration.reports.jobs import REFRESH_CRON, reports_schedule
 from orchestration.reports.sensors import reports_first_refresh_sensor
 from orchestration.resources import DatabaseResource, DataDirResource
+from tests.money_support import reports_database
 from tests.reports_support import START, refresh, seed_lake
 from transforms.reports import quality
 from transforms.reports.schemas import PAYBACK_KEY
@@ -26,14 +27,13 @@ from warehouse.reports.catalog_views import REPORT_VIEWS
 from warehouse.reports.demo import land_frame
 from warehouse.settings import Settings
 
-URL = None  # a migrated SQLite database in the data directory (tests.reports_support.refresh)
 README_QUERY = """
 SELECT value AS campaign, sum(spend) AS spend, sum(installs) AS installs,
        sum(revenue - refunds) FILTER (WHERE day < 30) / nullif(sum(spend), 0) AS roas_30d
 FROM payback
 WHERE dimension = 'campaign' AND cohort_date BETWEEN DATE '2026-06-01' AND DATE '2026-06-30'
 GROUP BY ALL ORDER BY roas_30d DESC
-"""  # the report assets use only the lake
+"""
 
 
 @pytest.fixture
@@ -44,11 +44,12 @@ def instance() -> dg.DagsterInstance:
 
 def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInstance) -> None:
     data = seed_lake(tmp_path, "ws_r", users=800, days=30)
+    url = reports_database(tmp_path, "ws_r")
     lake = Lake(tmp_path / "lake")
     last_day = date(2026, 6, 30)
     held_out = data.events.filter(pl.col("occurred_at").dt.date() == last_day)
     lake.partition_path(store.CANONICAL_EVENTS, last_day).unlink()
-    result = refresh(tmp_path, URL, instance)
+    result = refresh(tmp_path, url, instance)
     assert result is not None and result.success
     done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     assert done >= {
@@ -64,7 +65,7 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks and all(checks.values()), checks
     assert len(store.partition_days(lake, store.ACQUISITIONS)) == 30  # spend_raw has the 30th day
-    assert refresh(tmp_path, URL, instance) is None  # nothing changed: nothing runs
+    assert refresh(tmp_path, url, instance) is None  # nothing changed: nothing runs
 
     def touched(dataset: str) -> list[date]:
         now = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, dataset).items()}
@@ -73,7 +74,7 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     # The six-hourly case: a new day arrives; only that day is computed.
     before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.PAYBACK_DAILY).items()}
     demo.write_event_partitions(lake, held_out)
-    again = refresh(tmp_path, URL, instance)
+    again = refresh(tmp_path, url, instance)
     assert again is not None and again.success
     assert touched(store.PAYBACK_DAILY) == [last_day]
     partitions = {e.partition for e in again.get_asset_materialization_events() if e.asset_key == acquisitions.key}
@@ -85,7 +86,7 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.PAYBACK_DAILY).items()}
     late_day = date(2026, 6, 10)
     demo.write_event_partitions(lake, data.events.filter(pl.col("occurred_at").dt.date() == late_day))
-    assert refresh(tmp_path, URL, instance).success
+    assert refresh(tmp_path, url, instance).success
     assert touched(store.PAYBACK_DAILY) == [date(2026, 6, d) for d in range(10, 17)]
     assert_frame_equal(store.scan_table(lake, store.PAYBACK).collect(), cube)
 

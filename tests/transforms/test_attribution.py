@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.money_support import LATEST
 from transforms.event_types import CANONICAL_EVENT_TYPES
 from transforms.events import CanonicalEvent
 from transforms.ingest.attribution import (
@@ -18,13 +19,18 @@ from transforms.ingest.attribution import (
 )
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
-MAPPING = {"abc123": "trial_start", "rev456": "renewal", "activity_kind:install": "install"}
+MAPPING = {"abc123": "trial_start", "rev456": "renewal", "ref1": "refund", "activity_kind:install": "install"}
 
 
 def run(**params: str) -> CanonicalEvent | Dropped:
     base = {"app_token": "app1", "created_at": "1763700000"}
     return normalize(
-        {**base, **params}, adapter=ATTRIBUTION_PROVIDER_A, workspace_id="ws_1", mapping=MAPPING, received_at=NOW
+        {**base, **params},
+        adapter=ATTRIBUTION_PROVIDER_A,
+        workspace_id="ws_1",
+        mapping=MAPPING,
+        received_at=NOW,
+        latest_rates=LATEST,
     )
 
 
@@ -64,7 +70,12 @@ def test_rule2_created_at_unix_seconds_or_iso_and_drops() -> None:
     assert event(activity_kind="install", created_at="2026-11-20 10:00:00").occurred_at.tzinfo is not None
     assert run(activity_kind="install", created_at="") == Dropped("missing_created_at")
     assert normalize(
-        {"activity_kind": "install"}, adapter=ATTRIBUTION_PROVIDER_A, workspace_id="w", mapping=MAPPING, received_at=NOW
+        {"activity_kind": "install"},
+        adapter=ATTRIBUTION_PROVIDER_A,
+        workspace_id="w",
+        mapping=MAPPING,
+        received_at=NOW,
+        latest_rates=LATEST,
     ) == Dropped("missing_created_at")
     for bad in ("yesterday", "-5", "17637000001234567", "2026-13-01"):
         assert run(activity_kind="install", created_at=bad) == Dropped("invalid_created_at"), bad
@@ -81,7 +92,9 @@ def test_rule3_platform_and_country() -> None:
     assert event(activity_kind="install", os_name="android").platform == "android"
     assert event(activity_kind="install", os_name="windows-phone").platform is None
     assert event(activity_kind="install", country="de").country == "DE"
-    assert event(activity_kind="install", country="Germany").country is None
+    # Not an ISO 3166-1 code (a name, the user-assigned ZZ): dropped like any bad field.
+    assert run(activity_kind="install", country="Germany") == Dropped("unknown_country")
+    assert run(activity_kind="install", country="ZZ") == Dropped("unknown_country")
 
 
 def test_rule4_properties_and_rule5_identity() -> None:
@@ -99,7 +112,7 @@ def test_rule4_properties_and_rule5_identity() -> None:
     assert e.properties == {"revenue": 9.99, "currency": "EUR", "event_token": "rev456", "activity_kind": "event"}
     assert (e.adid, e.idfa, e.gps_adid, e.user_id) == ("ad1", "IDFA-1", "g1", "user-7")
     assert "never-kept" not in repr(e)
-    assert event(event_token="rev456", revenue="lots").properties["revenue"] is None
+    assert run(event_token="rev456", revenue="lots") == Dropped("invalid_revenue")
 
 
 def test_ids_are_stable_per_delivery_and_distinct_per_device() -> None:
@@ -133,9 +146,11 @@ def test_parse_created_at_never_raises(raw: str) -> None:
 
 @given(st.dictionaries(st.sampled_from(ATTRIBUTION_PROVIDER_A.parameters), st.text(max_size=30)))
 def test_normalize_is_total_and_deterministic(params: dict[str, str]) -> None:
-    first = normalize(params, adapter=ATTRIBUTION_PROVIDER_A, workspace_id="w", mapping=MAPPING, received_at=NOW)
+    first = normalize(
+        params, adapter=ATTRIBUTION_PROVIDER_A, workspace_id="w", mapping=MAPPING, received_at=NOW, latest_rates=LATEST
+    )
     assert first == normalize(
-        params, adapter=ATTRIBUTION_PROVIDER_A, workspace_id="w", mapping=MAPPING, received_at=NOW
+        params, adapter=ATTRIBUTION_PROVIDER_A, workspace_id="w", mapping=MAPPING, received_at=NOW, latest_rates=LATEST
     )
     if isinstance(first, CanonicalEvent):
         assert first.event_type in CANONICAL_EVENT_TYPES and first.occurred_at.tzinfo is not None
@@ -168,3 +183,31 @@ def test_allowlist_matching() -> None:
     assert address_allowed("2001:db8::1", ["2001:db8::/32"])
     assert not address_allowed("not-an-ip", ["1.2.3.0/24"])
     assert not address_allowed(None, ["1.2.3.0/24"])
+
+
+def test_currencies_are_iso_4217_money_with_an_ecb_rate() -> None:
+    assert event(event_token="rev456", revenue="1000", currency="jpy").properties["currency"] == "JPY"
+    assert event(event_token="rev456", revenue="4.99", currency="EUR").properties["revenue"] == 4.99
+    # Codes ISO 4217 lists that are not money a user pays with, and codes it does not list.
+    for code in ("XXX", "XTS", "XAU", "XDR", "XBA", "ABC", "EURO"):
+        assert run(event_token="rev456", revenue="1", currency=code) == Dropped("unknown_currency"), code
+    # Valid ISO 4217 money without an ECB reference rate (ARS never had one, RUB none since 2022).
+    for code in ("ARS", "RUB"):
+        assert run(event_token="rev456", revenue="1", currency=code) == Dropped("currency_without_rate"), code
+
+
+def test_amount_rules_drop_what_no_sum_can_hold() -> None:
+    for bad in ("1e309", "nan", "inf", "-inf", "lots"):
+        assert run(event_token="rev456", revenue=bad, currency="USD") == Dropped("invalid_revenue"), bad
+    assert run(event_token="rev456", revenue="-50", currency="USD") == Dropped("negative_charge")
+    refund = event(event_token="ref1", revenue="-50", currency="USD")  # vendors disagree on a refund's sign
+    assert refund.event_type == "refund" and refund.properties["revenue"] == -50.0
+    assert run(event_token="rev456", revenue="1e308", currency="USD") == Dropped("amount_out_of_bounds")
+    assert run(event_token="rev456", revenue="15001", currency="EUR") == Dropped("amount_out_of_bounds")
+    assert isinstance(run(event_token="rev456", revenue="14999", currency="EUR"), CanonicalEvent)
+    # The bound is in EUR at the latest rate: 2 000 000 JPY is about 11 000 EUR, 3 000 000 about 17 000.
+    assert 2_000_000 / LATEST["JPY"] < 15_000 < 3_000_000 / LATEST["JPY"]
+    assert isinstance(run(event_token="rev456", revenue="2000000", currency="JPY"), CanonicalEvent)
+    assert run(event_token="rev456", revenue="3000000", currency="JPY") == Dropped("amount_out_of_bounds")
+    # Without a currency (the reporting one, unknown here) absurd amounts still drop.
+    assert run(event_token="rev456", revenue="1e308") == Dropped("amount_out_of_bounds")

@@ -3,6 +3,7 @@ derived the same way as before it existed, from the event's own source, type and
 
 from datetime import UTC, datetime
 
+from tests.money_support import LATEST
 from transforms.api_events import api_event, canonical_json
 from transforms.events import CanonicalEvent, DerivedId, canonical_event, derived_event_id
 from transforms.ingest.attribution import ADAPTERS, mapping_key, normalize
@@ -60,7 +61,12 @@ def test_every_source_derives_the_ids_it_derived_before() -> None:
     adapter = next(iter(ADAPTERS.values()))
     params = {"app_token": "tok", "activity_kind": "install", "created_at": str(int(AT.timestamp())), "adid": "d1"}
     callback = normalize(
-        params, adapter=adapter, workspace_id="ws_1", mapping={mapping_key(params) or "": "install"}, received_at=LATER
+        params,
+        adapter=adapter,
+        workspace_id="ws_1",
+        mapping={mapping_key(params) or "": "install"},
+        received_at=LATER,
+        latest_rates=LATEST,
     )
     assert isinstance(callback, CanonicalEvent)
     assert callback.event_id == derived_event_id(

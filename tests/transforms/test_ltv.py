@@ -5,6 +5,7 @@ from datetime import date
 import polars as pl
 import pytest
 
+from tests.money_support import RATES, reporting
 from transforms.demo import DemoConfig, generate
 from transforms.reports import lifecycle, ltv, payback
 
@@ -26,7 +27,7 @@ def test_projection_matches_held_out_weeks_of_generated_data() -> None:
     start = date(2026, 1, 5)
     data = generate(DemoConfig("ws_ltv", users=30_000, days=21 * 7, seed=11, start=start))
     events = data.events.lazy()
-    subscription = lifecycle.subscription_events(events).collect().lazy()
+    subscription = lifecycle.subscription_events(events, RATES, reporting("ws_ltv", "ws_l")).collect().lazy()
     early = lifecycle.acquisitions(events).lazy().filter(pl.col("cohort_date") < date(2026, 1, 26))
     cohorts = lifecycle.user_cohorts(early).lazy()
     as_of = date(2026, 5, 31)  # the last day of the history: every early cohort has 20 complete weeks
@@ -47,7 +48,7 @@ def test_projection_matches_held_out_weeks_of_generated_data() -> None:
 def test_ltv_projections_give_one_row_per_group() -> None:
     data = generate(DemoConfig("ws_l", users=2000, days=60, seed=3, start=date(2026, 1, 5)))
     events = data.events.lazy()
-    subscription = lifecycle.subscription_events(events)
+    subscription = lifecycle.subscription_events(events, RATES, reporting("ws_ltv", "ws_l"))
     cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events).lazy()).lazy()
     curves = payback.curves_from_events(
         cohorts, lifecycle.active_days(events), subscription, date(2026, 3, 5)

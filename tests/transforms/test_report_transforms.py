@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from tests.money_support import RATES, reporting
 from transforms.demo import DemoConfig, generate
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.reports import lifecycle, payback
@@ -17,6 +18,8 @@ from transforms.reports.summary import DAILY_SUMS_SCHEMA, payback_summary
 
 D0 = date(2026, 3, 2)
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+# Every workspace these tests generate reports in USD (the demo's currency).
+REPORTING = reporting("ws_a", "ws_h", "ws_p", "ws_b", "ws_c")
 
 
 def events(*rows: tuple[str, str, datetime, dict[str, Any]], country: str = "US") -> pl.LazyFrame:
@@ -92,7 +95,11 @@ def test_subscription_events_parse_revenue_refunds_and_escaped_values() -> None:
         ("paywall_impression", "u1", T0, {"paywall_id": "p", "product_id": "weekly"}),
         ("install", "u1", T0, {"campaign": "meta"}),
     )
-    got = lifecycle.subscription_events(frame).sort("event_id").select("event_type", "product_id", "revenue", "refund")
+    got = (
+        lifecycle.subscription_events(frame, RATES, REPORTING)
+        .sort("event_id")
+        .select("event_type", "product_id", "revenue", "refund")
+    )
     expected = pl.DataFrame(
         {
             "event_type": ["trial_converted", "refund", "renewal", "cancellation"],
@@ -123,7 +130,7 @@ def test_active_days_are_one_row_per_identified_user_and_day_without_installs() 
 
 def test_clean_spend_keeps_the_last_restatement_and_clips_negatives() -> None:
     raw = spend_rows((D0, "meta", "cr1", "US", 10.0), (D0, "meta", "cr1", "US", 12.5), (D0, "meta", "cr2", "US", -3.0))
-    got = lifecycle.clean_spend(raw).select("creative", "spend").sort("creative").collect()
+    got = lifecycle.clean_spend(raw, RATES, REPORTING).select("creative", "spend").sort("creative").collect()
     assert_frame_equal(got, pl.DataFrame({"creative": ["cr1", "cr2"], "spend": [12.5, 0.0]}))
 
 
@@ -144,14 +151,14 @@ def test_user_cohorts_take_the_first_paywall_and_offer_of_the_install_day() -> N
 
 
 def _pipeline(frame: pl.LazyFrame, spend: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    subscription = lifecycle.subscription_events(frame)
+    subscription = lifecycle.subscription_events(frame, RATES, REPORTING)
     return lifecycle.user_cohorts(lifecycle.acquisitions(frame).lazy()).lazy(), subscription
 
 
 def _curves(frame: pl.LazyFrame, as_of: date) -> pl.LazyFrame:
     cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(frame).lazy()).lazy()
     return payback.curves_from_events(
-        cohorts, lifecycle.active_days(frame), lifecycle.subscription_events(frame), as_of
+        cohorts, lifecycle.active_days(frame), lifecycle.subscription_events(frame, RATES, REPORTING), as_of
     )
 
 
@@ -247,9 +254,9 @@ def test_daily_partitions_add_up_to_the_whole(users: int, days: int, seed: int) 
     events = data.events.with_columns(pl.col("occurred_at").dt.date().alias("d"))
     acquired = pl.concat([lifecycle.acquisitions(part.drop("d").lazy()) for _, part in events.group_by("d")])
     cohorts = lifecycle.user_cohorts(acquired.lazy()).lazy()
-    subscription = lifecycle.subscription_events(data.events.lazy()).collect()
+    subscription = lifecycle.subscription_events(data.events.lazy(), RATES, REPORTING).collect()
     active = lifecycle.active_days(data.events.lazy()).collect()
-    spend = lifecycle.clean_spend(data.spend.lazy()).collect()
+    spend = lifecycle.clean_spend(data.spend.lazy(), RATES, REPORTING).collect()
     assert_frame_equal(
         cohorts.collect().sort("user_id"),
         lifecycle.user_cohorts(lifecycle.acquisitions(data.events.lazy()).lazy()).sort("user_id"),
@@ -283,9 +290,9 @@ def test_a_batch_of_days_splits_into_what_each_day_gives_alone(users: int, days:
     data = generate(DemoConfig("ws_b", users, days, seed, D0))
     raw = data.events.with_columns(pl.col("occurred_at").dt.date().alias("d"))
     cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(data.events.lazy()).lazy()).lazy()
-    subscription = lifecycle.subscription_events(data.events.lazy()).collect()
+    subscription = lifecycle.subscription_events(data.events.lazy(), RATES, REPORTING).collect()
     active = lifecycle.active_days(data.events.lazy()).collect()
-    spend = lifecycle.clean_spend(data.spend.lazy()).collect()
+    spend = lifecycle.clean_spend(data.spend.lazy(), RATES, REPORTING).collect()
     date_of = {"event_date": pl.col("event_date"), "spend_date": pl.col("spend_date")}
 
     def inputs(first: date, last: date) -> tuple[pl.LazyFrame, ...]:
@@ -350,5 +357,6 @@ def test_report_events_keep_every_column_the_transforms_read() -> None:
     raw = generate(DemoConfig("ws_c", 200, 10, 5, D0)).events.lazy()
     narrow = lifecycle.report_events(raw).collect().lazy()
     assert_frame_equal(lifecycle.acquisitions(narrow), lifecycle.acquisitions(raw))
-    for transform in (lifecycle.subscription_events, lifecycle.active_days):
-        assert_frame_equal(transform(narrow).collect(), transform(raw).collect())
+    subscription = lifecycle.subscription_events
+    assert_frame_equal(subscription(narrow, RATES, REPORTING).collect(), subscription(raw, RATES, REPORTING).collect())
+    assert_frame_equal(lifecycle.active_days(narrow).collect(), lifecycle.active_days(raw).collect())

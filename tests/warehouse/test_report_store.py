@@ -68,7 +68,9 @@ def test_write_days_splits_a_batch_by_day_and_refuses_rows_of_other_days(tmp_pat
             "creative": ["c"] * 3,
             "country": ["US"] * 3,
             "spend": [1.0, 2.0, 3.0],
+            "amount": [1.0, 2.0, 3.0],
             "currency": ["USD"] * 3,
+            "money_issue": [None] * 3,
         }
     ).cast(store.SCHEMAS[store.SPEND])  # type: ignore[arg-type]
     written = store.write_days(lake, store.SPEND, days, spend, pl.col("spend_date"))

@@ -14,27 +14,36 @@ of the spec ("Measurement ingest"):
 
 Beyond the spec: events before the lake's first day or more than a day in the future are
 dropped (no partition can hold them), and over-long values are discarded rather than truncated.
+A country that is not an ISO 3166-1 code, a currency that is not ISO 4217 money or has no ECB
+reference rate, and an amount that is not a finite number, is a negative charge or exceeds the
+plausible bound of one event are dropped with their reason (`transforms.ingest.validation`):
+summing them would put a wrong number in front of a user.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from transforms.event_types import CANONICAL_EVENT_TYPES
 from transforms.events import CanonicalEvent, DerivedId, canonical_event, lake_can_hold
+from transforms.ingest.validation import MoneyProblem, money_problem, parse_amount, valid_country
 
 # Identifier columns of `landed_events` are 200 characters; longer values are garbage.
 MAX_IDENTIFIER = 200
 # Mapping key prefix for callbacks that carry no event token (e.g. an install callback).
 ACTIVITY_KIND_KEY = "activity_kind:"
 
-DropReason = Literal["unmapped_event", "missing_created_at", "invalid_created_at", "out_of_range"]
+_CallbackProblem = Literal[
+    "unmapped_event", "missing_created_at", "invalid_created_at", "out_of_range", "unknown_country"
+]
+DropReason = _CallbackProblem | MoneyProblem
+# Every reason a callback is dropped for, in the order they are checked.
+DROP_REASONS: tuple[str, ...] = (*get_args(_CallbackProblem), *get_args(MoneyProblem))
 
 
 @dataclass(frozen=True)
@@ -130,15 +139,11 @@ _COUNTRY = re.compile(r"^[A-Za-z]{2}$")
 
 
 def country(raw: str | None) -> str | None:
-    return raw.upper() if raw is not None and _COUNTRY.match(raw) else None
-
-
-def revenue(raw: str | None) -> float | None:
-    try:
-        value = float(raw) if raw is not None else None
-    except ValueError:
+    """The ISO 3166-1 alpha-2 code (uppercased), or None for anything else (`ZZ`, `Germany`)."""
+    if raw is None or not _COUNTRY.match(raw):
         return None
-    return value if value is not None and math.isfinite(value) else None
+    code = raw.upper()
+    return code if valid_country(code) else None
 
 
 def stable_event_id(vendor: str, app_token: str, raw_id: str) -> str:
@@ -154,11 +159,13 @@ def normalize(
     workspace_id: str,
     mapping: Mapping[str, str],
     received_at: datetime,
+    latest_rates: Mapping[str, float],
 ) -> CanonicalEvent | Dropped:
     """One callback's parameters to one canonical event, or the reason it is dropped.
 
     `mapping` is the workspace's vendor-token -> canonical-type mapping (the endpoint passes the
-    one entry it looked up; a batch passes the whole mapping).
+    one entry it looked up; a batch passes the whole mapping). `latest_rates` is the latest ECB
+    reference rate per currency (`warehouse.fx.latest_rates`), for the currency and amount rules.
     """
     key = mapping_key(params)
     event_type = mapping.get(key) if key is not None else None
@@ -173,6 +180,20 @@ def normalize(
     if not lake_can_hold(occurred_at, received_at):
         return Dropped("out_of_range")
 
+    raw_country = _value(params, "country")
+    country_code = country(raw_country)
+    if raw_country is not None and country_code is None:
+        return Dropped("unknown_country")
+    raw_currency = _value(params, "currency")
+    currency = raw_currency.upper() if raw_currency else None
+    raw_revenue = _value(params, "revenue")
+    amount = parse_amount(raw_revenue) if raw_revenue is not None else None
+    if raw_revenue is not None and amount is None:
+        return Dropped("invalid_revenue")
+    problem = money_problem(event_type, amount, currency, latest_rates)
+    if problem is not None:
+        return Dropped(problem)
+
     app_token = _value(params, "app_token") or ""
     identity = {name: _identifier(params, name) for name in ("user_id", "adid", "idfa", "gps_adid")}
     event_token = _value(params, "event_token")
@@ -185,7 +206,6 @@ def normalize(
         # Every identity field, so two devices of one anonymous campaign never collide.
         user = "\x1e".join(v or "" for v in identity.values())
         event_id = DerivedId(app=app_token, user=user, raw=event_token or activity_kind)
-    currency = _value(params, "currency")
     return canonical_event(
         event_id=event_id,
         workspace_id=workspace_id,
@@ -194,10 +214,10 @@ def normalize(
         source=adapter.vendor,
         received_at=received_at,
         platform=platform(_value(params, "os_name")),
-        country=country(_value(params, "country")),
+        country=country_code,
         properties={
-            "revenue": revenue(_value(params, "revenue")),
-            "currency": currency.upper()[:8] if currency else None,
+            "revenue": amount,
+            "currency": currency,
             "event_token": event_token,
             "activity_kind": activity_kind,
         },

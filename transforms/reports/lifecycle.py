@@ -12,10 +12,12 @@ from typing import Final
 
 import polars as pl
 
+from transforms.reports import money
 from transforms.reports.schemas import (
     ACQUISITION_SCHEMA,
     ACTIVE_DAY_SCHEMA,
     CHARGES,
+    CLEAN_SPEND_SCHEMA,
     DIMENSIONS,
     INSTALL,
     NONE_LABEL,
@@ -24,7 +26,6 @@ from transforms.reports.schemas import (
     PAYWALL_OFFER_TAP,
     REFUND,
     SPEND_KEY,
-    SPEND_SCHEMA,
     SUBSCRIPTION_EVENT_SCHEMA,
     USER_COHORT_SCHEMA,
 )
@@ -204,19 +205,25 @@ def user_cohorts(acquired: pl.LazyFrame) -> pl.DataFrame:
     )
 
 
-def subscription_events(events: pl.LazyFrame) -> pl.LazyFrame:
+def subscription_events(events: pl.LazyFrame, rates: pl.DataFrame, reporting: pl.DataFrame) -> pl.LazyFrame:
     """Every event of identified users but installs and paywall views and taps, with the
-    subscription fields parsed once.
+    subscription fields parsed once and the money in the workspace's reporting currency.
 
-    Charges carry gross revenue; refunds carry the refunded amount (both >= 0; a negative amount
-    in a refund is read as its absolute value, since vendors disagree on the sign). Paywall
-    events are read by `acquisitions` (the install day's) and `active_days` (retention).
+    `amount` and `currency` are the event's own, kept for audit; `revenue` and `refund` are in
+    the reporting currency at the ECB rate of the event's day (`money.convert`; `rates` and
+    `reporting` as it takes them). Charges carry gross revenue; refunds carry the refunded
+    amount (both >= 0; a negative amount in a refund is read as its absolute value, since
+    vendors disagree on the sign). A negative charge is not revenue, and neither is an amount
+    that is not a finite number or beyond the per-event bound: they book 0 and `money_issue`
+    says why (ingest drops them; these come from elsewhere, e.g. a lake written directly). An
+    amount that cannot be converted books null, with its reason, for the asset checks to stop.
+    Paywall events are read by `acquisitions` (the install day's) and `active_days` (retention).
     """
     event_type = pl.col("event_type")
     others = events.filter(~event_type.is_in((INSTALL, PAYWALL_IMPRESSION, PAYWALL_OFFER_TAP)) & _IDENTIFIED)
     parsed = with_properties(others, ("product_id", "offer", "currency"), ("revenue",))
-    amount = _prop("revenue").cast(pl.Float64, strict=False).abs().fill_null(0.0)
-    return parsed.select(
+    money_event = event_type.is_in((*CHARGES, REFUND))
+    base = parsed.select(
         "workspace_id",
         "user_id",
         "event_id",
@@ -224,25 +231,76 @@ def subscription_events(events: pl.LazyFrame) -> pl.LazyFrame:
         "occurred_at",
         pl.col("occurred_at").dt.date().alias("event_date"),
         pl.coalesce(_prop("product_id"), _prop("offer")).alias("product_id"),
-        pl.when(event_type.is_in(CHARGES)).then(amount).otherwise(0.0).alias("revenue"),
-        pl.when(event_type == REFUND).then(amount).otherwise(0.0).alias("refund"),
-        _prop("currency").alias("currency"),
-    ).cast(SUBSCRIPTION_EVENT_SCHEMA)
-
-
-def clean_spend(raw: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per (workspace, day, campaign, creative, country): a re-delivered row replaces
-    the earlier one (last in file order wins); negative amounts are corrections and clip to 0."""
+        pl.when(money_event).then(_prop("revenue").cast(pl.Float64, strict=False)).alias("amount"),
+        _prop("currency").str.to_uppercase().alias("currency"),
+    )
+    converted = money.convert(
+        base,
+        amount="amount",
+        currency="currency",
+        day="event_date",
+        rates=rates,
+        reporting=reporting,
+        out="_value",
+        eur="_eur",
+        reason="_unconvertible",
+    )
+    amount = pl.col("amount")
+    excluded = (
+        pl.when(amount.is_null())
+        .then(None)
+        .when(~amount.is_finite())
+        .then(pl.lit("invalid_revenue"))
+        .when(event_type.is_in(CHARGES) & (amount < 0))
+        .then(pl.lit("negative_charge"))
+        .when(money.out_of_bounds(pl.col("_eur")))
+        .then(pl.lit("amount_out_of_bounds"))
+    )
+    value = pl.when(excluded.is_not_null()).then(0.0).when(amount.is_null()).then(0.0).otherwise(pl.col("_value"))
     return (
+        converted.with_columns(pl.coalesce(excluded, pl.col("_unconvertible")).alias("money_issue"))
+        .with_columns(
+            pl.when(event_type.is_in(CHARGES)).then(value).otherwise(0.0).alias("revenue"),
+            pl.when(event_type == REFUND).then(value.abs()).otherwise(0.0).alias("refund"),
+        )
+        .select(list(SUBSCRIPTION_EVENT_SCHEMA))
+        .cast(SUBSCRIPTION_EVENT_SCHEMA)
+    )
+
+
+def clean_spend(raw: pl.LazyFrame, rates: pl.DataFrame, reporting: pl.DataFrame) -> pl.LazyFrame:
+    """One row per (workspace, day, campaign, creative, country): a re-delivered row replaces
+    the earlier one (last in file order wins); negative amounts are corrections and clip to 0.
+
+    `amount` and `currency` are the delivery's own; `spend` is in the workspace's reporting
+    currency at the ECB rate of the spend day, null (with `money_issue`) when unconvertible.
+    A day's spend of a campaign has no per-event bound: it is not one purchase.
+    """
+    deduplicated = (
         raw.with_columns(
             pl.col("campaign").fill_null(ORGANIC),
             pl.col("creative").fill_null(NONE_LABEL),
             pl.col("country").fill_null(NONE_LABEL),
-            pl.col("spend").fill_null(0.0).clip(lower_bound=0.0),
+            pl.col("spend").fill_null(0.0).clip(lower_bound=0.0).alias("amount"),
+            pl.col("currency").str.to_uppercase(),
         )
         .unique(subset=list(SPEND_KEY), keep="last", maintain_order=True)
-        .select(list(SPEND_SCHEMA))
-        .cast(SPEND_SCHEMA)
+        .drop("spend")
+    )
+    return (
+        money.convert(
+            deduplicated,
+            amount="amount",
+            currency="currency",
+            day="spend_date",
+            rates=rates,
+            reporting=reporting,
+            out="spend",
+            eur="_eur",
+            reason="money_issue",
+        )
+        .select(list(CLEAN_SPEND_SCHEMA))
+        .cast(CLEAN_SPEND_SCHEMA)
     )
 
 

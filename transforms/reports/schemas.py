@@ -5,8 +5,9 @@ Canonical event types these transforms read (from the one vocabulary, `transform
 `subscription_start`, `renewal`, `cancellation`, `refund`. Properties read: installs carry
 `campaign`, `creative` (country is the event's own column); paywall events carry `paywall_id`,
 `variant_id` and the offer as `product_id` (`offer` accepted as an alias); revenue events
-(`subscription_start`, `trial_converted`, `renewal`, `refund`) carry `revenue` (a number in the
-workspace reporting currency) and `currency`. Any other event type still counts as activity.
+(`subscription_start`, `trial_converted`, `renewal`, `refund`) carry `revenue` (a number) and
+`currency` (ISO 4217; absent: the workspace reporting currency), converted to the workspace's
+reporting currency by `transforms.reports.money`. Any other event type still counts as activity.
 """
 
 from __future__ import annotations
@@ -76,9 +77,14 @@ SUBSCRIPTION_EVENT_SCHEMA = pl.Schema(
         "occurred_at": pl.Datetime("us", "UTC"),
         "event_date": pl.Date(),
         "product_id": pl.String(),
-        "revenue": pl.Float64(),  # gross charge, >= 0 (0 for events that charge nothing)
-        "refund": pl.Float64(),  # amount refunded, >= 0
-        "currency": pl.String(),
+        "amount": pl.Float64(),  # the amount as sent, in `currency` (audit); null for non-money events
+        "currency": pl.String(),  # as sent, uppercased; null: the reporting currency
+        # In the workspace's reporting currency. Gross charge, >= 0 (0 for events that charge
+        # nothing or whose amount is excluded); null when the amount could not be converted.
+        "revenue": pl.Float64(),
+        "refund": pl.Float64(),  # amount refunded, >= 0, as `revenue`
+        # Why the amount is not in revenue/refund (transforms.reports.money: UNCONVERTIBLE, EXCLUDED).
+        "money_issue": pl.String(),
     }
 )
 
@@ -91,8 +97,8 @@ ACTIVE_DAY_SCHEMA = pl.Schema(
     }
 )
 
-# Raw spend as ad-platform / attribution syncs deliver it (lake dataset `spend_raw`), and the
-# cleaned `spend` asset: the same columns, one row per key.
+# Raw spend as ad-platform / attribution syncs deliver it (lake dataset `spend_raw`): `spend` in
+# `currency`.
 SPEND_SCHEMA = pl.Schema(
     {
         "workspace_id": pl.String(),
@@ -105,6 +111,21 @@ SPEND_SCHEMA = pl.Schema(
     }
 )
 SPEND_KEY = ("workspace_id", "spend_date", "campaign", "creative", "country")
+# The cleaned `spend` asset: `spend` in the workspace's reporting currency (null when it could
+# not be converted, `money_issue` says why), `amount` and `currency` as delivered (audit).
+CLEAN_SPEND_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "spend_date": pl.Date(),
+        "campaign": pl.String(),
+        "creative": pl.String(),
+        "country": pl.String(),
+        "spend": pl.Float64(),
+        "amount": pl.Float64(),
+        "currency": pl.String(),
+        "money_issue": pl.String(),
+    }
+)
 
 USER_COHORT_SCHEMA = pl.Schema(
     {

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,7 +26,7 @@ from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.driver import driver_statement
 from warehouse.errors import AlreadyExists, NotFound
-from warehouse.ingest.tables import ingest_allowlist, ingest_credentials, ingest_event_mappings
+from warehouse.ingest.tables import ingest_allowlist, ingest_credentials, ingest_drops, ingest_event_mappings
 from warehouse.workspaces import get_workspace
 
 # Compared against when the app token is unknown, so that an unknown token and a wrong secret
@@ -252,3 +253,56 @@ def callback_context(conn: Connection, *, vendor: str, app_token: str | None, ke
     return CallbackContext(
         workspace_id=credential[1], secret_hash=credential[2], event_type=credential[3], allowlist=networks
     )
+
+
+def _drop_upsert(dialect: str) -> Any:
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(ingest_drops).values(
+        workspace_id=sa.bindparam("workspace_id"),
+        vendor=sa.bindparam("vendor"),
+        reason=sa.bindparam("reason"),
+        day=sa.bindparam("day", type_=sa.Date()),
+        count=sa.bindparam("one", type_=sa.BigInteger()),
+        last_dropped_at=sa.bindparam("at", type_=ingest_drops.c.last_dropped_at.type),
+    )
+    return insert.on_conflict_do_update(
+        index_elements=["workspace_id", "vendor", "reason", "day"],
+        set_={
+            "count": ingest_drops.c.count + insert.excluded.count,
+            "last_dropped_at": insert.excluded.last_dropped_at,
+        },
+    )
+
+
+def record_drop(conn: Connection, *, workspace_id: str, vendor: str, reason: str, at: datetime) -> None:
+    """Count one dropped callback (one statement, on the callback's own connection: the hot
+    path's driver connection, so it commits with the callback's transaction on SQLite and on
+    its own, atomically, on PostgreSQL's autocommit connection)."""
+    statement = driver_statement(conn, "ingest_record_drop", lambda: _drop_upsert(conn.dialect.name))
+    statement.execute(
+        conn, {"workspace_id": workspace_id, "vendor": vendor, "reason": reason, "day": at.date(), "one": 1, "at": at}
+    )
+
+
+@dataclass(frozen=True)
+class DropCount:
+    workspace_id: str
+    vendor: str
+    reason: str
+    day: date
+    count: int
+    last_dropped_at: datetime
+
+
+def drops(conn: Connection, *, workspace_id: str | None = None, since: date | None = None) -> list[DropCount]:
+    """Dropped callbacks per workspace, vendor, reason and day, newest day first."""
+    query = sa.select(ingest_drops)
+    if workspace_id is not None:
+        query = query.where(ingest_drops.c.workspace_id == workspace_id)
+    if since is not None:
+        query = query.where(ingest_drops.c.day >= since)
+    rows = conn.execute(
+        query.order_by(
+            ingest_drops.c.day.desc(), ingest_drops.c.workspace_id, ingest_drops.c.vendor, ingest_drops.c.reason
+        )
+    )
+    return [DropCount(**row._mapping) for row in rows]

@@ -41,3 +41,17 @@ ingest_allowlist = sa.Table(
     sa.Column("cidr", sa.String(64), primary_key=True),
     sa.Column("created_at", UTCDateTime(), nullable=False),
 )
+
+# Callbacks dropped, counted per workspace, vendor, reason and UTC day of receipt: what an
+# operator reads (`flokit admin ingest drops`) when a vendor's numbers and ours disagree. One
+# upsert per dropped callback; accepted callbacks never touch it.
+ingest_drops = sa.Table(
+    "ingest_drops",
+    metadata,
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), primary_key=True),
+    sa.Column("vendor", sa.String(64), primary_key=True),
+    sa.Column("reason", sa.String(64), primary_key=True),
+    sa.Column("day", sa.Date(), primary_key=True),
+    sa.Column("count", sa.BigInteger(), nullable=False),
+    sa.Column("last_dropped_at", UTCDateTime(), nullable=False),
+)

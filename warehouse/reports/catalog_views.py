@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from transforms.reports.schemas import COHORT_CURVE_SCHEMA, PAYBACK_SCHEMA, SPEND_SCHEMA
+from transforms.reports.schemas import CLEAN_SPEND_SCHEMA, COHORT_CURVE_SCHEMA, PAYBACK_SCHEMA
 from warehouse.catalog import CatalogView
 from warehouse.reports.store import COHORT_CURVES, PAYBACK, SPEND
 
@@ -55,15 +55,17 @@ SPEND_VIEW = CatalogView(
     name="spend",
     dataset=SPEND,
     description="Daily ad spend by campaign, creative and country, one row per key (restated rows replaced).",
-    schema=SPEND_SCHEMA,
+    schema=CLEAN_SPEND_SCHEMA,
     column_comments={
         "workspace_id": "Tenant; every query filters on it.",
         "spend_date": "UTC day the money was spent.",
         "campaign": "Campaign name as the ad platform reports it.",
         "creative": "Creative name.",
         "country": "ISO 3166-1 alpha-2 country.",
-        "spend": "Amount spent, >= 0.",
-        "currency": "ISO 4217 currency of the amount (the workspace reporting currency).",
+        "spend": "Amount spent in the workspace reporting currency (ECB rate of the day), >= 0; null if unconvertible.",
+        "amount": "Amount spent as delivered, in `currency` (kept for audit).",
+        "currency": "ISO 4217 currency of the delivered amount.",
+        "money_issue": "Why `spend` is null: unknown_currency, currency_without_rate or no_reporting_currency.",
     },
 )
 

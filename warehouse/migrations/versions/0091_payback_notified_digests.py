@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0091"
-down_revision = "0080"
+down_revision = "0090"
 branch_labels = None
 depends_on = None
 

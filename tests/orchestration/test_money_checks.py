@@ -1,0 +1,167 @@
+"""The money checks fail on real lake data: garbage written straight to the lake (not through
+ingest, which drops it) stops the publish, and the API keeps answering from the last good store."""
+
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from tests.money_support import reports_database
+from tests.reports_support import refresh, seed_lake
+from transforms.events import CANONICAL_EVENT_SCHEMA
+from transforms.reports.schemas import SPEND_SCHEMA
+from warehouse.lake import Lake
+from warehouse.reports import demo, serving, store
+
+WORKSPACE = "ws_money"
+DAYS = 40
+LAST = date(2026, 6, 1) + timedelta(days=DAYS - 1)
+
+
+@pytest.fixture
+def instance() -> dg.DagsterInstance:
+    with dg.DagsterInstance.ephemeral() as instance:
+        yield instance
+
+
+@pytest.fixture
+def published(tmp_path: Path, instance: dg.DagsterInstance) -> tuple[Path, str, pl.DataFrame]:
+    """A lake refreshed and published once; (data dir, database url, its canonical events)."""
+    data = seed_lake(tmp_path, WORKSPACE, users=600, days=DAYS)
+    url = reports_database(tmp_path, WORKSPACE)
+    result = refresh(tmp_path, url, instance)
+    assert result is not None and result.success
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks["subscription_events_converted"] and checks["spend_converted"]
+    assert checks["payback_sums_bounded"] and checks["subscription_events_revenue_spike"]
+    return tmp_path, url, data.events
+
+
+def add_renewals(lake: Lake, events: pl.DataFrame, day: date, amounts: list[tuple[float, str]]) -> None:
+    """Renewals of a paying user, appended to that day's canonical events partition."""
+    payer = events.filter(pl.col("event_type") == "renewal").row(0, named=True)
+    extra = pl.DataFrame(
+        [
+            payer
+            | {
+                "event_id": f"evt_garbage_{i}",
+                "occurred_at": datetime.combine(day, datetime.min.time()).replace(tzinfo=payer["occurred_at"].tzinfo)
+                + timedelta(hours=12),
+                "properties": f'{{"currency":"{currency}","product_id":"weekly","revenue":{amount}}}',
+            }
+            for i, (amount, currency) in enumerate(amounts)
+        ],
+        schema=CANONICAL_EVENT_SCHEMA,
+    )
+    existing = store.scan_days(lake, store.CANONICAL_EVENTS, [day]).collect()
+    demo.write_event_partitions(lake, pl.concat([existing, extra]))
+
+
+def outcome(result: dg.ExecuteInProcessResult | None) -> tuple[dict[str, bool], dict[str, str | None], set[str]]:
+    assert result is not None
+    evaluations = result.get_asset_check_evaluations()
+    done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    return (
+        {c.check_name: c.passed for c in evaluations},
+        {c.check_name: c.description for c in evaluations},
+        done,
+    )
+
+
+def test_an_unknown_currency_in_the_lake_stops_the_publish(
+    published: tuple[Path, str, pl.DataFrame], instance: dg.DagsterInstance
+) -> None:
+    data_dir, url, events = published
+    before = serving.published_meta(data_dir / "reports.duckdb").generated_at
+    day = LAST - timedelta(days=3)
+    add_renewals(Lake(data_dir / "lake"), events, day, [(9.99, "XXX")])
+    passed, description, done = outcome(refresh(data_dir, url, instance))
+    assert not passed["subscription_events_converted"]
+    assert f"1 XXX on {day} in {WORKSPACE} (unknown_currency)" in (description["subscription_events_converted"] or "")
+    assert "published_reports" not in done and "payback" not in done
+    assert serving.published_meta(data_dir / "reports.duckdb").generated_at == before  # the last good store
+
+
+def test_spend_in_a_currency_without_a_rate_stops_the_publish(
+    published: tuple[Path, str, pl.DataFrame], instance: dg.DagsterInstance
+) -> None:
+    data_dir, url, _ = published
+    before = serving.published_meta(data_dir / "reports.duckdb").generated_at
+    row = {
+        "workspace_id": WORKSPACE,
+        "spend_date": LAST,
+        "campaign": "meta_broad",
+        "creative": "new",
+        "country": "US",
+        "spend": 100.0,
+        "currency": "ARS",  # ISO 4217 money, but the ECB quotes no rate for it
+    }
+    store.write_spend_raw(Lake(data_dir / "lake"), pl.DataFrame([row], schema=SPEND_SCHEMA))
+    passed, description, done = outcome(refresh(data_dir, url, instance))
+    assert not passed["spend_converted"]
+    assert f"1 ARS on {LAST} in {WORKSPACE} (currency_without_rate)" in (description["spend_converted"] or "")
+    assert "published_reports" not in done
+    assert serving.published_meta(data_dir / "reports.duckdb").generated_at == before
+
+
+def test_an_overflowing_spend_sum_stops_the_publish(
+    published: tuple[Path, str, pl.DataFrame], instance: dg.DagsterInstance
+) -> None:
+    data_dir, url, _ = published
+    before = serving.published_meta(data_dir / "reports.duckdb").generated_at
+    # Two restated rows of different creatives: one campaign's spend sums past float64 to inf.
+    rows = [
+        {
+            "workspace_id": WORKSPACE,
+            "spend_date": LAST,
+            "campaign": "meta_broad",
+            "creative": creative,
+            "country": "US",
+            "spend": 1e308,
+            "currency": "USD",
+        }
+        for creative in ("huge_1", "huge_2")
+    ]
+    store.write_spend_raw(Lake(data_dir / "lake"), pl.DataFrame(rows, schema=SPEND_SCHEMA))
+    passed, description, done = outcome(refresh(data_dir, url, instance))
+    assert passed["spend_converted"]  # converted fine: the sum is what is wrong
+    assert not passed["payback_sums_bounded"]
+    assert "non-finite or overflowing" in (description["payback_sums_bounded"] or "")
+    assert "published_reports" not in done
+    assert serving.published_meta(data_dir / "reports.duckdb").generated_at == before
+
+
+def test_a_revenue_spike_warns_but_publishes(
+    published: tuple[Path, str, pl.DataFrame], instance: dg.DagsterInstance
+) -> None:
+    data_dir, url, events = published
+    before = serving.published_meta(data_dir / "reports.duckdb").generated_at
+    # Within the per-event bound each, but ten times any usual day together.
+    add_renewals(Lake(data_dir / "lake"), events, LAST, [(14_000.0, "USD")] * 10)
+    passed, description, done = outcome(refresh(data_dir, url, instance))
+    assert not passed["subscription_events_revenue_spike"]
+    assert f"{LAST} in {WORKSPACE}" in (description["subscription_events_revenue_spike"] or "")
+    assert all(ok for name, ok in passed.items() if name != "subscription_events_revenue_spike"), passed
+    assert "published_reports" in done
+    assert serving.published_meta(data_dir / "reports.duckdb").generated_at != before
+
+
+def test_days_written_before_conversion_fail_the_checks_with_what_to_do(
+    published: tuple[Path, str, pl.DataFrame], instance: dg.DagsterInstance
+) -> None:
+    """A data directory from before amounts were converted: its subscription events lack the
+    audit columns. The checks say so and name the fix, rather than crash."""
+    data_dir, url, events = published
+    lake = Lake(data_dir / "lake")
+    day = LAST - timedelta(days=5)
+    path = lake.partition_path(store.SUBSCRIPTION_EVENTS, day)
+    lake.write(pl.read_parquet(path).drop("amount", "money_issue"), path)
+    add_renewals(lake, events, LAST, [(4.99, "USD")])  # a new event: the next refresh runs
+    passed, description, done = outcome(refresh(data_dir, url, instance))
+    assert not passed["subscription_events_converted"]
+    assert f"remove {lake.dataset_dir(store.SUBSCRIPTION_EVENTS)} and run `flokit refresh`" in (
+        description["subscription_events_converted"] or ""
+    )
+    assert "published_reports" not in done
