@@ -1,7 +1,7 @@
 """Reports: the payback digests each workspace was last notified of (`report.payback_updated`).
 
 Revision ID: 0091
-Revises: 0080
+Revises: 0090
 Create Date: 2026-11-24
 """
 
