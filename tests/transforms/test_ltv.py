@@ -115,3 +115,25 @@ def test_a_group_in_line_with_its_workspace_projects_like_it() -> None:
     assert shrunk.cumulative_revenue_per_install(51) == pytest.approx(
         alone.cumulative_revenue_per_install(51), rel=0.05
     )
+
+
+def test_ltv_is_fitted_on_complete_weeks_only() -> None:
+    """The LTV reads the cohort curves table, which lists week w of a cohort only once its last
+    day is over: a cohort whose week w is incomplete never counts in week w's installs or
+    retention, so young cohorts cannot show as churn."""
+    start = date(2026, 1, 5)
+    data = generate(DemoConfig("ws_c", users=2000, days=45, seed=6, start=start))
+    events = data.events.lazy()
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events).lazy()).lazy()
+    as_of = start + timedelta(days=44)
+    curves = payback.curves_from_events(
+        cohorts, lifecycle.active_days(events), lifecycle.subscription_events(events), as_of
+    ).collect()
+    last_day_of_week = pl.col("cohort_date") + pl.duration(days=7 * pl.col("week") + 6)
+    assert curves.filter(last_day_of_week > as_of).is_empty()
+    table = ltv.ltv_projections(curves)
+    # 45 days: the oldest cohort has 6 complete weeks, and every group's fit uses at most those.
+    assert table["observed_weeks"].max() == 6
+    week0 = curves.filter((pl.col("dimension") == "campaign") & (pl.col("week") == 0))
+    installs = dict(week0.group_by("value").agg(pl.col("installs").sum()).iter_rows())
+    assert dict(table.filter(dimension="campaign").select("value", "installs").iter_rows()) == installs
