@@ -83,6 +83,7 @@ class Seeded:
 class Deployment:
     base: str
     reports: Path
+    catalog: Path
     workspaces: dict[int, Seeded]
 
 
@@ -122,7 +123,7 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     assert all(r["success"] for r in json.loads(refreshed.stdout)["runs"])
     env = {**os.environ, **settings.child_env()}
     with gunicorn_server(env, workers=2, log_dir=tmp) as server:
-        yield Deployment(server.base, settings.paths.reports, seeded)
+        yield Deployment(server.base, settings.paths.reports, settings.paths.catalog, seeded)
     with contextlib.suppress(StopIteration):
         next(urls)
 
@@ -288,6 +289,44 @@ def test_the_planted_story_is_recoverable_from_the_api(deployment: Deployment, s
     assert max(offers, key=lambda k: offers[k]["trial_conversion_rate"]) == offer
     countries = payback(deployment, ws, "country", end, WINDOW)
     assert max(countries, key=lambda k: countries[k]["trial_conversion_rate"]) == country
+    # The pair itself, as an analyst crosses offer and country in the catalog: in its country
+    # the offer leads the others by more than it does in the median other country.
+    lead = _offer_leads(deployment, ws)
+    assert lead[offer, country] > 1.0
+    others = sorted(v for (o, c), v in lead.items() if o == offer and c != country)
+    assert lead[offer, country] > others[len(others) // 2]
+
+
+_TRIALS_SQL = """
+SELECT s.product_id, s.country, avg(CASE WHEN c.user_id IS NULL THEN 0 ELSE 1 END)
+FROM (
+    SELECT user_id, country, json_extract_string(properties, '$.product_id') AS product_id
+    FROM canonical_events
+    WHERE workspace_id = $ws AND event_type = 'trial_start' AND CAST(occurred_at AS DATE) <= $last_start
+) s
+LEFT JOIN (
+    SELECT DISTINCT user_id FROM canonical_events WHERE workspace_id = $ws AND event_type = 'trial_converted'
+) c USING (user_id)
+GROUP BY ALL
+"""
+
+
+def _offer_leads(deployment: Deployment, ws: Seeded) -> dict[tuple[str, str], float]:
+    """Per offer and country: its trial conversion over the best other offer's in that country
+    (trials started at least 8 days before the end, so every trial has had its chance)."""
+    with duckdb.connect(str(deployment.catalog), read_only=True) as con:
+        rows = con.execute(
+            _TRIALS_SQL, {"ws": ws.workspace_id, "last_start": ws.last_day - timedelta(days=8)}
+        ).fetchall()
+    rates: dict[str, dict[str, float]] = {}
+    for offer, country, rate in rows:
+        rates.setdefault(country, {})[offer] = rate
+    return {
+        (offer, country): rate / max(r for o, r in by_offer.items() if o != offer)
+        for country, by_offer in rates.items()
+        for offer, rate in by_offer.items()
+        if len(by_offer) > 1 and max(r for o, r in by_offer.items() if o != offer) > 0
+    }
 
 
 def test_the_no_signal_world_shows_no_story(deployment: Deployment) -> None:
