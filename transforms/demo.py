@@ -1,21 +1,32 @@
-"""A seeded, internally consistent demo history: canonical events and daily ad spend.
+"""A seeded, internally consistent demo history drawn from an explicit world of known parameters.
 
-Pure and deterministic: the same config gives byte-for-byte the same frames, so `flokit demo
-seed` run twice lands nothing new (event ids repeat and dedup drops them). Vectorized with numpy
-so that a million users (the benchmark) take seconds, not minutes.
+Pure and deterministic: the same config and world give byte-for-byte the same frames, so `flokit
+demo seed` run twice lands nothing new (event ids repeat and dedup drops them). Vectorized with
+numpy so that a million users (the benchmark) take seconds, not minutes.
 
-The story it tells: paid campaigns (each with creatives) and organic traffic bring installs in
-six countries at each campaign's cost per install; users live for a number of weeks drawn from
-a shifted-beta-geometric process (per-user weekly churn probability ~ Beta(a, b), better for
-some campaigns), see the onboarding paywall on install day and one paywall each further week
-they are alive; some tap an offer, start a trial or subscribe; trials convert or cancel;
-subscriptions renew every billing period until the user churns (then cancel); a few charges
-are refunded. Revenue is in USD, the demo workspace's reporting currency.
+Every behaviour is a parameter of `DemoWorld` (per campaign, creative, country and offer), so
+`transforms.demo_truth` can compute what the reports *should* show from the parameters alone and
+the planted-truth tests can hold the whole pipeline to it. The story it tells: paid campaigns
+(each with creatives) and organic traffic bring installs in six countries at each campaign's
+cost per install; users live for a number of weeks drawn from a shifted-beta-geometric process
+(per-user weekly churn probability ~ Beta(a, b) of their campaign), see the onboarding paywall
+on install day and one paywall each further week they are alive; some tap an offer, start a
+trial or subscribe; a trial converts (with the campaign's rate, times its creative's and, for
+some offers, its country's multiplier) if the user is still alive when it ends; subscriptions
+renew every billing period until the user churns (then cancel); each charge is refunded with
+its offer's refund rate, two days later or just before the user leaves. Revenue is in the
+workspace's reporting currency.
+
+`DEFAULT_WORLD` plants a story (`transforms.demo_truth.story` names it from the parameters): one
+campaign pays back clearly fastest and one clearly slowest at the same volume, one creative
+converts trials at half its campaign's average while taking most of its spend, and one offer
+converts trials far better than the others in one country. `NO_SIGNAL_WORLD` is the A/A world:
+every campaign, creative and offer behaves the same, so nothing there is a story.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 
 import numpy as np
@@ -27,42 +38,131 @@ from transforms.reports.schemas import SPEND_SCHEMA
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
 CURRENCY = "USD"
+REFUND_LAG_DAYS = 2  # a refund lands two days after its charge (sooner if the user leaves first)
+SPEND_NOISE_SIGMA = 0.2  # daily spend per cell is multiplied by lognormal(0, sigma) noise
 
-# (name, share of paid installs, CPI multiplier, churn Beta(a, b): larger b = longer lives)
-CAMPAIGNS = (
-    ("meta_broad", 0.30, 1.00, (1.6, 8.0)),
-    ("meta_lookalike", 0.20, 1.25, (1.6, 10.0)),
-    ("google_uac", 0.25, 0.85, (1.8, 7.0)),
-    ("tiktok_spark", 0.15, 0.70, (2.0, 5.0)),
-    ("apple_search", 0.10, 1.60, (1.4, 11.0)),
-)
-ORGANIC_SHARE = 0.2
-ORGANIC_CHURN = (1.4, 11.0)
-CREATIVE_WEIGHTS = (0.5, 0.3, 0.2)  # three creatives per campaign, the first one the winner
-# (country, share of installs, base CPI in USD, conversion multiplier)
+
+@dataclass(frozen=True)
+class Churn:
+    """Per-user weekly churn probability theta ~ Beta(a, b): larger b = longer lives."""
+
+    a: float
+    b: float
+
+
+@dataclass(frozen=True)
+class CreativeParams:
+    weight: float  # share of its campaign's installs (and so of its spend)
+    trial_to_paid: float = 1.0  # multiplier on the campaign's trial -> paid rate
+
+
+@dataclass(frozen=True)
+class CampaignParams:
+    name: str
+    share: float  # of paid installs
+    cpi: float  # true cost per paid install before the country's multiplier
+    tap_rate: float  # P(tap an offer | saw the onboarding paywall), before the country's multiplier
+    trial_to_paid: float  # P(trial converts | started, user alive when it ends), before multipliers
+    churn: Churn
+    creatives: tuple[CreativeParams, ...] = (CreativeParams(0.5), CreativeParams(0.3), CreativeParams(0.2))
+
+
+@dataclass(frozen=True)
+class CountryParams:
+    name: str
+    share: float  # of all installs
+    cpi: float  # multiplier on the campaign's cost per install
+    tap_rate: float  # multiplier on the campaign's tap rate
+
+
+@dataclass(frozen=True)
+class OfferParams:
+    product_id: str
+    share: float  # of taps
+    price: float  # per billing period, in the reporting currency
+    period_days: int
+    trial_days: int  # 0: no trial, the tap subscribes directly (or not)
+    refund_rate: float  # share of charges refunded
+    trial_to_paid_by_country: tuple[tuple[str, float], ...] = ()  # (country, multiplier)
+
+    def trial_multiplier(self, country: str) -> float:
+        return dict(self.trial_to_paid_by_country).get(country, 1.0)
+
+
+@dataclass(frozen=True)
+class DemoWorld:
+    campaigns: tuple[CampaignParams, ...]
+    organic: CampaignParams  # share: of all installs; cpi 0; its creatives are not used
+    countries: tuple[CountryParams, ...]
+    offers: tuple[OfferParams, ...]
+    onboarding_paywalls: tuple[tuple[str, float], ...] = (("onboarding", 0.7), ("promo", 0.3))
+    variants: tuple[str, ...] = ("control", "b")
+    onboarding_seen: float = 0.9  # P(the onboarding paywall shows on install day)
+    trial_start_rate: float = 0.6  # P(start the trial | tapped an offer with a trial)
+    direct_subscribe_rate: float = 0.3  # P(subscribe | tapped an offer without a trial)
+    stray_spend_rate: float = 0.05  # Poisson mean of extra "wasted" installs' worth of spend per cell-day
+    ios_share: float = 0.55
+
+    def creative_name(self, campaign: int, creative: int) -> str:
+        return f"{self.campaigns[campaign].name}_cr{creative + 1}"
+
+
 COUNTRIES = (
-    ("US", 0.35, 1.60, 1.15),
-    ("GB", 0.12, 1.30, 1.05),
-    ("DE", 0.13, 1.20, 1.00),
-    ("FR", 0.10, 1.00, 0.90),
-    ("BR", 0.20, 0.35, 0.60),
-    ("JP", 0.10, 1.40, 0.95),
+    CountryParams("US", 0.35, 1.60, 1.15),
+    CountryParams("GB", 0.12, 1.30, 1.05),
+    CountryParams("DE", 0.13, 1.20, 1.00),
+    CountryParams("FR", 0.10, 1.00, 0.90),
+    CountryParams("BR", 0.20, 0.35, 0.60),
+    CountryParams("JP", 0.10, 1.40, 0.95),
 )
-# (product_id, share of taps, price USD, billing period days, trial days)
-OFFERS = (
-    ("pro_weekly_699", 0.5, 6.99, 7, 3),
-    ("pro_monthly_1999", 0.3, 19.99, 30, 7),
-    ("pro_weekly_499", 0.2, 4.99, 7, 0),
+
+# The planted story (transforms.demo_truth.story derives it from these numbers): meta_broad and
+# google_uac bring the same volume, but meta_broad is cheap, converts well and keeps its users
+# (pays back fastest) while google_uac is dear, converts poorly and loses them (slowest);
+# meta_lookalike_cr1 takes 60 % of its campaign's spend and converts trials at half the
+# campaign's average; pro_weekly_699 converts trials 1.8x as often in the US as elsewhere.
+DEFAULT_WORLD = DemoWorld(
+    campaigns=(
+        CampaignParams("meta_broad", 0.25, 0.90, 0.50, 0.60, Churn(1.4, 12.0)),
+        CampaignParams(
+            "meta_lookalike",
+            0.20,
+            1.10,
+            0.45,
+            0.60,
+            Churn(1.6, 10.0),
+            (CreativeParams(0.6, 0.2857), CreativeParams(0.25), CreativeParams(0.15)),
+        ),
+        CampaignParams("google_uac", 0.25, 2.00, 0.40, 0.40, Churn(2.0, 6.0)),
+        CampaignParams("tiktok_spark", 0.15, 1.20, 0.45, 0.45, Churn(2.0, 7.0)),
+        CampaignParams("apple_search", 0.15, 1.60, 0.45, 0.55, Churn(1.4, 11.0)),
+    ),
+    organic=CampaignParams("organic", 0.2, 0.0, 0.45, 0.50, Churn(1.4, 11.0)),
+    countries=COUNTRIES,
+    offers=(
+        OfferParams("pro_weekly_699", 0.5, 6.99, 7, 3, 0.03, (("US", 1.8),)),
+        OfferParams("pro_monthly_1999", 0.3, 19.99, 30, 7, 0.03),
+        OfferParams("pro_weekly_499", 0.2, 4.99, 7, 0, 0.03),
+    ),
 )
-ONBOARDING_PAYWALLS = (("onboarding", 0.7), ("promo", 0.3))
-VARIANTS = ("control", "b")
-ONBOARDING_SEEN = 0.9
-TAP_RATE = 0.45
-TRIAL_START_RATE = 0.6
-DIRECT_SUBSCRIBE_RATE = 0.3
-TRIAL_CONVERSION = 0.5
-REFUND_RATE = 0.03
-STRAY_SPEND_RATE = 0.2  # Poisson mean of extra "wasted" installs' worth of spend per cell-day
+
+
+def no_signal(world: DemoWorld) -> DemoWorld:
+    """The A/A world: the same campaigns, creatives and offers by name, every campaign, creative
+    and offer drawn from the same parameters (the first campaign's and the first offer's: equal
+    volume, cost, funnel rates and churn; equal creatives; offers alike in price, period, trial,
+    refunds and conversion everywhere). Countries and organic traffic keep theirs: they are not
+    compared as a story. Whatever the reports rank among campaigns, creatives or offers here is
+    noise, which is what an engine looking for stories must stay silent on."""
+    base = world.campaigns[0]
+    creatives = tuple(CreativeParams(1.0) for _ in base.creatives)
+    campaigns = tuple(replace(base, name=c.name, share=1.0, creatives=creatives) for c in world.campaigns)
+    offer = replace(world.offers[0], share=1.0, trial_to_paid_by_country=())
+    offers = tuple(replace(offer, product_id=o.product_id) for o in world.offers)
+    return replace(world, campaigns=campaigns, offers=offers)
+
+
+NO_SIGNAL_WORLD = no_signal(DEFAULT_WORLD)
 
 
 @dataclass(frozen=True)
@@ -79,6 +179,7 @@ class DemoConfig:
 class DemoData:
     events: pl.DataFrame  # CANONICAL_EVENT_SCHEMA, sorted by occurred_at then event_id
     spend: pl.DataFrame  # SPEND_SCHEMA, one row per day x campaign x creative x country
+    world: DemoWorld = field(default=DEFAULT_WORLD)
 
 
 def _repeat(index: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -88,19 +189,37 @@ def _repeat(index: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return owners, np.arange(owners.size) - starts + 1
 
 
-def generate(config: DemoConfig) -> DemoData:
+def _creative_weights(world: DemoWorld) -> np.ndarray:
+    """(campaign, creative) weights, zero-padded to the most creatives any campaign has."""
+    width = max(len(c.creatives) for c in world.campaigns)
+    out = np.zeros((len(world.campaigns), width))
+    for i, c in enumerate(world.campaigns):
+        out[i, : len(c.creatives)] = [k.weight / sum(x.weight for x in c.creatives) for k in c.creatives]
+    return out
+
+
+def generate(config: DemoConfig, world: DemoWorld = DEFAULT_WORLD) -> DemoData:
     rng = np.random.default_rng(config.seed)
     n, horizon = config.users, config.days * DAY_S
+    campaigns, countries, offers = world.campaigns, world.countries, world.offers
     # --- acquisition ---------------------------------------------------------------------
     install_day = rng.integers(0, config.days, n)
     t_install = install_day * DAY_S + rng.uniform(0, DAY_S - 3600, n)
-    organic = rng.random(n) < ORGANIC_SHARE
-    campaign = rng.choice(len(CAMPAIGNS), n, p=[c[1] for c in CAMPAIGNS])
-    creative = rng.choice(len(CREATIVE_WEIGHTS), n, p=CREATIVE_WEIGHTS)
-    country = rng.choice(len(COUNTRIES), n, p=[c[1] for c in COUNTRIES])
-    ios = rng.random(n) < 0.55
-    churn_a = np.where(organic, ORGANIC_CHURN[0], np.array([c[3][0] for c in CAMPAIGNS])[campaign])
-    churn_b = np.where(organic, ORGANIC_CHURN[1], np.array([c[3][1] for c in CAMPAIGNS])[campaign])
+    organic = rng.random(n) < world.organic.share
+    shares = np.array([c.share for c in campaigns])
+    campaign = rng.choice(len(campaigns), n, p=shares / shares.sum())
+    weights = _creative_weights(world)
+    creative = (rng.random(n)[:, None] > np.cumsum(weights, axis=1)[campaign]).sum(axis=1)
+    creative = np.minimum(creative, weights.shape[1] - 1)
+    country_share = np.array([c.share for c in countries])
+    country = rng.choice(len(countries), n, p=country_share / country_share.sum())
+    ios = rng.random(n) < world.ios_share
+
+    def per_user(values: list[float], organic_value: float) -> np.ndarray:
+        return np.where(organic, organic_value, np.array(values)[campaign])
+
+    churn_a = per_user([c.churn.a for c in campaigns], world.organic.churn.a)
+    churn_b = per_user([c.churn.b for c in campaigns], world.organic.churn.b)
     theta = rng.beta(churn_a, churn_b)
     lifetime_weeks = rng.geometric(np.clip(theta, 1e-6, 1.0))  # >= 1: alive in weeks 0..L-1
     alive_end = (install_day + 7 * lifetime_weeks) * DAY_S  # midnight-aligned, so week = date arithmetic
@@ -118,10 +237,11 @@ def generate(config: DemoConfig) -> DemoData:
     everyone = np.arange(n)
     emit("install", everyone, t_install)
     # --- paywalls: onboarding on install day, then one per further alive week -------------
-    saw = everyone[rng.random(n) < ONBOARDING_SEEN]
+    saw = everyone[rng.random(n) < world.onboarding_seen]
     t_seen = t_install[saw] + rng.uniform(30, 600, saw.size)
-    paywall = rng.choice(len(ONBOARDING_PAYWALLS), saw.size, p=[p[1] for p in ONBOARDING_PAYWALLS])
-    variant = rng.integers(0, len(VARIANTS), saw.size)
+    paywall_share = np.array([p[1] for p in world.onboarding_paywalls])
+    paywall = rng.choice(paywall_share.size, saw.size, p=paywall_share / paywall_share.sum())
+    variant = rng.integers(0, len(world.variants), saw.size)
     emit("paywall_impression", saw, t_seen, paywall=paywall, variant=variant)
     weekly_user, week = _repeat(everyone, lifetime_weeks - 1)
     t_weekly = (install_day[weekly_user] + 7 * week) * DAY_S + rng.uniform(0, WEEK_S - 3600, weekly_user.size)
@@ -129,28 +249,43 @@ def generate(config: DemoConfig) -> DemoData:
         "paywall_impression",
         weekly_user,
         t_weekly,
-        paywall=np.full(weekly_user.size, 2),
+        paywall=np.full(weekly_user.size, paywall_share.size),
         variant=np.zeros(weekly_user.size, int),
     )
     # --- offer taps, trials and subscriptions (all from the onboarding paywall) ------------
-    conv = np.array([c[3] for c in COUNTRIES])[country]
-    tapped = rng.random(saw.size) < TAP_RATE * conv[saw]
+    tap_rate = per_user([c.tap_rate for c in campaigns], world.organic.tap_rate)
+    tap_rate = tap_rate * np.array([c.tap_rate for c in countries])[country]
+    tapped = rng.random(saw.size) < tap_rate[saw]
     tap_user, t_tap = saw[tapped], t_seen[tapped] + rng.uniform(5, 120, int(tapped.sum()))
-    offer = rng.choice(len(OFFERS), tap_user.size, p=[o[1] for o in OFFERS])
+    offer_share = np.array([o.share for o in offers])
+    offer = rng.choice(len(offers), tap_user.size, p=offer_share / offer_share.sum())
     emit("paywall_offer_tap", tap_user, t_tap, paywall=paywall[tapped], variant=variant[tapped], offer=offer)
-    price = np.array([o[2] for o in OFFERS])
-    period = np.array([o[3] for o in OFFERS]) * DAY_S
-    trial_days = np.array([o[4] for o in OFFERS])
+    price = np.array([o.price for o in offers])
+    period = np.array([o.period_days for o in offers]) * DAY_S
+    trial_days = np.array([o.trial_days for o in offers])
     has_trial = trial_days[offer] > 0
     t_start = t_tap + rng.uniform(10, 60, tap_user.size)
-    trial = has_trial & (rng.random(tap_user.size) < TRIAL_START_RATE)
+    trial = has_trial & (rng.random(tap_user.size) < world.trial_start_rate)
     emit("trial_start", tap_user[trial], t_start[trial], offer=offer[trial])
+    creative_mult = np.array(
+        [[k.trial_to_paid for k in c.creatives] + [1.0] * (weights.shape[1] - len(c.creatives)) for c in campaigns]
+    )
+    offer_country = np.array([[o.trial_multiplier(g.name) for g in countries] for o in offers])
+    to_paid = (
+        np.where(
+            organic[tap_user],
+            world.organic.trial_to_paid,
+            np.array([c.trial_to_paid for c in campaigns])[campaign[tap_user]]
+            * creative_mult[campaign[tap_user], creative[tap_user]],
+        )
+        * offer_country[offer, country[tap_user]]
+    )
     t_convert = t_start + trial_days[offer] * DAY_S
-    converts = trial & (rng.random(tap_user.size) < TRIAL_CONVERSION * conv[tap_user]) & (t_convert < end[tap_user])
+    converts = trial & (rng.random(tap_user.size) < to_paid) & (t_convert < end[tap_user])
     lapses = trial & ~converts
     t_lapse = t_start + np.maximum(1, trial_days[offer] - 2) * DAY_S
     emit("cancellation", tap_user[lapses], t_lapse[lapses], offer=offer[lapses])
-    direct = ~has_trial & (rng.random(tap_user.size) < DIRECT_SUBSCRIBE_RATE * conv[tap_user])
+    direct = ~has_trial & (rng.random(tap_user.size) < world.direct_subscribe_rate)
     emit(
         "trial_converted",
         tap_user[converts],
@@ -169,33 +304,32 @@ def generate(config: DemoConfig) -> DemoData:
     emit("renewal", sub_user[renew_idx], t_renew, offer=sub_offer[renew_idx], revenue=price[sub_offer[renew_idx]])
     churned = alive_end[sub_user] <= horizon
     emit("cancellation", sub_user[churned], alive_end[sub_user[churned]] - 3600.0, offer=sub_offer[churned])
-    # --- refunds of a few charges ----------------------------------------------------------
+    # --- refunds: two days after the charge, or just before the user leaves (a refund is
+    # activity, and must not make a gone user look retained) --------------------------------
     charges = [
         r for r in rows if r["kind"].size and r["kind"][0] in ("trial_converted", "subscription_start", "renewal")
     ]
     ch_user = np.concatenate([r["user"] for r in charges] + [np.zeros(0, np.int64)])
     ch_t = np.concatenate([r["t"] for r in charges] + [np.zeros(0)])
     ch_offer = np.concatenate([r["offer"] for r in charges] + [np.zeros(0, np.int64)])
-    refunded = rng.random(ch_user.size) < REFUND_RATE
+    refunded = rng.random(ch_user.size) < np.array([o.refund_rate for o in offers])[ch_offer]
+    t_refund = np.minimum(ch_t + REFUND_LAG_DAYS * DAY_S, alive_end[ch_user] - 1800.0)
     emit(
         "refund",
         ch_user[refunded],
-        ch_t[refunded] + 2 * DAY_S,
+        t_refund[refunded],
         offer=ch_offer[refunded],
         revenue=price[ch_offer[refunded]],
     )
 
-    events = _events_frame(config, rows, organic, campaign, creative, country, ios)
-    spend = _spend_frame(config, rng, install_day, organic, campaign, creative, country)
-    return DemoData(events=events, spend=spend)
-
-
-def _names(values: tuple[tuple, ...] | tuple[str, ...]) -> list[str]:
-    return [v[0] if isinstance(v, tuple) else v for v in values]
+    events = _events_frame(config, world, rows, organic, campaign, creative, country, ios)
+    spend = _spend_frame(config, world, rng, install_day, organic, campaign, creative, country)
+    return DemoData(events=events, spend=spend, world=world)
 
 
 def _events_frame(
     config: DemoConfig,
+    world: DemoWorld,
     rows: list[dict[str, np.ndarray]],
     organic: np.ndarray,
     campaign: np.ndarray,
@@ -229,13 +363,13 @@ def _events_frame(
         }
     )
     start_us = int(datetime(config.start.year, config.start.month, config.start.day, tzinfo=UTC).timestamp() * 1e6)
-    paywalls = [*_names(ONBOARDING_PAYWALLS), "settings"]
+    paywalls = [*(p[0] for p in world.onboarding_paywalls), "settings"]
     lookup = {
-        "campaign_name": (pl.col("campaign"), _names(CAMPAIGNS)),
-        "country_name": (pl.col("country"), _names(COUNTRIES)),
+        "campaign_name": (pl.col("campaign"), [c.name for c in world.campaigns]),
+        "country_name": (pl.col("country"), [c.name for c in world.countries]),
         "paywall_id": (pl.col("paywall"), paywalls),
-        "variant_id": (pl.col("variant"), list(VARIANTS)),
-        "product_id": (pl.col("offer"), _names(OFFERS)),
+        "variant_id": (pl.col("variant"), list(world.variants)),
+        "product_id": (pl.col("offer"), [o.product_id for o in world.offers]),
     }
     named = {
         name: pl.when(idx >= 0).then(idx.replace_strict(list(range(len(labels))), labels, default=None))
@@ -305,6 +439,7 @@ def _events_frame(
 
 def _spend_frame(
     config: DemoConfig,
+    world: DemoWorld,
     rng: np.random.Generator,
     install_day: np.ndarray,
     organic: np.ndarray,
@@ -314,24 +449,27 @@ def _spend_frame(
 ) -> pl.DataFrame:
     """Daily spend per cell = (paid installs + a little waste) x CPI x noise: believable CACs,
     and some spend on days a cell brought nobody (the allocation's "(none)" path)."""
-    shape = (config.days, len(CAMPAIGNS), len(CREATIVE_WEIGHTS), len(COUNTRIES))
+    weights = _creative_weights(world)
+    shape = (config.days, len(world.campaigns), weights.shape[1], len(world.countries))
     installs = np.zeros(shape, dtype=np.int64)
     paid = ~organic
     np.add.at(installs, (install_day[paid], campaign[paid], creative[paid], country[paid]), 1)
     cpi = (
-        np.array([c[2] for c in CAMPAIGNS])[None, :, None, None]
-        * np.array([c[2] for c in COUNTRIES])[None, None, None, :]
+        np.array([c.cpi for c in world.campaigns])[None, :, None, None]
+        * np.array([c.cpi for c in world.countries])[None, None, None, :]
     )
-    waste = rng.poisson(STRAY_SPEND_RATE, shape)
-    spend = np.round((installs + waste) * cpi * rng.lognormal(0.0, 0.2, shape), 2)
+    # A campaign's missing creatives (zero weight) get no stray spend either.
+    waste = rng.poisson(world.stray_spend_rate, shape) * (weights > 0)[None, :, :, None]
+    spend = np.round((installs + waste) * cpi * rng.lognormal(0.0, SPEND_NOISE_SIGMA, shape), 2)
     d, c, k, g = np.nonzero(spend > 0)
+    campaign_names = np.array([c.name for c in world.campaigns])
     return pl.DataFrame(
         {
             "workspace_id": [config.workspace_id] * d.size,
             "spend_date": np.datetime64(config.start.isoformat(), "D") + d.astype("timedelta64[D]"),
-            "campaign": np.array(_names(CAMPAIGNS))[c],
-            "creative": np.char.add(np.char.add(np.array(_names(CAMPAIGNS))[c], "_cr"), (k + 1).astype(str)),
-            "country": np.array(_names(COUNTRIES))[g],
+            "campaign": campaign_names[c],
+            "creative": np.char.add(np.char.add(campaign_names[c], "_cr"), (k + 1).astype(str)),
+            "country": np.array([c.name for c in world.countries])[g],
             "spend": spend[d, c, k, g],
             "currency": [config.currency] * d.size,
         }

@@ -1,13 +1,17 @@
 """The demo generator: deterministic, internally consistent, believable."""
 
-from datetime import date
+import json
+from dataclasses import replace
+from datetime import date, timedelta
 
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
-from transforms.demo import DemoConfig, generate
+from transforms import demo_truth
+from transforms.demo import DEFAULT_WORLD, NO_SIGNAL_WORLD, DemoConfig, generate
 from transforms.events import CANONICAL_EVENT_SCHEMA
-from transforms.reports.schemas import EVENT_TYPES, SPEND_SCHEMA
+from transforms.reports.schemas import CHARGES, EVENT_TYPES, SPEND_SCHEMA
 
 CONFIG = DemoConfig("ws_demo", users=3000, days=45, seed=9, start=date(2026, 2, 1))
 
@@ -42,3 +46,90 @@ def test_rates_are_believable() -> None:
     counts = dict(generate(CONFIG).events.group_by("event_type").len().iter_rows())
     assert 0.25 < counts["trial_converted"] / counts["trial_start"] < 0.6
     assert 0.1 < counts["paywall_offer_tap"] / CONFIG.users < 0.5
+
+
+def test_the_default_world_plants_its_story_and_the_a_a_world_none() -> None:
+    assert demo_truth.story(DEFAULT_WORLD, CONFIG) == {
+        "fastest_payback_campaign": "meta_broad",
+        "slowest_payback_campaign": "google_uac",
+        "weak_creative": {"creative": "meta_lookalike_cr1", "campaign": "meta_lookalike"},
+        "best_offer": {"offer": "pro_weekly_699", "country": "US"},
+    }
+    assert set(demo_truth.story(NO_SIGNAL_WORLD, CONFIG).values()) == {None}
+    aa = generate(CONFIG, NO_SIGNAL_WORLD)
+    assert aa.world is NO_SIGNAL_WORLD and not aa.events.equals(generate(CONFIG).events)
+
+
+def test_the_story_is_derived_from_the_parameters() -> None:
+    """Swap two campaigns' economics and the story follows; drop the offer's country edge and
+    there is no best offer."""
+    a, b = DEFAULT_WORLD.campaigns[0], DEFAULT_WORLD.campaigns[2]
+    swapped = replace(
+        DEFAULT_WORLD,
+        campaigns=(
+            replace(b, name=a.name),
+            DEFAULT_WORLD.campaigns[1],
+            replace(a, name=b.name),
+            *DEFAULT_WORLD.campaigns[3:],
+        ),
+        offers=tuple(replace(o, trial_to_paid_by_country=()) for o in DEFAULT_WORLD.offers),
+    )
+    story = demo_truth.story(swapped, CONFIG)
+    assert story["fastest_payback_campaign"] == "google_uac" and story["slowest_payback_campaign"] == "meta_broad"
+    assert story["best_offer"] is None
+
+
+def test_true_figures_are_the_expectation_of_the_sample() -> None:
+    """The analytic figures against a large sample's own averages (no report pipeline): per
+    campaign, trials per install, trial conversion, cumulative net revenue per install by day
+    29 (cohorts whose 30 days are all in the history) and week-4 survival."""
+    config = DemoConfig("ws_big", users=200_000, days=120, seed=21, start=date(2026, 1, 1))
+    data = generate(config)
+    events = data.events.with_columns(pl.col("occurred_at").dt.date().alias("day"))
+    users = events.filter(pl.col("event_type") == "install").select(
+        "user_id",
+        pl.col("properties").str.json_path_match("$.campaign").fill_null("organic").alias("campaign"),
+        pl.col("day").alias("cohort"),
+    )
+    users = users.filter(pl.col("cohort") < date(2026, 1, 1) + timedelta(days=120 - 35))
+    amount = pl.col("properties").str.json_path_match("$.revenue").cast(pl.Float64)
+    kind = pl.col("event_type")
+    joined = events.join(users, on="user_id").with_columns(
+        (pl.col("day") - pl.col("cohort")).dt.total_days().alias("since")
+    )
+    joined = joined.with_columns(
+        pl.when(kind == "refund").then(-amount).when(kind.is_in(CHARGES)).then(amount).otherwise(0.0).alias("net")
+    )
+    sums = (
+        joined.group_by("campaign")
+        .agg(
+            (kind == "trial_start").sum().alias("trials"),
+            (kind == "trial_converted").sum().alias("conversions"),
+            pl.col("net").filter(pl.col("since") < 30).sum().alias("net_30d"),
+            pl.col("user_id").filter((pl.col("since") >= 28) & (pl.col("since") < 35)).n_unique().alias("week4"),
+        )
+        .join(users.group_by("campaign").len(), on="campaign")
+    )
+    measured = {r["campaign"]: r for r in sums.iter_rows(named=True)}
+    for i, campaign in enumerate(DEFAULT_WORLD.campaigns):
+        truth = demo_truth.campaign_truth(DEFAULT_WORLD, config, i)
+        m = measured[campaign.name]
+        n = m["len"]
+        assert m["trials"] / n == pytest.approx(truth["install_to_trial"], rel=0.06), campaign.name
+        assert m["conversions"] / m["trials"] == pytest.approx(truth["trial_conversion"], rel=0.06), campaign.name
+        assert m["net_30d"] / n == pytest.approx(truth["cumulative_net_revenue_by_day"][29], rel=0.06), campaign.name
+        assert m["week4"] / n == pytest.approx(truth["weekly_retention"][4], rel=0.04), campaign.name
+
+
+def test_truth_document_counts_the_sample() -> None:
+    data = generate(CONFIG)
+    doc = demo_truth.truth(CONFIG, data, no_signal=False)
+    assert set(doc) == {"config", "world", "true", "realized", "story"}
+    json.dumps(doc)  # plain JSON
+    realized = doc["realized"]["campaigns"]
+    events = data.events
+    assert sum(r["installs"] for r in realized.values()) == CONFIG.users
+    assert sum(r["trials"] for r in realized.values()) == (events["event_type"] == "trial_start").sum()
+    assert sum(r["spend"] for r in realized.values()) == pytest.approx(data.spend["spend"].sum(), abs=0.01)
+    assert set(doc["true"]["campaigns"]) == {c.name for c in DEFAULT_WORLD.campaigns}
+    assert doc["true"]["campaigns"]["google_uac"]["payback_day"]["30"] is None

@@ -1,6 +1,7 @@
 """The sBG LTV model: it recovers known parameters and projects held-out weeks of generated data."""
 
-from datetime import date
+import json
+from datetime import date, timedelta
 
 import polars as pl
 import pytest
@@ -57,3 +58,83 @@ def test_ltv_projections_give_one_row_per_group() -> None:
     assert table.select("dimension", "value").is_unique().all()
     assert (table["ltv_projected"] >= 0).all()
     assert set(table["dimension"]) == {"campaign", "creative", "country", "offer", "paywall"}
+
+
+def _ltv_table(events: pl.DataFrame, as_of: date) -> dict[tuple[str, str], float]:
+    lazy = events.lazy()
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(lazy).lazy()).lazy()
+    curves = payback.curves_from_events(
+        cohorts, lifecycle.active_days(lazy), lifecycle.subscription_events(lazy), as_of
+    ).collect()
+    return {(r["dimension"], r["value"]): r["ltv_projected"] for r in ltv.ltv_projections(curves).iter_rows(named=True)}
+
+
+def test_one_added_event_moves_a_small_groups_ltv_a_little() -> None:
+    """A 300-user workspace (campaigns of 30-90 users, a handful in their late weeks): one more
+    renewal of 19.99 in an early user's last complete week, or one more visit there, used to
+    move a campaign's 52-week LTV from 13.26 to 44.14. Shrunk to the workspace's pooled curve,
+    no group moves by more than 2.5 or 40 %: about what one charge of 19.99
+    among a few dozen users is worth over a year."""
+    start = date(2026, 1, 5)
+    events = generate(DemoConfig("ws_small", users=300, days=60, seed=4, start=start)).events
+    as_of = start + timedelta(days=59)
+    before = _ltv_table(events, as_of)
+    installs = events.filter(pl.col("event_type") == "install").sort("occurred_at")
+    moved = []
+    for i in range(0, 40, 3):
+        user = installs.row(i, named=True)
+        at = user["occurred_at"] + timedelta(days=50)  # week 7: the last complete week of the first cohorts
+        for kind, properties in (
+            ("renewal", {"currency": "USD", "product_id": "pro_monthly_1999", "revenue": 19.99}),
+            ("paywall_impression", {"paywall_id": "settings", "variant_id": "control"}),
+        ):
+            extra = {
+                **user,
+                "event_id": f"evt_extra_{i}_{kind}",
+                "event_type": kind,
+                "occurred_at": at,
+                "received_at": at,
+                "properties": json.dumps(properties),
+            }
+            after = _ltv_table(pl.concat([events, pl.DataFrame([extra], schema=events.schema)]), as_of)
+            moved += [(abs(after[g] - before[g]), before[g], g, kind, i) for g in before]
+    worst = max(moved)
+    assert worst[0] <= 2.5, worst
+    assert all(change <= 0.4 * ltv_before + 0.1 for change, ltv_before, *_ in moved), max(
+        moved, key=lambda m: m[0] / m[1]
+    )
+
+
+def test_a_group_in_line_with_its_workspace_projects_like_it() -> None:
+    """Shrinking pulls only toward what the workspace shows: a group that is the pool gets the
+    pool's projection."""
+    installs, active = [1000, 900, 800, 700], [1000, 600, 450, 360]
+    revenue = [500.0, 900.0, 700.0, 600.0]
+    pool = ltv.Pool.of(installs, active, revenue)
+    alone = ltv.project(installs, active, revenue)
+    shrunk = ltv.project(installs, active, revenue, pool)
+    assert shrunk.cumulative_revenue_per_install(51) == pytest.approx(
+        alone.cumulative_revenue_per_install(51), rel=0.05
+    )
+
+
+def test_ltv_is_fitted_on_complete_weeks_only() -> None:
+    """The LTV reads the cohort curves table, which lists week w of a cohort only once its last
+    day is over: a cohort whose week w is incomplete never counts in week w's installs or
+    retention, so young cohorts cannot show as churn."""
+    start = date(2026, 1, 5)
+    data = generate(DemoConfig("ws_c", users=2000, days=45, seed=6, start=start))
+    events = data.events.lazy()
+    cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events).lazy()).lazy()
+    as_of = start + timedelta(days=44)
+    curves = payback.curves_from_events(
+        cohorts, lifecycle.active_days(events), lifecycle.subscription_events(events), as_of
+    ).collect()
+    last_day_of_week = pl.col("cohort_date") + pl.duration(days=7 * pl.col("week") + 6)
+    assert curves.filter(last_day_of_week > as_of).is_empty()
+    table = ltv.ltv_projections(curves)
+    # 45 days: the oldest cohort has 6 complete weeks, and every group's fit uses at most those.
+    assert table["observed_weeks"].max() == 6
+    week0 = curves.filter((pl.col("dimension") == "campaign") & (pl.col("week") == 0))
+    installs = dict(week0.group_by("value").agg(pl.col("installs").sum()).iter_rows())
+    assert dict(table.filter(dimension="campaign").select("value", "installs").iter_rows()) == installs

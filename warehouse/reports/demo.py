@@ -20,7 +20,7 @@ from datetime import date
 
 import polars as pl
 
-from transforms.demo import DemoConfig, generate
+from transforms.demo import DEFAULT_WORLD, DemoConfig, DemoData, DemoWorld, generate
 from transforms.events import CANONICAL_EVENT_SCHEMA, CanonicalEvent
 from warehouse.db import Database
 from warehouse.events.landing import land
@@ -40,6 +40,7 @@ class SeedResult:
     spend_rows: int
     first_day: date
     last_day: date
+    data: DemoData  # what was generated: the planted truth's realized totals count it
 
 
 def canonical_events(frame: pl.DataFrame) -> Iterator[CanonicalEvent]:
@@ -71,8 +72,10 @@ def land_frame(
     return written, duplicate
 
 
-def seed(db: Database, lake: Lake, config: DemoConfig, progress: SeedProgress = _silent) -> SeedResult:
-    data = generate(config)
+def seed(
+    db: Database, lake: Lake, config: DemoConfig, progress: SeedProgress = _silent, world: DemoWorld = DEFAULT_WORLD
+) -> SeedResult:
+    data = generate(config, world)
     progress("generated", data.events.height, data.events.height)
     written, duplicate = land_frame(db, data.events, progress=progress)
     write_spend_raw(lake, data.spend)
@@ -85,6 +88,7 @@ def seed(db: Database, lake: Lake, config: DemoConfig, progress: SeedProgress = 
         spend_rows=data.spend.height,
         first_day=days.min(),  # type: ignore[arg-type]
         last_day=days.max(),  # type: ignore[arg-type]
+        data=data,
     )
 
 
