@@ -57,6 +57,14 @@ def test_only_what_differs_from_the_last_notification_is_announced(db: Database,
     assert {p["refreshed_at"] for p in payloads(db)} == {"2026-07-01T06:00:00.000Z"}
 
 
+def test_a_workspace_the_database_does_not_know_is_not_announced(db: Database, workspace: dict) -> None:
+    """Lake rows of a deleted workspace: nobody to notify, and no error for the others."""
+    ws = workspace["workspace_id"]
+    digests = PaybackDigests(datetime(2026, 7, 1, 6, tzinfo=UTC), {ws: {DAY: "a"}, "ws_gone": {DAY: "b"}})
+    assert [u.workspace_id for u in notify_payback_updates(db, digests)] == [ws]
+    assert len(payloads(db)) == 1
+
+
 def race(db: Database, digests: PaybackDigests) -> tuple[list[list[PaybackUpdate]], list[BaseException]]:
     """Two comparisons of the same store started together; what each announced, what each raised."""
     barrier = threading.Barrier(2)
