@@ -11,13 +11,16 @@ import dagster as dg
 import duckdb
 import polars as pl
 import pytest
+import yaml
 from polars.testing import assert_frame_equal
 
 from orchestration.definitions import build_definitions
 from orchestration.partitions import range_tags
 from orchestration.reports.assets import DAILY_ASSETS, TABLE_ASSETS
-from orchestration.reports.jobs import reports_job
+from orchestration.reports.jobs import REPORTS_WRITER_TAG, reports_job, reports_schedule
+from orchestration.resources import DataDirResource
 from tests.reports_support import START, refresh, seed_lake
+from tests.support import ROOT
 from transforms.reports.schemas import PAYBACK_KEY
 from warehouse.lake import Lake
 from warehouse.reports import demo, store
@@ -135,6 +138,13 @@ def test_a_late_day_far_back_and_today_are_two_runs_with_nothing_between(
     late = _install(data.events, user_id="far_user", at=datetime.combine(far, datetime.min.time(), UTC), event_id="e1")
     demo.write_event_partitions(lake, late)
     demo.write_event_partitions(lake, held_out)  # and the current day arrives, as every six hours
+    # What the daemon is asked for: the far block's daily assets, then the current day and the tables,
+    # one at a time (the writer tag is limited to one run in the instance configs) in that order.
+    context = dg.build_schedule_context(resources={"data_dir": DataDirResource(root=str(tmp_path))})
+    far_request, last_request = reports_schedule(context)
+    assert set(far_request.asset_selection or []) == {a.key for a in DAILY_ASSETS}
+    assert last_request.asset_selection is None
+    assert far_request.tags[REPORTS_WRITER_TAG] == last_request.tags[REPORTS_WRITER_TAG]
     result = refresh(tmp_path, URL, instance)
     assert result is not None and result.success
 
@@ -216,3 +226,10 @@ def test_a_range_run_without_the_tag_recomputes_every_day_of_its_range(
     assert result.success
     assert all(_rewritten(lake, before)[ds] == days for ds in DAILY)
     assert set(_run_metadata(instance, result.run_id).values()) == {5}
+
+
+@pytest.mark.parametrize("config", ["orchestration/instance/dagster.dev.yaml", "deploy/dagster.yaml"])
+def test_the_instance_runs_one_reports_run_at_a_time(config: str) -> None:
+    """Else the daemon could finish the far block after the run that published the tables."""
+    limits = yaml.safe_load((ROOT / config).read_text())["run_coordinator"]["config"]["tag_concurrency_limits"]
+    assert {"key": REPORTS_WRITER_TAG, "limit": 1} in limits
