@@ -12,7 +12,7 @@ limited to one run at a time in the instance configs, so the queue keeps their o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date
 from typing import Any
 
@@ -98,12 +98,13 @@ def refresh_reports(
     *,
     tags: Mapping[str, str] | None = None,
     run_config: Mapping[str, Any] | None = None,
+    on_run: Callable[[dg.ExecuteInProcessResult], None] = lambda _result: None,
 ) -> dg.ExecuteInProcessResult | None:
     """Bring the reports up to date now, in this process (`flokit refresh`, tests, benchmarks):
     the runs the schedule would request, one after another, then again for the days a changed
     cohort marked stale outside them (at most MAX_ROUNDS times). Returns the last run (the one
     that published), or the first that failed; None when no input day changed. Every run is in
-    the instance's history."""
+    the instance's history, and given to `on_run` as it ends."""
     last: dg.ExecuteInProcessResult | None = None
     job = definitions.resolve_job_def(reports_job.name)
     for _ in range(MAX_ROUNDS):
@@ -118,6 +119,7 @@ def refresh_reports(
                 asset_selection=request.asset_selection,
                 raise_on_error=False,
             )
+            on_run(last)
             if not last.success:
                 return last
     return last

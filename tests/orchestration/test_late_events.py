@@ -16,12 +16,15 @@ from polars.testing import assert_frame_equal
 
 from orchestration.definitions import build_definitions
 from orchestration.partitions import range_tags
+from orchestration.refresh import refresh as run_refresh
 from orchestration.reports.assets import DAILY_ASSETS, TABLE_ASSETS
 from orchestration.reports.jobs import REPORTS_WRITER_TAG, reports_job, reports_schedule
 from orchestration.resources import DataDirResource
 from tests.reports_support import START, refresh, seed_lake
 from tests.support import ROOT
 from transforms.reports.schemas import PAYBACK_KEY
+from warehouse import migrate
+from warehouse.db import Database
 from warehouse.lake import Lake
 from warehouse.reports import demo, store
 from warehouse.settings import Settings
@@ -233,3 +236,22 @@ def test_the_instance_runs_one_reports_run_at_a_time(config: str) -> None:
     """Else the daemon could finish the far block after the run that published the tables."""
     limits = yaml.safe_load((ROOT / config).read_text())["run_coordinator"]["config"]["tag_concurrency_limits"]
     assert {"key": REPORTS_WRITER_TAG, "limit": 1} in limits
+
+
+def test_flokit_refresh_reports_every_run_of_a_refresh(settings: Settings, db: Database) -> None:
+    migrate.upgrade(db)
+    data_dir = settings.data_dir
+    data = seed_lake(data_dir, "ws_cli", users=100, days=5)
+    far = START - timedelta(days=30)
+    lake = settings.paths.lake()
+    demo.write_event_partitions(
+        lake, _install(data.events, user_id="u_far", at=datetime.combine(far, datetime.min.time(), UTC), event_id="e")
+    )
+    with dg.DagsterInstance.ephemeral() as instance:
+        outcomes = run_refresh(build_definitions(settings), instance, db, lake)
+    assert [(o.name, o.partition, o.success) for o in outcomes] == [
+        ("reports", far.isoformat(), True),
+        ("reports", f"{START.isoformat()}..{(START + timedelta(days=4)).isoformat()}", True),
+        ("analyst_catalog", None, True),
+    ]
+    assert "payback" not in outcomes[0].assets and "published_reports" in outcomes[1].assets
