@@ -212,7 +212,8 @@ def mark_cohort_readers_stale(lake: Lake, users: pl.DataFrame) -> list[date]:
     serving its rows until then. Those days: each acquisition day of the users (their previous
     cohort loses them), and each day they are active or have a subscription event (and the six
     after it, for the weekly activity). Returns the days marked."""
-    if users.is_empty():
+    readers = {dataset: partition_days(lake, dataset) for dataset in COHORT_READERS}
+    if users.is_empty() or not any(readers.values()):  # the first refresh: nothing to mark yet
         return []
     cohort_days = scan_days(lake, ACQUISITIONS).join(users.lazy(), on=_USER).select(day=pl.col("cohort_date"))
     active = [
@@ -223,7 +224,7 @@ def mark_cohort_readers_stale(lake: Lake, users: pl.DataFrame) -> list[date]:
     marked: set[date] = set()
     for dataset in COHORT_READERS:
         reach = max((lookback for _, lookback in DERIVED_FROM[dataset]), default=0)
-        have = partition_days(lake, dataset)
+        have = readers[dataset]
         for day in days:
             for target in (day + timedelta(days=k) for k in range(reach + 1)):
                 if target in have:
