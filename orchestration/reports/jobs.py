@@ -91,6 +91,11 @@ def reports_schedule(
     return refresh_run_requests(data_dir.paths.lake())
 
 
+# A late install moves a user's cohort; the days that user is active are then stale too, and may
+# lie outside the first round's blocks. A second round picks them up; a third is a safety margin.
+MAX_ROUNDS = 3
+
+
 def refresh_reports(
     definitions: dg.Definitions,
     instance: dg.DagsterInstance,
@@ -123,8 +128,3 @@ def refresh_reports(
             if not last.success:
                 return last
     return last
-
-
-# A late install moves a user's cohort; the days that user is active are then stale too, and may
-# lie outside the first round's blocks. A second round picks them up; a third is a safety margin.
-MAX_ROUNDS = 3
