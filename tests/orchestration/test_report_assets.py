@@ -11,7 +11,7 @@ from polars.testing import assert_frame_equal
 
 from orchestration.definitions import build_definitions
 from orchestration.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, STALE_DAYS_ONLY_TAG
-from orchestration.reports.assets import acquisitions, payback
+from orchestration.reports.assets import ASSETS, acquisitions, payback
 from orchestration.reports.jobs import REFRESH_CRON, reports_schedule
 from orchestration.reports.sensors import reports_first_refresh_sensor
 from orchestration.resources import DatabaseResource, DataDirResource
@@ -120,7 +120,8 @@ def test_schedule_and_first_refresh_sensor_request_the_changed_days(settings: Se
         START.isoformat(),
         date(2026, 6, 5).isoformat(),
     )
-    assert request.tags[STALE_DAYS_ONLY_TAG] == "true" and request.asset_selection is None  # one block: all assets
+    assert request.tags[STALE_DAYS_ONLY_TAG] == "true"
+    assert set(request.asset_selection or []) == {a.key for a in ASSETS}  # the first refresh: every asset
     [sensor_request] = reports_first_refresh_sensor(dg.build_sensor_context(resources=resources))
     assert sensor_request.run_key
 

@@ -172,10 +172,10 @@ def stale_for(lake: Lake, dataset: str) -> list[date]:
     return sorted(stale)
 
 
-def stale_days(lake: Lake) -> list[date]:
-    """Every day some derived partition will be recomputed for by a refresh: the days stale for a
-    dataset now, and the days that become stale once its inputs are rewritten (a late event on D
-    makes `acquisitions` D stale, then `payback_daily` D and `cohort_activity` D..D+6)."""
+def stale_by_dataset(lake: Lake) -> dict[str, list[date]]:
+    """Per derived daily dataset, the days a refresh will recompute: those stale for it now, and
+    those that become stale once its inputs are rewritten (a late event on D makes `acquisitions`
+    D stale, then `payback_daily` D and `cohort_activity` D..D+6). Datasets with none are left out."""
     stale: dict[str, set[date]] = {}
     for dataset, sources in DERIVED_FROM.items():
         days, have = set(stale_for(lake, dataset)), partition_days(lake, dataset)
@@ -184,7 +184,12 @@ def stale_days(lake: Lake) -> list[date]:
                 # As in stale_for: a later day looking back at D only if it has a partition.
                 days.update(t for t in (day + timedelta(days=k) for k in range(lookback + 1)) if t == day or t in have)
         stale[dataset] = days
-    return sorted(set().union(*stale.values()))
+    return {dataset: sorted(days) for dataset, days in stale.items() if days}
+
+
+def stale_days(lake: Lake) -> list[date]:
+    """Every day some derived partition will be recomputed for by a refresh."""
+    return sorted(set().union(*stale_by_dataset(lake).values()))
 
 
 _USER = ["workspace_id", "user_id"]
