@@ -83,10 +83,11 @@ def refresh(
             return outcomes
 
     progress("refreshing the reports (days whose inputs changed) ...")
-    reports = refresh_reports(defs, instance, lake, tags={REFRESH_TAG: "true"}, run_config=QUIET)
+    runs: list[dg.ExecuteInProcessResult] = []  # one per block of stale days, oldest first
+    reports = refresh_reports(defs, instance, lake, tags={REFRESH_TAG: "true"}, run_config=QUIET, on_run=runs.append)
     if reports is None:
         progress("  reports are up to date")
-    elif not record("reports", reports):
+    elif not all([record("reports", run) for run in runs]):
         return outcomes
 
     progress("rebuilding the analyst catalog ...")

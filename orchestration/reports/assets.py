@@ -19,7 +19,7 @@ import polars as pl
 from dagster import AssetExecutionContext
 
 from orchestration.metadata import ANALYTICS_TEAM, DUCKDB_KINDS, LAKE_KINDS, asset_tags, frame_metadata
-from orchestration.partitions import daily_partitions, run_days
+from orchestration.partitions import STALE_DAYS_ONLY_TAG, daily_partitions, run_days
 from orchestration.resources import DatabaseResource, DataDirResource
 from transforms.reports import lifecycle
 from transforms.reports import ltv as ltv_model
@@ -55,7 +55,25 @@ BATCH_DAYS = 31
 
 
 def _batches(days: list[date]) -> list[list[date]]:
-    return [days[i : i + BATCH_DAYS] for i in range(0, len(days), BATCH_DAYS)]
+    """Runs of consecutive days, at most BATCH_DAYS long: a batch's computation reads and emits
+    every day from its first to its last, so a gap (a day not to recompute) starts a new one."""
+    batches: list[list[date]] = []
+    for day in days:
+        if batches and len(batches[-1]) < BATCH_DAYS and day - batches[-1][-1] == timedelta(days=1):
+            batches[-1].append(day)
+        else:
+            batches.append([day])
+    return batches
+
+
+def _days_to_compute(context: AssetExecutionContext, lake: Lake, target: str) -> list[date]:
+    """The run's days; on a stale-days-only refresh, those of them stale for this dataset now
+    (its inputs were just rewritten upstream in the same run, so the chain follows)."""
+    days = run_days(context)
+    if context.run.tags.get(STALE_DAYS_ONLY_TAG) != "true":
+        return days
+    stale = set(store.stale_for(lake, target))
+    return [day for day in days if day in stale]
 
 
 def _daily(
@@ -65,12 +83,15 @@ def _daily(
     compute: Callable[[list[date]], pl.LazyFrame],
     day_of: pl.Expr,
 ) -> dg.MaterializeResult:
-    """Recompute the run's days, a batch at a time, and replace each day's partition whole.
-    `compute` gives the rows of a batch of consecutive days; `day_of` says which day a row is of."""
+    """Recompute the run's days (or its stale ones), a batch at a time, and replace each day's
+    partition whole. `compute` gives the rows of a batch of consecutive days; `day_of` says which
+    day a row is of. `days` in the metadata counts the days recomputed, not the run's range."""
     rows, last = 0, pl.DataFrame(schema=store.SCHEMAS[target])
-    days = run_days(context)
+    days = _days_to_compute(context, lake, target)
     for batch in _batches(days):
         frame = compute(batch).collect()
+        if target == store.ACQUISITIONS:
+            store.mark_cohort_readers_stale(lake, store.changed_cohort_users(lake, batch, frame))
         written = store.write_days(lake, target, batch, frame, day_of)
         rows += sum(written.values())
         last = frame.filter(day_of == batch[-1])

@@ -11,7 +11,7 @@ from orchestration.reports.checks import MAX_AGE
 from orchestration.reports.jobs import (
     payback_updated_job,
     published_reports_freshness_job,
-    refresh_run_request,
+    refresh_run_requests,
     reports_job,
 )
 from orchestration.resources import DatabaseResource, DataDirResource
@@ -29,7 +29,7 @@ from warehouse.webhooks import payback_updates
 )
 def reports_first_refresh_sensor(
     context: dg.SensorEvaluationContext, data_dir: DataDirResource, database: DatabaseResource
-) -> dg.RunRequest | dg.SkipReason:
+) -> list[dg.RunRequest] | dg.SkipReason:
     """A newcomer (`flokit up` seeds a demo history) should not wait up to six hours for the first
     reports: while nothing is published yet, refresh as soon as input days exist and every landed
     event is in the lake (a first publish from half-written days would then stand for six hours).
@@ -42,12 +42,16 @@ def reports_first_refresh_sensor(
         # must not hold back the first reports until then.
         if requestable_days(pending_days(conn), datetime.now(UTC).date()):
             return dg.SkipReason("landed events are still being written to canonical_events")
-    request = refresh_run_request(paths.lake())
-    if isinstance(request, dg.SkipReason):
-        return request
+    requests = refresh_run_requests(paths.lake())
+    if isinstance(requests, dg.SkipReason):
+        return requests
     # One run per distinct range: re-evaluations while it runs do not start another.
-    key = "first-" + "-".join(sorted(request.tags.values()))
-    return dg.RunRequest(run_key=key, tags=request.tags)
+    return [
+        dg.RunRequest(
+            run_key="first-" + "-".join(sorted(r.tags.values())), tags=r.tags, asset_selection=r.asset_selection
+        )
+        for r in requests
+    ]
 
 
 @dg.sensor(

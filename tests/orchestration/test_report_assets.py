@@ -10,7 +10,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from orchestration.definitions import build_definitions
-from orchestration.reports.assets import acquisitions, payback
+from orchestration.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, STALE_DAYS_ONLY_TAG
+from orchestration.reports.assets import ASSETS, acquisitions, payback
 from orchestration.reports.jobs import REFRESH_CRON, reports_schedule
 from orchestration.reports.sensors import reports_first_refresh_sensor
 from orchestration.resources import DatabaseResource, DataDirResource
@@ -64,12 +65,17 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     assert {"cohort_curves", "ltv", "published_reports"} <= done
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks and all(checks.values()), checks
-    assert len(store.partition_days(lake, store.ACQUISITIONS)) == 30  # spend_raw has the 30th day
+    # Day 30 has spend but no events yet: its spend is in the cube, and nothing derives from events there.
+    assert len(store.partition_days(lake, store.ACQUISITIONS)) == 29
+    assert last_day in store.partition_days(lake, store.PAYBACK_DAILY)
     assert refresh(tmp_path, url, instance) is None  # nothing changed: nothing runs
 
-    def touched(dataset: str) -> list[date]:
-        now = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, dataset).items()}
-        return [d for d in now if now[d] != before.get(d)]
+    def mtimes(dataset: str) -> dict[date, int]:
+        return {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, dataset).items()}
+
+    def touched(dataset: str, since: dict[date, int] | None = None) -> list[date]:
+        now, then = mtimes(dataset), before if since is None else since
+        return [d for d in now if now[d] != then.get(d)]
 
     # The six-hourly case: a new day arrives; only that day is computed.
     before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.PAYBACK_DAILY).items()}
@@ -82,12 +88,13 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     cube = store.scan_table(lake, store.PAYBACK).collect()
     assert cube.filter(pl.col("dimension") == "campaign")["installs"].sum() == 800
 
-    # Late events for an old day: that day and the six after it (weekly activity looks back).
-    before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.PAYBACK_DAILY).items()}
+    # Late events for an old day: that day, and for the weekly activity the six after it too.
+    before, activity = mtimes(store.PAYBACK_DAILY), mtimes(store.COHORT_ACTIVITY)
     late_day = date(2026, 6, 10)
     demo.write_event_partitions(lake, data.events.filter(pl.col("occurred_at").dt.date() == late_day))
     assert refresh(tmp_path, url, instance).success
-    assert touched(store.PAYBACK_DAILY) == [date(2026, 6, d) for d in range(10, 17)]
+    assert touched(store.PAYBACK_DAILY) == [late_day]
+    assert touched(store.COHORT_ACTIVITY, activity) == [date(2026, 6, d) for d in range(10, 17)]
     assert_frame_equal(store.scan_table(lake, store.PAYBACK).collect(), cube)
 
     # The analyst catalog views answer the README's query.
@@ -109,24 +116,28 @@ def test_schedule_and_first_refresh_sensor_request_the_changed_days(settings: Se
     assert isinstance(reports_schedule(context), dg.SkipReason)
     assert reports_schedule.cron_schedule == REFRESH_CRON == "0 */6 * * *"
     data = seed_lake(data_dir, "ws_s", users=100, days=5)
-    request = reports_schedule(context)
-    assert isinstance(request, dg.RunRequest)
-    assert set(request.tags.values()) == {START.isoformat(), date(2026, 6, 5).isoformat()}
-    sensor_request = reports_first_refresh_sensor(dg.build_sensor_context(resources=resources))
-    assert isinstance(sensor_request, dg.RunRequest) and sensor_request.run_key
+    [request] = reports_schedule(context)
+    assert (request.tags[ASSET_PARTITION_RANGE_START_TAG], request.tags[ASSET_PARTITION_RANGE_END_TAG]) == (
+        START.isoformat(),
+        date(2026, 6, 5).isoformat(),
+    )
+    assert request.tags[STALE_DAYS_ONLY_TAG] == "true"
+    assert set(request.asset_selection or []) == {a.key for a in ASSETS}  # the first refresh: every asset
+    [sensor_request] = reports_first_refresh_sensor(dg.build_sensor_context(resources=resources))
+    assert sensor_request.run_key
 
     # Landed events not yet in the lake: the first publish waits for them.
     land_frame(db, data.events.head(1).with_columns(pl.lit("evt_pending").alias("event_id")))
     assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
     with db.write() as conn:
         conn.execute(landed_events.update().values(in_lake=True))
-    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.RunRequest)
+    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), list)
     # An event stamped for a day that has not begun waits for its day; it holds nothing back.
     ahead = datetime.now(UTC) + timedelta(days=2)
     land_frame(
         db, data.events.head(1).with_columns(pl.lit("evt_ahead").alias("event_id"), pl.lit(ahead).alias("occurred_at"))
     )
-    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.RunRequest)
+    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), list)
 
     settings.paths.reports.parent.mkdir(parents=True, exist_ok=True)
     settings.paths.reports.write_bytes(b"")  # once published, the schedule owns refreshes

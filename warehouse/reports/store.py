@@ -10,6 +10,7 @@ atomic replace, so a re-run of a day rewrites exactly that day.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from datetime import date, timedelta
@@ -59,16 +60,22 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     COHORT_CURVES: COHORT_CURVE_SCHEMA,
     LTV: LTV_SCHEMA,
 }
-# Each derived daily dataset, the raw inputs its day D is computed from, and how many days before
-# D each input reaches (cohort activity of D looks back over D-6..D for the same week).
+# Each derived daily dataset, the datasets its day D is computed from (its direct inputs, raw or
+# derived), and how many days before D each input reaches (cohort activity of D looks back over
+# D-6..D for the same week). In dependency order: a dataset comes after its inputs. A day is stale
+# for a dataset when one of these is newer than its partition, so a late event travels down the
+# chain one asset at a time and stops where nothing depends on it.
 DERIVED_FROM: dict[str, tuple[tuple[str, int], ...]] = {
     ACQUISITIONS: ((CANONICAL_EVENTS, 0),),
     SUBSCRIPTION_EVENTS: ((CANONICAL_EVENTS, 0),),
     ACTIVE_DAYS: ((CANONICAL_EVENTS, 0),),
     SPEND: ((SPEND_RAW, 0),),
-    PAYBACK_DAILY: ((CANONICAL_EVENTS, 0), (SPEND_RAW, 0)),
-    COHORT_ACTIVITY: ((CANONICAL_EVENTS, WEEK_LOOKBACK_DAYS),),
+    PAYBACK_DAILY: ((ACQUISITIONS, 0), (SUBSCRIPTION_EVENTS, 0), (SPEND, 0)),
+    COHORT_ACTIVITY: ((ACQUISITIONS, 0), (ACTIVE_DAYS, WEEK_LOOKBACK_DAYS), (SUBSCRIPTION_EVENTS, WEEK_LOOKBACK_DAYS)),
 }
+# The daily datasets a user's cohort (day and attributes, from `acquisitions`) is read into for
+# every day the user is active, not only the cohort's own day.
+COHORT_READERS = (PAYBACK_DAILY, COHORT_ACTIVITY)
 _DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
 
@@ -146,21 +153,90 @@ def write_spend_raw(lake: Lake, spend: pl.DataFrame) -> list[date]:
     return days
 
 
-def stale_days(lake: Lake) -> list[date]:
-    """Days some derived partition must be recomputed for: its input partitions (D, or D-6..D
-    for cohort activity) are newer than it, or it does not exist yet while its day's input does."""
+def _mtimes(lake: Lake, dataset: str) -> dict[date, int]:
+    return {day: path.stat().st_mtime_ns for day, path in partition_days(lake, dataset).items()}
+
+
+def stale_for(lake: Lake, dataset: str) -> list[date]:
+    """The days of a derived dataset to recompute now: one of its inputs (D, or D-6..D for cohort
+    activity) is newer than its partition, or it has no partition while its day's input has one.
+    Read by each asset as it starts, after its inputs in the same run were rewritten."""
+    mine = _mtimes(lake, dataset)
     stale: set[date] = set()
-    for derived, sources in DERIVED_FROM.items():
-        have = partition_days(lake, derived)
-        for source, lookback in sources:
-            for day, path in partition_days(lake, source).items():
-                changed = path.stat().st_mtime_ns
-                for offset in range(lookback + 1):
-                    target = day + timedelta(days=offset)
-                    mine = have.get(target)
-                    if (mine is None and offset == 0) or (mine is not None and mine.stat().st_mtime_ns < changed):
-                        stale.add(target)
+    for source, lookback in DERIVED_FROM[dataset]:
+        for day, changed in _mtimes(lake, source).items():
+            for offset in range(lookback + 1):
+                target = day + timedelta(days=offset)
+                have = mine.get(target)
+                if (have is None and offset == 0) or (have is not None and have < changed):
+                    stale.add(target)
     return sorted(stale)
+
+
+def stale_by_dataset(lake: Lake) -> dict[str, list[date]]:
+    """Per derived daily dataset, the days a refresh will recompute: those stale for it now, and
+    those that become stale once its inputs are rewritten (a late event on D makes `acquisitions`
+    D stale, then `payback_daily` D and `cohort_activity` D..D+6). Datasets with none are left out."""
+    stale: dict[str, set[date]] = {}
+    for dataset, sources in DERIVED_FROM.items():
+        days, have = set(stale_for(lake, dataset)), partition_days(lake, dataset)
+        for source, lookback in sources:
+            for day in stale.get(source, ()):
+                # As in stale_for: a later day looking back at D only if it has a partition.
+                days.update(t for t in (day + timedelta(days=k) for k in range(lookback + 1)) if t == day or t in have)
+        stale[dataset] = days
+    return {dataset: sorted(days) for dataset, days in stale.items() if days}
+
+
+def stale_days(lake: Lake) -> list[date]:
+    """Every day some derived partition will be recomputed for by a refresh."""
+    return sorted(set().union(*stale_by_dataset(lake).values()))
+
+
+_USER = ["workspace_id", "user_id"]
+
+
+def changed_cohort_users(lake: Lake, days: list[date], frame: pl.DataFrame) -> pl.DataFrame:
+    """The users (workspace_id, user_id) whose acquisition rows on `days` differ between the
+    current partitions and `frame`, about to replace them: a late install or install-day paywall
+    event changes a user's cohort day or attributes, which every day the user is active reads."""
+    old = scan_days(lake, ACQUISITIONS, days).collect()
+    new = frame.select(list(ACQUISITION_SCHEMA))
+    changed = pl.concat(
+        [
+            old.join(new, on=list(ACQUISITION_SCHEMA), how="anti", nulls_equal=True),
+            new.join(old, on=list(ACQUISITION_SCHEMA), how="anti", nulls_equal=True),
+        ]
+    )
+    return changed.select(_USER).unique()
+
+
+def mark_cohort_readers_stale(lake: Lake, users: pl.DataFrame) -> list[date]:
+    """Make every partition of the cohort readers (`payback_daily`, `cohort_activity`) that reads
+    one of `users` stale, by setting its mtime to the epoch: older than any input, so the next
+    asset (or the next refresh, if the day is outside this run) recomputes it, and it keeps
+    serving its rows until then. Those days: each acquisition day of the users (their previous
+    cohort loses them), and each day they are active or have a subscription event (and the six
+    after it, for the weekly activity). Returns the days marked."""
+    readers = {dataset: partition_days(lake, dataset) for dataset in COHORT_READERS}
+    if users.is_empty() or not any(readers.values()):  # the first refresh: nothing to mark yet
+        return []
+    cohort_days = scan_days(lake, ACQUISITIONS).join(users.lazy(), on=_USER).select(day=pl.col("cohort_date"))
+    active = [
+        scan_days(lake, dataset).join(users.lazy(), on=_USER).select(day=pl.col("event_date"))
+        for dataset in (SUBSCRIPTION_EVENTS, ACTIVE_DAYS)
+    ]
+    days = set(pl.concat([cohort_days, *active]).unique().collect()["day"].to_list())
+    marked: set[date] = set()
+    for dataset in COHORT_READERS:
+        reach = max((lookback for _, lookback in DERIVED_FROM[dataset]), default=0)
+        have = readers[dataset]
+        for day in days:
+            for target in (day + timedelta(days=k) for k in range(reach + 1)):
+                if target in have:
+                    os.utime(have[target], ns=(0, 0))
+                    marked.add(target)
+    return sorted(marked)
 
 
 def last_day(lake: Lake) -> date | None:
