@@ -37,6 +37,26 @@ def run_days(context: dg.AssetExecutionContext) -> list[date]:
     return [first + timedelta(days=i) for i in range((last - first).days)]
 
 
+# Days this close share a range run: each day of a range run costs about 10 ms of Dagster event
+# log per asset even when nothing is recomputed (6 daily report assets: ~60 ms a day), a run of
+# its own about 0.4 s (measured on a SQLite instance: 1 000 partitions x 6 assets in one range
+# run 63.5 s, one partition 0.4 s). A week of gap is ~0.4 s: about what a separate run costs.
+MAX_GAP_DAYS = 7
+
+
+def day_blocks(days: Iterable[date]) -> list[list[date]]:
+    """The days in blocks of nearby days, oldest first, a new block wherever more than
+    MAX_GAP_DAYS days separate two: one range run per block, so that a late event on an old day
+    costs a run of its own, not a run over every day since."""
+    blocks: list[list[date]] = []
+    for day in sorted(days):
+        if blocks and (day - blocks[-1][-1]).days <= MAX_GAP_DAYS:
+            blocks[-1].append(day)
+        else:
+            blocks.append([day])
+    return blocks
+
+
 def range_tags(days: Iterable[date]) -> dict[str, str]:
     """Run tags that make one run cover the daily partitions from the first to the last day
     (assets with a single-run backfill policy then see the whole range in one run)."""

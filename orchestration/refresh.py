@@ -3,9 +3,9 @@
 Runs go through the Dagster instance it is given (the one at DAGSTER_HOME), so they appear in
 the UI's run history like the daemon's, and each is the run the daemon itself would request:
 
-1. `canonical_events` over every UTC day with pending landed rows (one run over the range, as
-   `landed_events_sensor` requests it; only the changed days are rewritten);
-2. the reports over every day whose inputs changed (the six-hourly schedule's run);
+1. `canonical_events` over every UTC day with pending landed rows (one run per block of nearby
+   days, as `landed_events_sensor` requests them; only the changed days are rewritten);
+2. the reports over every day whose inputs changed (the six-hourly schedule's runs);
 3. `analyst_catalog`, last, since it reads what the others wrote.
 
 A step that has nothing to do starts no run. The refresh stops at the first failed run:
@@ -22,7 +22,7 @@ import dagster as dg
 
 from orchestration.catalog.assets import analyst_catalog
 from orchestration.events.assets import ASSET as EVENTS
-from orchestration.events.sensors import events_run_request, requestable_days
+from orchestration.events.sensors import events_run_requests, requestable_days
 from orchestration.partitions import range_label
 from orchestration.reports.jobs import refresh_reports
 from warehouse.db import Database
@@ -69,8 +69,7 @@ def refresh(
     with database.read() as conn:
         days = requestable_days(pending_days(conn), datetime.now(UTC).date())
     progress(f"{len(days)} day(s) with new landed events")
-    if days:
-        request = events_run_request(days)
+    for request in events_run_requests(days):
         progress(f"materializing canonical_events [{range_label(request.tags)}] ...")
         result = job.execute_in_process(
             instance=instance,

@@ -1,12 +1,15 @@
 """The landed-events sensor.
 
-It requests ONE run covering every UTC day with pending landed rows (a partition range; the
-asset rewrites only the days that changed), keyed by a fingerprint of the pending state (each
-day and its highest pending seq): the same pending state always gives the same run key (Dagster
-runs it once), a new row anywhere gives a new key. One run per batch, not per day: starting a
-run costs seconds, rewriting a day milliseconds, and a demo seed or a vendor's backfill leaves
-dozens of days pending at once. Runs carry a tag that the instance's run coordinator limits to
-one at a time, so two runs never rewrite one day's file out of order.
+It requests one run per block of nearby UTC days with pending landed rows (a partition range;
+the asset rewrites only the days that changed; `orchestration.partitions.day_blocks`), each
+keyed by a fingerprint of its days' pending state (each day and its highest pending seq): the
+same pending state always gives the same run key (Dagster runs it once), a new row gives a new
+key. One run per block, not per day: starting a run costs seconds, rewriting a day milliseconds,
+and a demo seed or a vendor's backfill leaves dozens of days pending at once. Not one run over
+everything either: each partition of a range run costs Dagster bookkeeping, so a late event
+dated two years back would make today's run walk ~700 idle days. Runs carry a tag that the
+instance's run coordinator limits to one at a time, so two runs never rewrite one day's file out
+of order.
 """
 
 import hashlib
@@ -15,7 +18,7 @@ from datetime import UTC, date, datetime
 import dagster as dg
 
 from orchestration.events.jobs import canonical_events_job
-from orchestration.partitions import LAKE_START_DATE, range_tags
+from orchestration.partitions import LAKE_START_DATE, day_blocks, range_tags
 from orchestration.resources import DatabaseResource
 from warehouse.events.landing import pending_days
 
@@ -36,8 +39,13 @@ def run_key(pending: dict[date, int]) -> str:
     return f"canonical_events:{hashlib.sha256(state.encode()).hexdigest()[:24]}"
 
 
-def events_run_request(pending: dict[date, int]) -> dg.RunRequest:
-    return dg.RunRequest(run_key=run_key(pending), tags={**range_tags(pending), EVENTS_WRITER_TAG: "1"})
+def events_run_requests(pending: dict[date, int]) -> list[dg.RunRequest]:
+    """One range run per block of nearby pending days, oldest first."""
+    requests = []
+    for block in day_blocks(pending):
+        state = {day: pending[day] for day in block}
+        requests.append(dg.RunRequest(run_key=run_key(state), tags={**range_tags(block), EVENTS_WRITER_TAG: "1"}))
+    return requests
 
 
 def build_landed_events_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
@@ -48,7 +56,7 @@ def build_landed_events_sensor(minimum_interval_seconds: int) -> dg.SensorDefini
         job=canonical_events_job,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Requests one canonical_events run over every UTC day with newly landed events.",
+        description="Requests canonical_events runs over the UTC days with newly landed events, one per block of days.",
     )
     def landed_events_sensor(
         context: dg.SensorEvaluationContext, database: DatabaseResource
@@ -57,10 +65,10 @@ def build_landed_events_sensor(minimum_interval_seconds: int) -> dg.SensorDefini
             pending = requestable_days(pending_days(conn), datetime.now(UTC).date())
         if not pending:
             return dg.SkipReason("no newly landed events")
-        request = events_run_request(pending)
-        # The cursor is the pending state already requested: a run in flight is not asked for twice.
-        if request.run_key == context.cursor:
-            return dg.SkipReason("a run for these landed events was already requested")
-        return dg.SensorResult(run_requests=[request], cursor=request.run_key)
+        # The cursor is the pending state already requested: runs in flight are not asked for twice.
+        state = run_key(pending)
+        if state == context.cursor:
+            return dg.SkipReason("runs for these landed events were already requested")
+        return dg.SensorResult(run_requests=events_run_requests(pending), cursor=state)
 
     return landed_events_sensor

@@ -13,12 +13,11 @@ limited to one run at a time in the instance configs, so the queue keeps their o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import date
 from typing import Any
 
 import dagster as dg
 
-from orchestration.partitions import STALE_DAYS_ONLY_TAG, range_tags
+from orchestration.partitions import STALE_DAYS_ONLY_TAG, day_blocks, range_tags
 from orchestration.reports.assets import GROUP, TABLE_ASSETS
 from orchestration.reports.checks import published_reports_fresh
 from orchestration.resources import DatabaseResource, DataDirResource
@@ -43,23 +42,7 @@ published_reports_freshness_job = dg.define_asset_job(
 # Run tag limited to one concurrent run (tag_concurrency_limits in both instance configs): the
 # block runs of one refresh run in the order requested, the whole-table assets last.
 REPORTS_WRITER_TAG = "flokit/reports_writer"
-# Stale days this close share a run: each day of a range run costs about 10 ms of Dagster event
-# log per asset even when nothing is recomputed (6 daily assets: ~60 ms a day), a run of its own
-# about 0.4 s (measured on a SQLite instance: 1 000 partitions x 6 assets in one range run 63.5 s,
-# one partition 0.4 s). A week of gap is ~0.4 s: about what a separate run costs.
-MAX_GAP_DAYS = 7
 TABLE_KEYS = [asset.key for asset in TABLE_ASSETS]
-
-
-def stale_blocks(days: list[date]) -> list[list[date]]:
-    """The stale days in blocks, a new block wherever more than MAX_GAP_DAYS days separate two."""
-    blocks: list[list[date]] = []
-    for day in sorted(days):
-        if blocks and (day - blocks[-1][-1]).days <= MAX_GAP_DAYS:
-            blocks[-1].append(day)
-        else:
-            blocks.append([day])
-    return blocks
 
 
 def refresh_run_requests(lake: Lake) -> list[dg.RunRequest] | dg.SkipReason:
@@ -69,7 +52,7 @@ def refresh_run_requests(lake: Lake) -> list[dg.RunRequest] | dg.SkipReason:
     stale = store.stale_by_dataset(lake)
     if not stale:
         return dg.SkipReason("no canonical_events or spend_raw partition changed since the last refresh")
-    blocks = stale_blocks(sorted(set().union(*stale.values())))
+    blocks = day_blocks(set().union(*stale.values()))
     requests = []
     for i, block in enumerate(blocks):
         first, last = block[0], block[-1]

@@ -104,7 +104,7 @@ def test_a_redelivery_after_the_dedup_window_is_not_doubled_in_the_lake(settings
     assert result.success and pl.read_parquet(partition_file(settings)).height == 1
 
 
-def test_sensor_requests_one_run_over_the_pending_days_with_a_deterministic_key(
+def test_sensor_requests_one_run_per_block_of_pending_days_with_deterministic_keys(
     settings: Settings, client: FlaskClient, workspace: dict
 ) -> None:
     sensor = build_landed_events_sensor(5)
@@ -128,6 +128,14 @@ def test_sensor_requests_one_run_over_the_pending_days_with_a_deterministic_key(
     with dg.build_sensor_context(resources=res, cursor=first.cursor) as ctx:
         (later,) = sensor(ctx).run_requests
     assert later.run_key != request.run_key and range_label(later.tags) == "2026-11-17..2026-11-20"
+
+    # A late event weeks back: a run of its own, not one over every day since; the block whose
+    # pending state did not change keeps its key (Dagster does not run it twice).
+    send(client, workspace, 1, when="2026-10-01T09:00:00Z", prefix="d")
+    with dg.build_sensor_context(resources=res, cursor=first.cursor) as ctx:
+        old, recent = sensor(ctx).run_requests
+    assert [range_label(r.tags) for r in (old, recent)] == ["2026-10-01", "2026-11-17..2026-11-20"]
+    assert recent.run_key == later.run_key and old.run_key not in (later.run_key, request.run_key)
 
 
 def test_a_range_run_rewrites_only_the_days_that_changed(
