@@ -6,7 +6,6 @@ published) and, on its own, when `published_reports_freshness_sensor` sees the s
 its promise (6 hours plus a grace period), where it fails until the next publish.
 """
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +17,6 @@ from orchestration.reports.assets import cohort_curves, payback, published_repor
 from orchestration.resources import DataDirResource
 from transforms.reports import money, quality
 from transforms.reports.schemas import COHORT_CURVE_KEY, MEASURES, PAYBACK_KEY, SPEND_KEY
-from warehouse.lake import Lake
 from warehouse.reports import serving, store
 
 # A cube only grows as days pass; losing more than half its rows at once means lost input.
@@ -68,27 +66,6 @@ def spend_valid(data_dir: DataDirResource) -> dg.AssetCheckResult:
 _NAMED = 5
 
 
-def _written_after_conversion(
-    lake: Lake,
-    dataset: str,
-    check: Callable[[], dg.AssetCheckResult],
-    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
-) -> dg.AssetCheckResult:
-    """`check`, or a failure that says what to do when some days of `dataset` were written
-    before amounts were converted (a data directory from before issue 15: no `amount` and
-    `money_issue` columns). Those days are derived, so removing them recomputes them."""
-    try:
-        return check()
-    except pl.exceptions.ColumnNotFoundError as exc:
-        return dg.AssetCheckResult(
-            passed=False,
-            severity=severity,
-            description=f"{dataset} has days written before amounts were converted ({exc}); remove "
-            f"{lake.dataset_dir(dataset)} and run `flokit refresh` to recompute them",
-            metadata={"failures": -1},
-        )
-
-
 def _unconverted_result(found: pl.DataFrame) -> dg.AssetCheckResult:
     named = "; ".join(
         f"{r['rows']} {r['currency'] or '(no currency)'} on {r['day']} in {r['workspace_id']} ({r['reason']})"
@@ -111,11 +88,7 @@ def _unconverted_result(found: pl.DataFrame) -> dg.AssetCheckResult:
 )
 def subscription_events_converted(data_dir: DataDirResource) -> dg.AssetCheckResult:
     lake = data_dir.paths.lake()
-    return _written_after_conversion(
-        lake,
-        store.SUBSCRIPTION_EVENTS,
-        lambda: _unconverted_result(money.unconverted(store.scan_days(lake, store.SUBSCRIPTION_EVENTS), "event_date")),
-    )
+    return _unconverted_result(money.unconverted(store.scan_days(lake, store.SUBSCRIPTION_EVENTS), "event_date"))
 
 
 @dg.asset_check(
@@ -125,11 +98,7 @@ def subscription_events_converted(data_dir: DataDirResource) -> dg.AssetCheckRes
 )
 def spend_converted(data_dir: DataDirResource) -> dg.AssetCheckResult:
     lake = data_dir.paths.lake()
-    return _written_after_conversion(
-        lake,
-        store.SPEND,
-        lambda: _unconverted_result(money.unconverted(store.scan_days(lake, store.SPEND), "spend_date")),
-    )
+    return _unconverted_result(money.unconverted(store.scan_days(lake, store.SPEND), "spend_date"))
 
 
 @dg.asset_check(
@@ -152,10 +121,6 @@ def payback_sums_bounded(data_dir: DataDirResource) -> dg.AssetCheckResult:
 )
 def subscription_events_revenue_spike(data_dir: DataDirResource) -> dg.AssetCheckResult:
     lake = data_dir.paths.lake()
-    return _written_after_conversion(lake, store.SUBSCRIPTION_EVENTS, lambda: _spikes(lake), dg.AssetCheckSeverity.WARN)
-
-
-def _spikes(lake: Lake) -> dg.AssetCheckResult:
     spikes = money.revenue_spikes(store.scan_days(lake, store.SUBSCRIPTION_EVENTS))
     named = "; ".join(
         f"{r['event_date']} in {r['workspace_id']}: {r['revenue']:.2f} vs median {r['trailing_median']:.2f}"

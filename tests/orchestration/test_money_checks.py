@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from tests.money_support import reports_database
 from tests.reports_support import refresh, seed_lake
@@ -148,20 +149,22 @@ def test_a_revenue_spike_warns_but_publishes(
     assert serving.published_meta(data_dir / "reports.duckdb").generated_at != before
 
 
-def test_days_written_before_conversion_fail_the_checks_with_what_to_do(
+def test_days_written_before_conversion_are_recomputed_by_the_next_refresh(
     published: tuple[Path, str, pl.DataFrame], instance: dg.DagsterInstance
 ) -> None:
-    """A data directory from before amounts were converted: its subscription events lack the
-    audit columns. The checks say so and name the fix, rather than crash."""
-    data_dir, url, events = published
+    """A data directory from before amounts were converted: its subscription events and spend
+    lack the audit columns. Nothing new arrives, yet the next refresh rewrites those days (they
+    are derived) and publishes the same numbers, rather than crash on the old files."""
+    data_dir, url, _events = published
     lake = Lake(data_dir / "lake")
-    day = LAST - timedelta(days=5)
-    path = lake.partition_path(store.SUBSCRIPTION_EVENTS, day)
-    lake.write(pl.read_parquet(path).drop("amount", "money_issue"), path)
-    add_renewals(lake, events, LAST, [(4.99, "USD")])  # a new event: the next refresh runs
-    passed, description, done = outcome(refresh(data_dir, url, instance))
-    assert not passed["subscription_events_converted"]
-    assert f"remove {lake.dataset_dir(store.SUBSCRIPTION_EVENTS)} and run `flokit refresh`" in (
-        description["subscription_events_converted"] or ""
-    )
-    assert "published_reports" not in done
+    before = store.scan_table(lake, store.PAYBACK).collect()
+    for dataset in (store.SUBSCRIPTION_EVENTS, store.SPEND):
+        for path in store.partition_days(lake, dataset).values():
+            lake.write(pl.read_parquet(path).drop("amount", "money_issue"), path)
+    passed, _description, done = outcome(refresh(data_dir, url, instance))
+    assert all(passed.values()) and "published_reports" in done
+    for dataset in (store.SUBSCRIPTION_EVENTS, store.SPEND):
+        for path in store.partition_days(lake, dataset).values():
+            assert list(pl.read_parquet_schema(path)) == list(store.SCHEMAS[dataset])
+    key = ["workspace_id", "cohort_date", "dimension", "value", "day"]
+    assert_frame_equal(store.scan_table(lake, store.PAYBACK).collect().sort(key), before.sort(key))
