@@ -64,7 +64,10 @@ def _ltv_table(events: pl.DataFrame, as_of: date) -> dict[tuple[str, str], float
     lazy = events.lazy()
     cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(lazy).lazy()).lazy()
     curves = payback.curves_from_events(
-        cohorts, lifecycle.active_days(lazy), lifecycle.subscription_events(lazy), as_of
+        cohorts,
+        lifecycle.active_days(lazy),
+        lifecycle.subscription_events(lazy, RATES, reporting(*events["workspace_id"].unique())),
+        as_of,
     ).collect()
     return {(r["dimension"], r["value"]): r["ltv_projected"] for r in ltv.ltv_projections(curves).iter_rows(named=True)}
 
@@ -128,7 +131,7 @@ def test_ltv_is_fitted_on_complete_weeks_only() -> None:
     cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events).lazy()).lazy()
     as_of = start + timedelta(days=44)
     curves = payback.curves_from_events(
-        cohorts, lifecycle.active_days(events), lifecycle.subscription_events(events), as_of
+        cohorts, lifecycle.active_days(events), lifecycle.subscription_events(events, RATES, reporting("ws_c")), as_of
     ).collect()
     last_day_of_week = pl.col("cohort_date") + pl.duration(days=7 * pl.col("week") + 6)
     assert curves.filter(last_day_of_week > as_of).is_empty()
