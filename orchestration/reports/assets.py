@@ -137,26 +137,37 @@ def _money(database: DatabaseResource, data_dir: DataDirResource) -> tuple[pl.Da
     return fx.load_rates(data_dir.paths), reporting
 
 
-@dg.asset(
-    **_daily_asset(
-        name=store.SUBSCRIPTION_EVENTS,
-        deps=[dg.AssetKey(store.CANONICAL_EVENTS)],
-        description="Trial, subscription, renewal, cancellation and refund events of the day, parsed once, "
-        "amounts in the workspace's reporting currency at the ECB rate of the day (original amount and "
-        "currency kept).",
-    )
+def _converted_from_raw(
+    name: str,
+    source: str,
+    transform: Callable[[pl.LazyFrame, pl.DataFrame, pl.DataFrame], pl.LazyFrame],
+    day_column: str,
+    description: str,
+) -> dg.AssetsDefinition:
+    """A daily asset computed from one raw lake dataset whose amounts are converted to each
+    workspace's reporting currency (`transform(frame, rates, reporting)`)."""
+
+    @dg.asset(**_daily_asset(name=name, deps=[dg.AssetKey(source)], description=description))
+    def _asset(
+        context: AssetExecutionContext, database: DatabaseResource, data_dir: DataDirResource
+    ) -> dg.MaterializeResult:
+        store_ = data_dir.paths.lake()
+        rates, reporting = _money(database, data_dir)
+        compute = lambda days: transform(store.scan_days(store_, source, days), rates, reporting)  # noqa: E731
+        return _daily(context, store_, name, compute, pl.col(day_column))
+
+    return _asset
+
+
+# Idempotent, as the others: each day is recomputed from its raw partition and replaced whole.
+subscription_events = _converted_from_raw(
+    store.SUBSCRIPTION_EVENTS,
+    store.CANONICAL_EVENTS,
+    lifecycle.subscription_events,
+    "event_date",
+    "Trial, subscription, renewal, cancellation and refund events of the day, parsed once, amounts in the "
+    "workspace's reporting currency at the ECB rate of the day (original amount and currency kept).",
 )
-def subscription_events(
-    context: AssetExecutionContext, database: DatabaseResource, data_dir: DataDirResource
-) -> dg.MaterializeResult:
-    """Idempotent: each day is recomputed from its raw partition and replaced whole."""
-    store_ = data_dir.paths.lake()
-    rates, reporting = _money(database, data_dir)
-
-    def compute(days: list[date]) -> pl.LazyFrame:
-        return lifecycle.subscription_events(store.scan_days(store_, store.CANONICAL_EVENTS, days), rates, reporting)
-
-    return _daily(context, store_, store.SUBSCRIPTION_EVENTS, compute, pl.col("event_date"))
 
 
 active_days = _from_raw(
@@ -168,25 +179,14 @@ active_days = _from_raw(
 )
 
 
-@dg.asset(
-    **_daily_asset(
-        name=store.SPEND,
-        deps=[dg.AssetKey(store.SPEND_RAW)],
-        description="Daily ad spend by campaign, creative and country; one row per key, restatements win; "
-        "in the workspace's reporting currency at the ECB rate of the day.",
-    )
+spend = _converted_from_raw(
+    store.SPEND,
+    store.SPEND_RAW,
+    lifecycle.clean_spend,
+    "spend_date",
+    "Daily ad spend by campaign, creative and country; one row per key, restatements win; in the workspace's "
+    "reporting currency at the ECB rate of the day.",
 )
-def spend(
-    context: AssetExecutionContext, database: DatabaseResource, data_dir: DataDirResource
-) -> dg.MaterializeResult:
-    """Idempotent: each day is recomputed from its raw partition and replaced whole."""
-    store_ = data_dir.paths.lake()
-    rates, reporting = _money(database, data_dir)
-
-    def compute(days: list[date]) -> pl.LazyFrame:
-        return lifecycle.clean_spend(store.scan_days(store_, store.SPEND_RAW, days), rates, reporting)
-
-    return _daily(context, store_, store.SPEND, compute, pl.col("spend_date"))
 
 
 def _cohorts(lake: Lake) -> pl.LazyFrame:
