@@ -12,6 +12,7 @@ from cli.context import App, json_option, pass_app
 from warehouse import migrate
 from warehouse.db import SQLITE_FILE_MODE, Database, sqlite_files, sqlite_path
 from warehouse.durability import durability_warnings
+from warehouse.instance_key import ensure_instance_key
 from warehouse.settings import DATA_DIR_MODE, Settings
 
 
@@ -31,6 +32,7 @@ def upgrade(app: App) -> None:
     before = migrate.current(database)
     after = migrate.upgrade(database)
     tightened += secure_data_dir(settings)  # files the upgrade itself created (-wal, -shm, .writers)
+    key_file = ensure_instance_key(settings)
     warnings = warn_if_not_durable(database)
     app.emit(
         {
@@ -39,6 +41,7 @@ def upgrade(app: App) -> None:
             "to": after,
             "durability_warnings": warnings,
             "tightened": tightened,
+            "instance_key": str(key_file) if key_file else "FLOKIT_SECRET_KEY",
         },
         f"database migrated to {', '.join(after)} (was {', '.join(before) or 'empty'})",
     )

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transforms.sealing import MIN_INSTANCE_KEY_CHARS
 from warehouse.paths import DataPaths
 
 SURFACES = ("v1", "gateway", "ingest")
@@ -78,6 +79,9 @@ def _count(env: Mapping[str, str], name: str, default: int, minimum: int, maximu
 DATA_DIR_MODE = 0o700
 MAX_BODY_BYTES = 1024 * 1024
 APP_SESSION_SECRET_FILE = "app-session.secret"  # noqa: S105  (a file name, not a secret)
+# The instance key's file in the data directory, created by `flokit db upgrade` when
+# FLOKIT_SECRET_KEY is not set (warehouse/instance_key.py).
+INSTANCE_KEY_FILE = "instance.key"
 MIN_APP_SESSION_SECRET = 32
 
 
@@ -130,6 +134,23 @@ def _app_session_secret(env: Mapping[str, str], data_dir: Path) -> str | None:
         source = str(path)
     if raw and len(raw) < MIN_APP_SESSION_SECRET:
         raise SettingsError(f"{source} must be at least {MIN_APP_SESSION_SECRET} characters of random text")
+    return raw or None
+
+
+def _instance_key(env: Mapping[str, str], data_dir: Path) -> str | None:
+    """FLOKIT_SECRET_KEY, else the key file `flokit db upgrade` created in the data directory,
+    else None (nothing sealed can be written or read until `flokit db upgrade` runs)."""
+    raw = env.get("FLOKIT_SECRET_KEY", "").strip()
+    source = "FLOKIT_SECRET_KEY"
+    if not raw:
+        path = data_dir / INSTANCE_KEY_FILE
+        raw = path.read_text().strip() if path.is_file() else ""
+        source = str(path)
+    if raw and len(raw) < MIN_INSTANCE_KEY_CHARS:
+        raise SettingsError(
+            f"{source} must be at least {MIN_INSTANCE_KEY_CHARS} characters of random text "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
     return raw or None
 
 
@@ -192,6 +213,9 @@ class Settings:
     receipt_verifier_url: str | None = None
     # Signs app-session tokens; None: minting is not configured here (503).
     app_session_secret: str | None = field(default=None, repr=False)
+    # The one instance key every sealed secret is derived from (transforms/sealing.py); None
+    # until FLOKIT_SECRET_KEY is set or `flokit db upgrade` has created the key file.
+    instance_key: str | None = field(default=None, repr=False)
     # Seconds a client has to send a request head, then its body, before a 408 (api/workers.py).
     header_timeout_s: float = 10.0
     body_timeout_s: float = 15.0
@@ -229,6 +253,7 @@ class Settings:
             webhook_backoff_scale=_positive_number(env, "FLOKIT_WEBHOOK_BACKOFF_SCALE", 1.0, allow_zero=True),
             sensor_interval_s=max(1, round(_positive_number(env, "FLOKIT_SENSOR_INTERVAL_S", 5))),
             app_session_secret=_app_session_secret(env, data_dir),
+            instance_key=_instance_key(env, data_dir),
             passthrough_url=_http_url(env, "FLOKIT_PASSTHROUGH_URL"),
             receipt_verifier_url=_http_url(env, "FLOKIT_RECEIPT_VERIFIER_URL"),
             config_cache_s=_positive_number(env, "FLOKIT_CONFIG_CACHE_S", 1.0, allow_zero=True),

@@ -105,3 +105,29 @@ def test_flokit_up_creates_and_keeps_the_data_dir_owner_only(tmp_path: Path) -> 
         output = up.output()
     assert f"tightened permissions of {data}: 0755 -> 0700" in output
     assert f"tightened permissions of {data / 'flokit.db'}: 0640 -> 0600" in output
+
+
+def test_db_upgrade_creates_the_instance_key_once_owner_only(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = flokit(data, "db", "upgrade", "--json")
+    assert first.returncode == 0, first.stderr
+    key = data / "instance.key"
+    assert json.loads(first.stdout)["instance_key"] == str(key)
+    assert mode(key) == 0o600 and len(key.read_text().strip()) >= 43
+    content = key.read_text()
+    assert flokit(data, "db", "upgrade").returncode == 0
+    assert key.read_text() == content  # never replaced: every sealed secret depends on it
+
+
+def test_flokit_secret_key_replaces_the_file_and_a_short_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    monkeypatch.setenv("FLOKIT_SECRET_KEY", "k" * 43)
+    result = flokit(data, "db", "upgrade", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["instance_key"] == "FLOKIT_SECRET_KEY"
+    assert not (data / "instance.key").exists()
+    monkeypatch.setenv("FLOKIT_SECRET_KEY", "short")
+    refused = flokit(data, "db", "upgrade")
+    assert refused.returncode != 0 and "FLOKIT_SECRET_KEY must be at least 43 characters" in refused.stderr
