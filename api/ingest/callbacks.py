@@ -58,6 +58,15 @@ class CallbackParameters(BaseModel):
         description="ISO 4217, kept in properties; not a currency (unknown_currency) or without an ECB reference "
         "rate (currency_without_rate): dropped. Absent: the workspace's reporting currency.",
     )
+    network_name: str | None = Field(None, description="Attribution network, kept in properties as `network`.")
+    campaign_name: str | None = Field(
+        None, description="Attribution campaign, kept as `campaign`: the reports group installs by it (none: organic)."
+    )
+    adgroup_name: str | None = Field(None, description="Attribution ad group, kept as `adgroup`.")
+    creative_name: str | None = Field(None, description="Attribution creative, kept as `creative`.")
+    tracker_name: str | None = Field(
+        None, description="network::campaign::adgroup::creative; fills the levels the *_name parameters leave out."
+    )
     user_id: str | None = Field(None, description="FloKit-side user id (partner parameter).")
     event_id: str | None = Field(None, description="Optional unique id of the callback (stable deduplication id).")
 

@@ -57,7 +57,19 @@ def test_eight_concurrent_identical_callbacks_write_one_event(
 
 
 def test_callbacks_over_http_reach_the_analyst_catalog(ingest_server: str, workspace: dict, settings: Settings) -> None:
-    sent = [callback(workspace, adid=f"dev-{i}", created_at=f"2026-11-{18 + i % 3}T12:00:00Z") for i in range(6)]
+    # Half the installs name their campaign and creative the way the vendor's callback placeholders
+    # do (the tracker's parts for the creative), the rest are organic.
+    attributed = {"campaign_name": "spring_us", "tracker_name": "Meta::spring_us::broad::video_1"}
+    sent = [
+        callback(
+            workspace,
+            adid=f"dev-{i}",
+            user_id=f"u-{i}",
+            created_at=f"2026-11-{18 + i % 3}T12:00:00Z",
+            **(attributed if i % 2 == 0 else {}),
+        )
+        for i in range(6)
+    ]
     for params in sent:
         assert requests.get(ingest_server + PATH, params=params, timeout=10).json()["written"] == 1
     # A redelivery (POST form this time) and an unmapped event: neither reaches the lake.
@@ -79,7 +91,18 @@ def test_callbacks_over_http_reach_the_analyst_catalog(ingest_server: str, works
         rows = con.execute(
             "SELECT adid, event_type, platform, country, source FROM canonical_events ORDER BY adid"
         ).fetchall()
+        # The reports group those installs by the campaign and creative the callbacks named.
+        installs = con.execute(
+            "SELECT dimension, value, sum(installs)::INT FROM payback WHERE dimension IN ('campaign', 'creative') "
+            "GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall()
     assert rows == [(f"dev-{i}", "install", "ios", "US", VENDOR) for i in range(6)]
+    assert installs == [
+        ("campaign", "organic", 3),
+        ("campaign", "spring_us", 3),
+        ("creative", "(none)", 3),
+        ("creative", "video_1", 3),
+    ]
     # The runs are in the instance at DAGSTER_HOME (what the Dagster UI shows).
     assert (settings.dagster_home / "dagster.yaml").exists()
     assert any((settings.dagster_home / "storage").iterdir())

@@ -115,6 +115,27 @@ def test_rule4_properties_and_rule5_identity() -> None:
     assert run(event_token="rev456", revenue="lots") == Dropped("invalid_revenue")
 
 
+def test_the_attribution_is_kept_under_the_spend_reports_names() -> None:
+    """Installs carry campaign and creative as the vendor's spend report names them, so synced
+    spend meets them in the reports; `tracker_name` fills what the *_name placeholders leave out."""
+    named = event(activity_kind="install", network_name="Meta", campaign_name="spring_us", creative_name="video_1")
+    assert {k: named.properties[k] for k in ("network", "campaign", "creative")} == {
+        "network": "Meta",
+        "campaign": "spring_us",
+        "creative": "video_1",
+    }
+    assert "adgroup" not in named.properties
+    tracked = event(activity_kind="install", tracker_name="Meta::spring_us::broad::video_2", creative_name="video_9")
+    assert {k: tracked.properties.get(k) for k in ("network", "campaign", "adgroup", "creative")} == {
+        "network": "Meta",
+        "campaign": "spring_us",
+        "adgroup": "broad",
+        "creative": "video_9",  # its own placeholder wins over the tracker's part
+    }
+    organic = event(activity_kind="install", tracker_name="Organic")
+    assert organic.properties.get("network") == "Organic" and "campaign" not in organic.properties
+
+
 def test_ids_are_stable_per_delivery_and_distinct_per_device() -> None:
     a = event(activity_kind="install", adid="d1")
     assert event(activity_kind="install", adid="d1").event_id == a.event_id  # redelivery

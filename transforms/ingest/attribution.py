@@ -9,7 +9,9 @@ of the spec ("Measurement ingest"):
    by the key `activity_kind:<activity_kind>` (see `mapping_key`).
 2. `created_at` (Unix seconds or ISO 8601) becomes `occurred_at`; missing or invalid: dropped.
 3. `os_name` becomes `ios` / `android` (anything else: no platform); `country` is uppercased.
-4. `revenue`, `currency`, `event_token`, `activity_kind` are kept in `properties`.
+4. `revenue`, `currency`, `event_token`, `activity_kind` are kept in `properties`, and so is
+   the attribution (`network`, `campaign`, `adgroup`, `creative`, from the `*_name` placeholders
+   or `tracker_name`; see `attribution`).
 5. Device identifiers (`adid`, `idfa`, `gps_adid`) and `user_id` are carried for identity joins.
 
 Beyond the spec: events before the lake's first day or more than a day in the future are
@@ -72,6 +74,11 @@ ATTRIBUTION_PROVIDER_A = Adapter(
         "revenue",
         "currency",
         "user_id",
+        "network_name",
+        "campaign_name",
+        "adgroup_name",
+        "creative_name",
+        "tracker_name",
     ),
     # Optional: vendors can add a per-callback unique id placeholder to the callback URL.
     stable_id_parameter="event_id",
@@ -152,6 +159,29 @@ def stable_event_id(vendor: str, app_token: str, raw_id: str) -> str:
     return f"evt_{digest[:40]}"
 
 
+# The vendor's attribution of a callback, as its spend report names the same things: the report's
+# `campaign`, `adgroup` and `creative` dimensions are the callback's `{campaign_name}`,
+# `{adgroup_name}` and `{creative_name}` placeholders, and `{tracker_name}` joins them as
+# `network::campaign::adgroup::creative`. Kept under the report's names, so that the spend a sync
+# brings meets the installs these callbacks bring (the reports group installs by `campaign` and
+# `creative`).
+ATTRIBUTION_LEVELS = ("network", "campaign", "adgroup", "creative")
+TRACKER_SEPARATOR = "::"
+
+
+def attribution(params: Mapping[str, str]) -> dict[str, str]:
+    """The attribution levels a callback names; each from its own placeholder, else from its part
+    of `tracker_name`. Absent levels are left out (no campaign: the reports count it organic)."""
+    tracker = _value(params, "tracker_name")
+    parts = tracker.split(TRACKER_SEPARATOR) if tracker else []
+    found = {}
+    for i, level in enumerate(ATTRIBUTION_LEVELS):
+        value = _value(params, f"{level}_name") or (parts[i].strip() if i < len(parts) else None)
+        if value and len(value) <= MAX_IDENTIFIER:
+            found[level] = value
+    return found
+
+
 def normalize(
     params: Mapping[str, str],
     *,
@@ -220,6 +250,7 @@ def normalize(
             "currency": currency,
             "event_token": event_token,
             "activity_kind": activity_kind,
+            **attribution(params),
         },
         **identity,
     )
