@@ -123,35 +123,28 @@ def _rate_limit_storage(env: Mapping[str, str]) -> str:
     return raw
 
 
+def _secret(env: Mapping[str, str], name: str, path: Path, minimum: int, hint: str = "") -> str | None:
+    """The variable `name`, else the file at `path` (kept in the data directory), else None; at
+    least `minimum` characters wherever it comes from."""
+    raw, source = env.get(name, "").strip(), name
+    if not raw:
+        raw, source = (path.read_text().strip() if path.is_file() else ""), str(path)
+    if raw and len(raw) < minimum:
+        raise SettingsError(f"{source} must be at least {minimum} characters of random text{hint}")
+    return raw or None
+
+
 def _app_session_secret(env: Mapping[str, str], data_dir: Path) -> str | None:
     """FLOKIT_APP_SESSION_SECRET, else the secret `flokit up` keeps in the data directory, else
     None (token minting not configured: POST /api/paywall/token answers 503)."""
-    raw = env.get("FLOKIT_APP_SESSION_SECRET", "").strip()
-    source = "FLOKIT_APP_SESSION_SECRET"
-    if not raw:
-        path = data_dir / APP_SESSION_SECRET_FILE
-        raw = path.read_text().strip() if path.is_file() else ""
-        source = str(path)
-    if raw and len(raw) < MIN_APP_SESSION_SECRET:
-        raise SettingsError(f"{source} must be at least {MIN_APP_SESSION_SECRET} characters of random text")
-    return raw or None
+    return _secret(env, "FLOKIT_APP_SESSION_SECRET", data_dir / APP_SESSION_SECRET_FILE, MIN_APP_SESSION_SECRET)
 
 
 def _instance_key(env: Mapping[str, str], data_dir: Path) -> str | None:
     """FLOKIT_SECRET_KEY, else the key file `flokit db upgrade` created in the data directory,
     else None (nothing sealed can be written or read until `flokit db upgrade` runs)."""
-    raw = env.get("FLOKIT_SECRET_KEY", "").strip()
-    source = "FLOKIT_SECRET_KEY"
-    if not raw:
-        path = data_dir / INSTANCE_KEY_FILE
-        raw = path.read_text().strip() if path.is_file() else ""
-        source = str(path)
-    if raw and len(raw) < MIN_INSTANCE_KEY_CHARS:
-        raise SettingsError(
-            f"{source} must be at least {MIN_INSTANCE_KEY_CHARS} characters of random text "
-            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
-        )
-    return raw or None
+    hint = " (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+    return _secret(env, "FLOKIT_SECRET_KEY", data_dir / INSTANCE_KEY_FILE, MIN_INSTANCE_KEY_CHARS, hint)
 
 
 def _http_url(env: Mapping[str, str], name: str) -> str | None:
