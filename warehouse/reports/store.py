@@ -10,9 +10,11 @@ atomic replace, so a re-run of a day rewrites exactly that day.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from transforms.reports.schemas import (
     LTV_SCHEMA,
     PAYBACK_DAILY_SCHEMA,
     PAYBACK_SCHEMA,
+    SPEND_KEY,
     SPEND_SCHEMA,
     SUBSCRIPTION_EVENT_SCHEMA,
     WEEK_LOOKBACK_DAYS,
@@ -145,12 +148,52 @@ def write_spend_raw(lake: Lake, spend: pl.DataFrame) -> list[date]:
     day's file (rewritten atomically); a restated row of the same key wins downstream, since
     `clean_spend` keeps the last row per key."""
     days = []
-    for (day,), frame in spend.sort("spend_date").group_by("spend_date", maintain_order=True):
-        existing = scan_days(lake, SPEND_RAW, [day]).collect()
-        merged = pl.concat([existing, frame.select(list(SPEND_SCHEMA))]) if existing.height else frame
-        write_day(lake, SPEND_RAW, day, merged)
-        days.append(day)
+    with _dataset_lock(lake, SPEND_RAW):
+        for (day,), frame in spend.sort("spend_date").group_by("spend_date", maintain_order=True):
+            existing = scan_days(lake, SPEND_RAW, [day]).collect()
+            merged = pl.concat([existing, frame.select(list(SPEND_SCHEMA))]) if existing.height else frame
+            write_day(lake, SPEND_RAW, day, merged)
+            days.append(day)
     return days
+
+
+def replace_spend_days(lake: Lake, workspace_id: str, days: list[date], spend: pl.DataFrame) -> list[date]:
+    """Make `spend` the workspace's whole spend of each of `days` (an integration's re-pulled
+    window), leaving other workspaces' rows of those days as they were.
+
+    A day file holds every workspace's spend, and two syncs of different workspaces may write the
+    same day at once: the read-modify-write of a day runs under an exclusive lock on the dataset,
+    so neither loses the other's rows. Rows are sorted, so the same delivery writes the same file."""
+    frame = spend.select(list(SPEND_SCHEMA))
+    outside = frame.filter(~pl.col("spend_date").is_in(days)).height
+    if outside:
+        raise ValueError(f"{outside} spend rows fall outside the days being replaced")
+    written = []
+    with _dataset_lock(lake, SPEND_RAW):
+        for day in sorted(set(days)):
+            existing = scan_days(lake, SPEND_RAW, [day]).collect()
+            kept = existing.filter(pl.col("workspace_id") != workspace_id) if existing.height else existing
+            mine = frame.filter(pl.col("spend_date") == day)
+            if not existing.height and not mine.height:
+                continue  # nothing was there and nothing arrives: no empty file (no stale day)
+            merged = pl.concat([kept.select(list(SPEND_SCHEMA)), mine]).sort(list(SPEND_KEY))
+            if existing.height and merged.equals(existing.sort(list(SPEND_KEY))):
+                continue  # the same figures again: leave the file (and its mtime) alone
+            write_day(lake, SPEND_RAW, day, merged)
+            written.append(day)
+    return written
+
+
+@contextmanager
+def _dataset_lock(lake: Lake, dataset: str) -> Iterator[None]:
+    directory = lake.dataset_dir(dataset)
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / ".writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _mtimes(lake: Lake, dataset: str) -> dict[date, int]:

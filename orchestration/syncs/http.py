@@ -1,0 +1,223 @@
+"""The HTTP side every provider client shares: one `requests.Session`, timeouts, retries by the
+provider's own rules, pacing under its documented rate limit, and failures classified into the
+sync error vocabulary (`transforms.integrations.errors`).
+
+Generic retry helpers get the providers wrong (design/integrations.md §1.10): RevenueCat's
+`Retry-After` is in milliseconds (urllib3 would sleep 1000 s), Stripe's library does not retry a
+429, Adjust answers a bare 429 beyond 50 parallel requests. So each client states its rules
+(`RetryRules`) and this module applies them; the loop is explicit and logged, not hidden in an
+adapter.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+import dagster as dg
+import requests
+from pydantic import PrivateAttr
+
+from transforms.integrations.errors import SyncFailure, code_for_status, truncate
+
+USER_AGENT = "FloKit-sync/1"
+
+
+def retry_after_seconds(response: requests.Response) -> float | None:
+    """`Retry-After` as RFC 9110 says: delay-seconds or an HTTP-date."""
+    value = response.headers.get("Retry-After", "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def body_text(response: requests.Response) -> str:
+    """The provider's own words: a JSON body's message field if there is one, else the text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return truncate(response.text or response.reason or "")
+    if isinstance(body, dict):
+        for key in ("message", "error_description", "error", "detail", "errors"):
+            if body.get(key):
+                value = body[key]
+                return truncate(value if isinstance(value, str) else json.dumps(value))
+    return truncate(json.dumps(body))
+
+
+@dataclass(frozen=True)
+class RetryRules:
+    """How one provider wants to be retried. `attempts` counts every try of one request."""
+
+    attempts: int = 5
+    backoff_s: float = 1.0  # first wait after a 5xx or a timeout; doubles each time
+    max_backoff_s: float = 30.0
+    # A Retry-After longer than this is not waited out inside a run: the sync fails as
+    # `rate_limited` and the next scheduled sync tries again.
+    max_wait_s: float = 120.0
+    retry_after: Callable[[requests.Response], float | None] = retry_after_seconds
+    error_text: Callable[[requests.Response], str] = body_text
+    retry_statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass
+class Pacer:
+    """Spaces calls evenly under a documented rate (`per_minute`), across threads.
+
+    Even spacing instead of bursts: a provider that counts per rolling minute never sees more
+    than the limit in any window, so a paced client gets no 429 at all (the RevenueCat benchmark
+    checks it against a fake that enforces the limit)."""
+
+    per_minute: float
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    _next: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait(self) -> None:
+        interval = 60.0 / self.per_minute
+        with self._lock:
+            now = self.clock()
+            start = max(now, self._next)
+            self._next = start + interval
+        if start > now:
+            self.sleep(start - now)
+
+    def push_back(self, seconds: float) -> None:
+        """The provider asked for a pause (a 429): no call of anyone before it is over."""
+        with self._lock:
+            self._next = max(self._next, self.clock() + seconds)
+
+
+@dataclass
+class ProviderHttp:
+    """One provider's session and rules. `request` returns a response with an accepted status
+    or raises `SyncFailure`; every retry and wait is logged to `log`."""
+
+    provider: str
+    session: requests.Session
+    rules: RetryRules
+    timeout: tuple[float, float] = (5.0, 60.0)
+    pacer: Pacer | None = None
+    sleep: Callable[[float], None] = time.sleep
+    log: Callable[[str], None] = lambda _line: None
+    calls: int = 0
+    rate_limited: int = 0
+
+    def request(
+        self, method: str, url: str, *, what: str, accept: Iterable[int] = (200,), **kwargs: Any
+    ) -> requests.Response:
+        accepted = set(accept)
+        wait = 0.0
+        for attempt in range(1, self.rules.attempts + 1):
+            if wait:
+                self.log(f"{self.provider}: waiting {wait:.2f} s before retrying {what} (attempt {attempt})")
+                self.sleep(wait)
+            if self.pacer is not None:
+                self.pacer.wait()
+            self.calls += 1
+            last = attempt == self.rules.attempts
+            try:
+                response = self.session.request(method, url, timeout=self.timeout, **kwargs)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                if last:
+                    raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
+                wait = self._backoff(attempt)
+                continue
+            if response.status_code in accepted:
+                return response
+            status = response.status_code
+            if status not in self.rules.retry_statuses:
+                raise SyncFailure(
+                    code_for_status(status), f"{what}: HTTP {status}: {self.rules.error_text(response)}", status=status
+                )
+            asked = self.rules.retry_after(response)
+            if status == 429:
+                self.rate_limited += 1
+                if asked is not None and self.pacer is not None:
+                    self.pacer.push_back(asked)
+            if last or (asked is not None and asked > self.rules.max_wait_s):
+                raise SyncFailure(
+                    code_for_status(status),
+                    f"{what}: HTTP {status} after {attempt} attempt(s): {self.rules.error_text(response)}",
+                    status=status,
+                )
+            wait = asked if asked is not None else self._backoff(attempt)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def json(self, response: requests.Response, *, what: str) -> Any:
+        """The body as JSON, or `bad_response` (a proxy's HTML page, a truncated body)."""
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise SyncFailure(
+                "bad_response", f"{what}: the answer is not JSON: {truncate(response.text, 200)}"
+            ) from exc
+
+    def _backoff(self, attempt: int) -> float:
+        return float(min(self.rules.backoff_s * 2 ** (attempt - 1), self.rules.max_backoff_s))
+
+
+class ProviderClient(dg.ConfigurableResource):
+    """Base of every provider client: `base_url`, the timeouts, and a lazily built `ProviderHttp`.
+
+    A subclass names its provider, states its `rules()` (and `per_minute` pacing where the
+    provider documents a rate), and lists its secret fields in `SECRET_FIELDS` so that they
+    never appear in a repr (Dagster logs resources' reprs on errors)."""
+
+    PROVIDER: ClassVar[str] = "provider"
+    SECRET_FIELDS: ClassVar[frozenset[str]] = frozenset()
+
+    base_url: str
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 60.0
+    _http: ProviderHttp | None = PrivateAttr(default=None)
+
+    def rules(self) -> RetryRules:
+        return RetryRules()
+
+    def per_minute(self) -> float | None:
+        return None
+
+    def http(self, log: Callable[[str], None] | None = None) -> ProviderHttp:
+        if self._http is None:
+            session = requests.Session()
+            session.headers["User-Agent"] = USER_AGENT
+            self._authorize(session)
+            rate = self.per_minute()
+            self._http = ProviderHttp(
+                provider=self.PROVIDER,
+                session=session,
+                rules=self.rules(),
+                timeout=(self.connect_timeout_s, self.read_timeout_s),
+                pacer=Pacer(rate) if rate else None,
+            )
+        if log is not None:
+            self._http.log = log
+        return self._http
+
+    def url(self, path: str) -> str:
+        return self.base_url.rstrip("/") + "/" + path.lstrip("/")
+
+    def _authorize(self, session: requests.Session) -> None:
+        """Set the session's credentials (headers); every subclass with credentials overrides it."""
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, ("***" if name in self.SECRET_FIELDS and value else value)

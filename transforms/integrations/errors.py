@@ -1,0 +1,60 @@
+"""Why a sync failed, in the vocabulary of `integration_syncs.error_code`.
+
+Two families, because they call for different reactions (ARCHITECTURE, integration status):
+the provider *refused* the credentials or the configuration (`auth`, `config`): nobody's retry
+will fix it, so the integration goes to `error` and the workspace hears of it once
+(`integration.error`); or the provider was *unavailable* for now (`rate_limited` beyond the
+retry budget, `provider_error` for 5xx/timeouts/refused connections, `bad_response` for an
+answer we could not read): the sync row fails, the integration stays `connected`, the next
+scheduled sync tries again.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ErrorCode = Literal["auth", "config", "rate_limited", "provider_error", "bad_response"]
+ERROR_CODES: tuple[ErrorCode, ...] = ("auth", "config", "rate_limited", "provider_error", "bad_response")
+REFUSALS: frozenset[ErrorCode] = frozenset({"auth", "config"})
+# The provider's own text is kept, cut to this many characters (PostHog cuts at 1000 too:
+# design/integrations.md §4.1): enough for any real error message, bounded for a bad proxy page.
+MAX_ERROR_TEXT = 1000
+
+
+class SyncFailure(Exception):
+    """A sync stopped for a reason the provider gave (or could not give).
+
+    `message` is what the operator reads in `error_message` and the sync history: the
+    provider's own words where it sent any, prefixed with what we were doing."""
+
+    def __init__(self, code: ErrorCode, message: str, *, status: int | None = None) -> None:
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown sync error code {code!r}")
+        super().__init__(message)
+        self.code: ErrorCode = code
+        self.message = truncate(message)
+        self.status = status
+
+    @property
+    def refused(self) -> bool:
+        """The provider refused the credentials or the config: the integration is in `error`."""
+        return self.code in REFUSALS
+
+
+def code_for_status(status: int) -> ErrorCode:
+    """The error code of an HTTP status a provider answered with (after any retries).
+
+    401/403: the credentials; 400/404/422: the configuration (an unknown app or project id is a
+    404 at every provider here); 429: the rate limit; anything else: the provider's fault."""
+    if status in (401, 403):
+        return "auth"
+    if status in (400, 404, 422):
+        return "config"
+    if status == 429:
+        return "rate_limited"
+    return "provider_error"
+
+
+def truncate(text: str, limit: int = MAX_ERROR_TEXT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,259 @@
+"""The integration types, what each one's config file holds, and how a config is validated.
+
+An operator connects an integration with a JSON file (`flokit admin integrations connect
+--config FILE.json`). Each type declares its fields here, once: the CLI validates against the
+declaration (an error names the field), the store seals the `secret` fields under the instance
+key and keeps the rest readable, and the connector reads both back by name. Every type accepts
+`base_url`, the provider API's address (default: the vendor's production address), so that a
+proxy or a test can point it elsewhere; for the object-storage kinds it is the S3 endpoint
+(boto's `endpoint_url`, accepted under that name too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+FieldKind = Literal["string", "integer", "url", "string_list"]
+# What a sync of the type brings in, which is what its `sync_stats` count (docs/spec-decisions.md).
+Produces = Literal["events", "spend", "exports"]
+# Scheduled syncs run this often unless the type says otherwise (stored per integration at
+# connect time, so changing a default never silently reschedules existing integrations).
+DEFAULT_CADENCE_HOURS = 24
+MAX_STRING = 2000
+
+
+class ConfigProblem(ValueError):
+    """A config file that cannot be used; `field` is the offending key ("" for the file itself)."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}" if field_name else message)
+        self.field = field_name
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: FieldKind = "string"
+    required: bool = False
+    secret: bool = False
+    default: Any = None
+    minimum: int | None = None
+    maximum: int | None = None
+    aliases: tuple[str, ...] = ()
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class IntegrationKind:
+    type: str
+    vendor: str  # the real system behind the spec's anonymised name, for operators
+    produces: Produces
+    default_base_url: str
+    fields: tuple[Field, ...] = ()
+    cadence_hours: int = DEFAULT_CADENCE_HOURS
+    # Fields that must be given together, as one option of the config (all or none).
+    groups: tuple[tuple[str, ...], ...] = ()
+    # Not connectable yet: the type is in the spec, its connector is in a later issue.
+    available: bool = True
+    base_url_aliases: tuple[str, ...] = ()
+
+    def all_fields(self) -> tuple[Field, ...]:
+        base = Field(
+            "base_url",
+            kind="url",
+            default=self.default_base_url,
+            aliases=self.base_url_aliases,
+            doc="the provider API's address",
+        )
+        return (base, *self.fields)
+
+
+@dataclass(frozen=True)
+class ValidConfig:
+    """A validated config: `options` are stored readable, `secrets` only sealed."""
+
+    options: dict[str, Any] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)
+
+    def get(self, name: str) -> Any:
+        return self.secrets[name] if name in self.secrets else self.options.get(name)
+
+
+_S3_FIELDS = (
+    Field("bucket", required=True, doc="the bucket name"),
+    Field("prefix", default="", doc="the key prefix inside the bucket, without a leading slash"),
+    Field("region", default="us-east-1"),
+    Field("access_key_id", required=True, secret=True),
+    Field("secret_access_key", required=True, secret=True),
+)
+_AWS_S3 = "https://s3.amazonaws.com"
+
+KINDS: dict[str, IntegrationKind] = {
+    k.type: k
+    for k in (
+        IntegrationKind(
+            "attribution_provider_a",
+            vendor="Adjust",
+            produces="spend",
+            default_base_url="https://automate.adjust.com",
+            fields=(
+                Field("api_token", required=True, secret=True, doc="Report Service API token (Bearer)"),
+                Field("app_token", doc="limit the report to this app (Adjust app token); default every app"),
+                Field("lookback_days", kind="integer", default=14, minimum=1, maximum=90, doc="days re-pulled"),
+            ),
+        ),
+        IntegrationKind(
+            "attribution_provider_b",
+            vendor="AppsFlyer",
+            produces="spend",
+            default_base_url="https://hq1.appsflyer.com",
+            fields=(
+                Field("api_token", required=True, secret=True, doc="API V2 token (Bearer)"),
+                Field("app_id", required=True, doc="the app id, e.g. id123456789 or com.example.app"),
+                Field("lookback_days", kind="integer", default=7, minimum=1, maximum=90, doc="days re-pulled"),
+            ),
+        ),
+        IntegrationKind(
+            "subscription_provider_a",
+            vendor="RevenueCat",
+            produces="events",
+            default_base_url="https://api.revenuecat.com",
+            fields=(
+                Field("api_key", required=True, secret=True, doc="secret API v2 key (sk_...)"),
+                Field("project_id", required=True, doc="the RevenueCat project id (proj...)"),
+                Field(
+                    "requests_per_minute",
+                    kind="integer",
+                    default=480,
+                    minimum=1,
+                    maximum=480,
+                    doc="pace of the customer-information calls (RevenueCat allows 480/min)",
+                ),
+            ),
+        ),
+        IntegrationKind(
+            "subscription_provider_b",
+            vendor="Adapty",
+            produces="events",
+            default_base_url=_AWS_S3,
+            fields=_S3_FIELDS,
+            base_url_aliases=("endpoint_url",),
+        ),
+        IntegrationKind(
+            "warehouse",
+            vendor="S3-compatible object storage, and Snowflake",
+            produces="exports",
+            default_base_url=_AWS_S3,
+            base_url_aliases=("endpoint_url",),
+            fields=(
+                *_S3_FIELDS,
+                Field("snowflake_account"),
+                Field("snowflake_user"),
+                Field("snowflake_password", secret=True),
+                Field("snowflake_database"),
+                Field("snowflake_schema"),
+                Field("snowflake_warehouse"),
+                Field("snowflake_role"),
+            ),
+            groups=(
+                (
+                    "snowflake_account",
+                    "snowflake_user",
+                    "snowflake_password",
+                    "snowflake_database",
+                    "snowflake_schema",
+                ),
+            ),
+        ),
+        IntegrationKind("payment_processor", vendor="Stripe", produces="events", default_base_url="", available=False),
+        IntegrationKind(
+            "ios_store_connect", vendor="App Store", produces="events", default_base_url="", available=False
+        ),
+        IntegrationKind("android_store", vendor="Google Play", produces="events", default_base_url="", available=False),
+    )
+}
+INTEGRATION_TYPES = tuple(KINDS)
+
+
+def kind_of(integration_type: str) -> IntegrationKind:
+    try:
+        return KINDS[integration_type]
+    except KeyError:
+        raise ConfigProblem(
+            "type", f"unknown integration type {integration_type!r}; one of {', '.join(KINDS)}"
+        ) from None
+
+
+def validate_config(integration_type: str, raw: object) -> ValidConfig:
+    """Check a config file's content against the type's fields; defaults filled in."""
+    kind = kind_of(integration_type)
+    if not kind.available:
+        raise ConfigProblem("type", f"{integration_type} ({kind.vendor}) has no connector yet; it cannot be connected")
+    if not isinstance(raw, Mapping):
+        raise ConfigProblem("", "the config must be a JSON object")
+    fields = kind.all_fields()
+    names = {alias: f for f in fields for alias in (f.name, *f.aliases)}
+    seen: dict[str, str] = {}
+    for key in raw:
+        if key not in names:
+            raise ConfigProblem(
+                str(key), f"unknown field for {integration_type}; fields: {', '.join(f.name for f in fields)}"
+            )
+        canonical = names[key].name
+        if canonical in seen:
+            raise ConfigProblem(str(key), f"given twice (also as {seen[canonical]!r})")
+        seen[canonical] = str(key)
+    options: dict[str, Any] = {}
+    secrets: dict[str, str] = {}
+    for f in fields:
+        value = raw[seen[f.name]] if f.name in seen else None
+        if value is None or value == "":
+            if f.required:
+                raise ConfigProblem(f.name, "is required" + (f" ({f.doc})" if f.doc else ""))
+            if f.default is not None:
+                options[f.name] = f.default
+            continue
+        checked = _check(f, value)
+        if f.secret:
+            secrets[f.name] = checked
+        else:
+            options[f.name] = checked
+    for group in kind.groups:
+        given = [name for name in group if name in options or name in secrets]
+        if given and len(given) != len(group):
+            missing = [name for name in group if name not in given]
+            raise ConfigProblem(missing[0], f"is required with {given[0]} (give all of {', '.join(group)} or none)")
+    return ValidConfig(options=options, secrets=secrets)
+
+
+def _check(f: Field, value: Any) -> Any:
+    if f.kind == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigProblem(f.name, "must be an integer")
+        if (f.minimum is not None and value < f.minimum) or (f.maximum is not None and value > f.maximum):
+            raise ConfigProblem(f.name, f"must be between {f.minimum} and {f.maximum}")
+        return value
+    if f.kind == "string_list":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ConfigProblem(f.name, "must be a list of non-empty strings")
+        return value
+    if not isinstance(value, str):
+        raise ConfigProblem(f.name, "must be a string")
+    if len(value) > MAX_STRING or value != value.strip():
+        raise ConfigProblem(f.name, f"must be at most {MAX_STRING} characters, without surrounding spaces")
+    if f.kind == "url":
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ConfigProblem(f.name, "must be an http(s) address without query or fragment, e.g. https://host")
+        return value.rstrip("/")
+    return value
+
+
+def secret_hint(value: str) -> str:
+    """What is ever shown of a secret again: its last four characters, and only when the secret is
+    long enough that four characters leave most of it unknown."""
+    return "…" + value[-4:] if len(value) >= 16 else "…"
