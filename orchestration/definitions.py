@@ -17,8 +17,10 @@ from orchestration.catalog.definitions import defs as catalog_defs
 from orchestration.events.definitions import defs as events_defs
 from orchestration.events.sensors import build_landed_events_sensor
 from orchestration.reports.definitions import defs as reports_defs
-from orchestration.resources import DatabaseResource, DataDirResource
+from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from orchestration.spend.definitions import defs as spend_defs
+from orchestration.syncs.definitions import defs as syncs_defs
+from orchestration.syncs.sensors import build_sync_sensor
 from orchestration.webhooks.definitions import defs as webhooks_defs
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
@@ -43,16 +45,19 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         events_defs,
         reports_defs,
         spend_defs,
+        syncs_defs,
         webhooks_defs,
         workspaces_defs,
         dg.Definitions(
             sensors=[
                 build_landed_events_sensor(settings.sensor_interval_s),
                 build_webhook_sensor(settings.sensor_interval_s),
+                build_sync_sensor(settings.sensor_interval_s),
             ],
             resources={
                 "database": DatabaseResource(url=database_url),
                 "data_dir": DataDirResource(root=str(settings.data_dir)),
+                "instance_key": InstanceKeyResource(data_dir=str(settings.data_dir)),
                 "webhook_queue": WebhookQueue(backoff_scale=settings.webhook_backoff_scale),
                 "webhook_http": WebhookHttpClient(allow_private=settings.webhooks_allow_private),
             },

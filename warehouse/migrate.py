@@ -35,6 +35,7 @@ TABLE_MODULES = (
     "warehouse.actions.tables",
     "warehouse.events.tables",
     "warehouse.ingest.tables",
+    "warehouse.integrations.tables",
     "warehouse.paywalls.tables",
     "warehouse.paywalls.entitlement_tables",
     "warehouse.reports.tables",

@@ -140,7 +140,7 @@ def _app_session_secret(env: Mapping[str, str], data_dir: Path) -> str | None:
     return _secret(env, "FLOKIT_APP_SESSION_SECRET", data_dir / APP_SESSION_SECRET_FILE, MIN_APP_SESSION_SECRET)
 
 
-def _instance_key(env: Mapping[str, str], data_dir: Path) -> str | None:
+def instance_key_for(env: Mapping[str, str], data_dir: Path) -> str | None:
     """FLOKIT_SECRET_KEY, else the key file `flokit db upgrade` created in the data directory,
     else None (nothing sealed can be written or read until `flokit db upgrade` runs)."""
     hint = " (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
@@ -246,7 +246,7 @@ class Settings:
             webhook_backoff_scale=_positive_number(env, "FLOKIT_WEBHOOK_BACKOFF_SCALE", 1.0, allow_zero=True),
             sensor_interval_s=max(1, round(_positive_number(env, "FLOKIT_SENSOR_INTERVAL_S", 5))),
             app_session_secret=_app_session_secret(env, data_dir),
-            instance_key=_instance_key(env, data_dir),
+            instance_key=instance_key_for(env, data_dir),
             passthrough_url=_http_url(env, "FLOKIT_PASSTHROUGH_URL"),
             receipt_verifier_url=_http_url(env, "FLOKIT_RECEIPT_VERIFIER_URL"),
             config_cache_s=_positive_number(env, "FLOKIT_CONFIG_CACHE_S", 1.0, allow_zero=True),

@@ -68,12 +68,24 @@ class PaybackUpdatedData(TypedDict):
 
 
 class IntegrationErrorData(TypedDict):
-    """`integration.error`: a webhook endpoint was disabled after consecutive failed sends."""
+    """`integration.error`, for two reasons told apart by `reason`, in one shape (the fields of the
+    other reason are null, so a receiver parses one schema):
+
+    - `integration_sync_failed`: an integration's provider refused its credentials or its config
+      during sync `sync_id` (`error_code` `auth` or `config`; `message` is the provider's text);
+      the integration is now `error`. Transient failures (rate limits, 5xx) send nothing.
+    - `webhook_endpoint_disabled`: a webhook endpoint was disabled after consecutive failed sends.
+    """
 
     reason: str
-    endpoint_id: str
-    url: str
-    consecutive_failures: int
+    integration_id: str | None
+    integration_type: str | None
+    sync_id: str | None
+    error_code: str | None
+    message: str | None
+    endpoint_id: str | None
+    url: str | None
+    consecutive_failures: int | None
     last_status_code: int | None  # null when no HTTP answer came (refused, timed out)
     last_error: str | None  # "HTTP 500", or why no answer came ("timeout: ReadTimeout")
 
@@ -89,6 +101,7 @@ PAYLOAD_TYPES: dict[str, type] = {
 
 PAYBACK_REPORT = "payback"
 ENDPOINT_DISABLED = "webhook_endpoint_disabled"
+SYNC_FAILED = "integration_sync_failed"
 
 
 def action_summary(
@@ -140,13 +153,38 @@ def payback_updated(*, refreshed_at: datetime, cohort_start: date, cohort_end: d
 def integration_error(
     *, endpoint_id: str, url: str, consecutive_failures: int, last_status_code: int | None, last_error: str | None
 ) -> IntegrationErrorData:
+    """The endpoint-disabled reason."""
     return {
         "reason": ENDPOINT_DISABLED,
+        "integration_id": None,
+        "integration_type": None,
+        "sync_id": None,
+        "error_code": None,
+        "message": None,
         "endpoint_id": endpoint_id,
         "url": url,
         "consecutive_failures": consecutive_failures,
         "last_status_code": last_status_code,
         "last_error": last_error,
+    }
+
+
+def integration_sync_failed(
+    *, integration_id: str, integration_type: str, sync_id: str, error_code: str, message: str
+) -> IntegrationErrorData:
+    """The sync-refused reason."""
+    return {
+        "reason": SYNC_FAILED,
+        "integration_id": integration_id,
+        "integration_type": integration_type,
+        "sync_id": sync_id,
+        "error_code": error_code,
+        "message": message,
+        "endpoint_id": None,
+        "url": None,
+        "consecutive_failures": None,
+        "last_status_code": None,
+        "last_error": None,
     }
 
 
@@ -186,12 +224,12 @@ SAMPLE_DATA: dict[str, Mapping[str, object]] = {
     "report.payback_updated": payback_updated(
         refreshed_at=_SAMPLE_TIME, cohort_start=date(2025, 12, 1), cohort_end=date(2025, 12, 31)
     ),
-    "integration.error": integration_error(
-        endpoint_id="we_sample",
-        url="https://example.com/webhooks",
-        consecutive_failures=20,
-        last_status_code=500,
-        last_error="HTTP 500",
+    "integration.error": integration_sync_failed(
+        integration_id="int_sample",
+        integration_type="attribution_provider_a",
+        sync_id="sync_sample",
+        error_code="auth",
+        message="Sample: the provider answered HTTP 401",
     ),
 }
 

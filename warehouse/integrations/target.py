@@ -36,7 +36,9 @@ from warehouse.reports.store import replace_spend_days
 # Claims are pruned at 30 days by a daily job: one day of margin for the prune's schedule.
 CLAIM_SAFE_DAYS = 29
 _MARKS = "landed_marks"  # state key: {"YYYY-MM-DD" (day landed): ISO occurred_at (latest landed)}
-_FLOOR = "settled_before"  # state key: ISO occurred_at; everything at or before it was landed long ago
+_FLOOR = "settled_before"
+# State key: {"YYYY-MM-DD": spend rows the integration holds for that day}; its `sync_stats`.
+SPEND_ROWS = "spend_rows"  # state key: ISO occurred_at; everything at or before it was landed long ago
 # Events per landing transaction: one transaction per batch keeps a large backfill from holding
 # the database's write lock for long (ingest callbacks wait behind it on SQLite).
 LAND_BATCH = 1000
@@ -92,6 +94,12 @@ class SyncTarget:
             raise ValueError(f"{wrong} spend rows are for another workspace than {self.workspace_id}")
         replace_spend_days(self.lake, self.workspace_id, list(days), rows)
         self.records += rows.height
+        held: dict[str, int] = self.state.setdefault(SPEND_ROWS, {})
+        counts = dict(rows.group_by("spend_date").len().iter_rows())
+        for day in days:
+            held[day.isoformat()] = int(counts.get(day, 0))
+            if not held[day.isoformat()]:
+                del held[day.isoformat()]
         if rows.height:
             first = rows.get_column("spend_date").min()
             assert isinstance(first, date)

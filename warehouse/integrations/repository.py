@@ -1,0 +1,448 @@
+"""Integrations and their syncs: connect, read, disconnect, queue a sync, run it to its end.
+
+Every function takes the caller's connection and changes state in the caller's transaction, so
+a sync's end (status, counts, the connector's state, the `integration.error` event) commits as
+one change or not at all. The credentials are sealed here and nowhere else: a caller passes the
+instance key to connect and to read the config back for a run, and gets the secrets only as a
+`ValidConfig`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from transforms import sealing
+from transforms.ids import new_id
+from transforms.integrations.errors import ErrorCode, truncate
+from transforms.integrations.kinds import KINDS, ValidConfig, kind_of, secret_hint
+from transforms.integrations.status import ACTIVE_SYNC_STATUSES, SyncTrigger, after_sync
+from transforms.webhooks.payloads import integration_sync_failed
+from warehouse import audit
+from warehouse.db import utcnow
+from warehouse.errors import AlreadyExists, Conflict, NotFound, TransitionRefused
+from warehouse.integrations.tables import integration_syncs, integrations
+from warehouse.webhooks.outbox import emit_event
+
+SEAL_PURPOSE = "integration-credentials"
+HISTORY_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class Integration:
+    id: str
+    workspace_id: str
+    type: str
+    status: str
+    error_message: str | None
+    last_synced_at: datetime | None
+    options: dict[str, Any]
+    credential_hints: dict[str, str]
+    cadence_hours: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Sync:
+    id: str
+    integration_id: str
+    workspace_id: str
+    trigger: str
+    status: str
+    queued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    run_id: str | None
+    records_written: int
+    earliest_record_at: datetime | None
+    error_code: str | None
+    error_message: str | None
+
+
+@dataclass(frozen=True)
+class StartedSync:
+    """What a run needs: the sync, its integration, the unsealed config and the connector state."""
+
+    sync: Sync
+    integration: Integration
+    config: ValidConfig
+    state: dict[str, Any]
+
+
+def _integration(row: Row[Any]) -> Integration:
+    return Integration(
+        id=row.id,
+        workspace_id=row.workspace_id,
+        type=row.type,
+        status=row.status,
+        error_message=row.error_message,
+        last_synced_at=row.last_synced_at,
+        options=dict(row.options or {}),
+        credential_hints=dict(row.credential_hints or {}),
+        cadence_hours=row.cadence_hours,
+        created_at=row.created_at,
+    )
+
+
+def _sync(row: Row[Any]) -> Sync:
+    return Sync(**{name: getattr(row, name) for name in Sync.__dataclass_fields__})
+
+
+def _seal(instance_key: str, integration_id: str, secrets: dict[str, str]) -> str:
+    plaintext = json.dumps(secrets, sort_keys=True).encode()
+    return sealing.seal(instance_key, SEAL_PURPOSE, plaintext, context=integration_id)
+
+
+# --- the operator's side -------------------------------------------------------------------------
+
+
+def connect(
+    conn: Connection,
+    *,
+    workspace_id: str,
+    integration_type: str,
+    config: ValidConfig,
+    instance_key: str,
+    actor: str,
+    now: datetime | None = None,
+) -> Integration:
+    """Save an integration's config, its secrets sealed; `connected`. One per workspace and type: a
+    disconnected one is connected again (same id, fresh state); a live one is `AlreadyExists`."""
+    now = now or utcnow()
+    kind = kind_of(integration_type)
+    existing = conn.execute(
+        integrations.select().where(
+            integrations.c.workspace_id == workspace_id, integrations.c.type == integration_type
+        )
+    ).first()
+    if existing is not None and existing.status != "disconnected":
+        raise AlreadyExists(
+            f"workspace {workspace_id} already has a {integration_type} integration ({existing.id}); "
+            "disconnect it first to connect it again"
+        )
+    if kind.produces == "spend":
+        # Spend is replaced per workspace and day (SyncTarget.replace_spend): two spend sources of
+        # one workspace would erase each other's days.
+        other = conn.execute(
+            sa.select(integrations.c.id, integrations.c.type).where(
+                integrations.c.workspace_id == workspace_id,
+                integrations.c.type.in_([k.type for k in KINDS.values() if k.produces == "spend"]),
+                integrations.c.type != integration_type,
+                integrations.c.status != "disconnected",
+            )
+        ).first()
+        if other is not None:
+            raise Conflict(
+                f"workspace {workspace_id} already takes its ad spend from {other.type} ({other.id}); "
+                "a workspace has one spend source: disconnect it first"
+            )
+    integration_id = existing.id if existing is not None else new_id("int")
+    values = {
+        "status": "connected",
+        "error_message": None,
+        "options": config.options,
+        "credentials": _seal(instance_key, integration_id, config.secrets),
+        "credential_hints": {name: secret_hint(value) for name, value in config.secrets.items()},
+        "cadence_hours": kind.cadence_hours,
+        "sync_state": {},
+        "updated_at": now,
+    }
+    if existing is None:
+        conn.execute(
+            integrations.insert().values(
+                id=integration_id, workspace_id=workspace_id, type=integration_type, created_at=now, **values
+            )
+        )
+    else:
+        conn.execute(
+            integrations.update().where(integrations.c.id == integration_id).values(last_synced_at=None, **values)
+        )
+    audit.record(
+        conn,
+        workspace_id=workspace_id,
+        actor=actor,
+        action="integration.connected",
+        subject_id=integration_id,
+        detail={"type": integration_type, "options": config.options},
+    )
+    return get_integration(conn, integration_id=integration_id)
+
+
+def disconnect(conn: Connection, *, integration_id: str, actor: str, now: datetime | None = None) -> Integration:
+    """`disconnected`, the credentials erased; a sync still queued fails (a running one finishes,
+    and its end leaves the status alone)."""
+    now = now or utcnow()
+    integration = get_integration(conn, integration_id=integration_id)
+    conn.execute(
+        integrations.update()
+        .where(integrations.c.id == integration_id)
+        .values(status="disconnected", credentials=None, credential_hints={}, error_message=None, updated_at=now)
+    )
+    conn.execute(
+        integration_syncs.update()
+        .where(integration_syncs.c.integration_id == integration_id, integration_syncs.c.status == "queued")
+        .values(
+            status="failed",
+            active_for=None,
+            finished_at=now,
+            error_code="config",
+            error_message="the integration was disconnected before the sync ran",
+        )
+    )
+    audit.record(
+        conn,
+        workspace_id=integration.workspace_id,
+        actor=actor,
+        action="integration.disconnected",
+        subject_id=integration_id,
+        detail={"type": integration.type},
+    )
+    return get_integration(conn, integration_id=integration_id)
+
+
+def list_integrations(conn: Connection, *, workspace_id: str) -> list[Integration]:
+    rows = conn.execute(
+        integrations.select()
+        .where(integrations.c.workspace_id == workspace_id)
+        .order_by(integrations.c.created_at, integrations.c.id)
+    )
+    return [_integration(r) for r in rows]
+
+
+def get_integration(conn: Connection, *, integration_id: str, workspace_id: str | None = None) -> Integration:
+    """The integration; `NotFound` when there is none, or it belongs to another workspace."""
+    query = integrations.select().where(integrations.c.id == integration_id)
+    if workspace_id is not None:
+        query = query.where(integrations.c.workspace_id == workspace_id)
+    row = conn.execute(query).first()
+    if row is None:
+        raise NotFound(f"Integration {integration_id} not found")
+    return _integration(row)
+
+
+def sync_history(conn: Connection, *, integration_id: str, limit: int = HISTORY_LIMIT) -> list[Sync]:
+    rows = conn.execute(
+        integration_syncs.select()
+        .where(integration_syncs.c.integration_id == integration_id)
+        .order_by(integration_syncs.c.queued_at.desc(), integration_syncs.c.id.desc())
+        .limit(limit)
+    )
+    return [_sync(r) for r in rows]
+
+
+def get_sync(conn: Connection, *, sync_id: str) -> Sync:
+    row = conn.execute(integration_syncs.select().where(integration_syncs.c.id == sync_id)).first()
+    if row is None:
+        raise NotFound(f"Sync {sync_id} not found")
+    return _sync(row)
+
+
+def config_of(conn: Connection, *, integration_id: str, instance_key: str) -> ValidConfig:
+    """The integration's config with its secrets unsealed (for a run or a `--check`)."""
+    row = conn.execute(
+        sa.select(integrations.c.options, integrations.c.credentials).where(integrations.c.id == integration_id)
+    ).first()
+    if row is None:
+        raise NotFound(f"Integration {integration_id} not found")
+    if row.credentials is None:
+        raise TransitionRefused(f"Integration {integration_id} is disconnected: it has no credentials", "disconnected")
+    secrets = json.loads(sealing.unseal(instance_key, SEAL_PURPOSE, row.credentials, context=integration_id))
+    return ValidConfig(options=dict(row.options or {}), secrets=secrets)
+
+
+# --- the queue -----------------------------------------------------------------------------------
+
+
+def request_sync(
+    conn: Connection,
+    *,
+    integration_id: str,
+    workspace_id: str | None = None,
+    trigger: SyncTrigger = "manual",
+    now: datetime | None = None,
+) -> tuple[Sync, bool]:
+    """Queue a sync; `(sync, True)`, or `(the pending sync, False)` while one is queued or running.
+
+    A disconnected integration cannot sync (`TransitionRefused`). Two concurrent requests race on
+    the unique `active_for`: the loser reads the winner's row instead of queuing a second sync."""
+    now = now or utcnow()
+    integration = get_integration(conn, integration_id=integration_id, workspace_id=workspace_id)
+    if integration.status == "disconnected":
+        raise TransitionRefused(
+            f"Integration {integration_id} is disconnected; connect it again before syncing", "disconnected"
+        )
+    pending = _pending(conn, integration_id)
+    if pending is not None:
+        return pending, False
+    sync_id = new_id("sync")
+    try:
+        with conn.begin_nested():
+            conn.execute(
+                integration_syncs.insert().values(
+                    id=sync_id,
+                    integration_id=integration_id,
+                    workspace_id=integration.workspace_id,
+                    trigger=trigger,
+                    status="queued",
+                    active_for=integration_id,
+                    queued_at=now,
+                )
+            )
+    except sa.exc.IntegrityError:
+        pending = _pending(conn, integration_id)
+        if pending is None:
+            raise
+        return pending, False
+    return get_sync(conn, sync_id=sync_id), True
+
+
+def _pending(conn: Connection, integration_id: str) -> Sync | None:
+    row = conn.execute(integration_syncs.select().where(integration_syncs.c.active_for == integration_id)).first()
+    return _sync(row) if row is not None else None
+
+
+def queued_syncs(conn: Connection) -> list[tuple[Sync, str]]:
+    """Every queued sync with its integration's type, oldest first (the sensor's run requests)."""
+    rows = conn.execute(
+        sa.select(integration_syncs, integrations.c.type.label("integration_type"))
+        .join(integrations, integrations.c.id == integration_syncs.c.integration_id)
+        .where(integration_syncs.c.status == "queued")
+        .order_by(integration_syncs.c.queued_at, integration_syncs.c.id)
+    ).all()
+    return [(_sync(r), r.integration_type) for r in rows]
+
+
+def running_syncs(conn: Connection) -> list[Sync]:
+    rows = conn.execute(integration_syncs.select().where(integration_syncs.c.status == "running"))
+    return [_sync(r) for r in rows]
+
+
+def enqueue_due(conn: Connection, *, now: datetime | None = None) -> list[str]:
+    """Queue a `scheduled` sync for every live integration whose cadence has passed since its last
+    sync was queued (or that never synced); returns the new sync ids."""
+    now = now or utcnow()
+    last_queued = (
+        sa.select(integration_syncs.c.integration_id, sa.func.max(integration_syncs.c.queued_at).label("at"))
+        .group_by(integration_syncs.c.integration_id)
+        .subquery()
+    )
+    rows = conn.execute(
+        sa.select(integrations.c.id, integrations.c.cadence_hours, last_queued.c.at)
+        .outerjoin(last_queued, last_queued.c.integration_id == integrations.c.id)
+        .where(integrations.c.status.in_(["connected", "error"]))
+    ).all()
+    queued = []
+    for row in rows:
+        if row.at is not None and row.at + timedelta(hours=row.cadence_hours) > now:
+            continue
+        sync, created = request_sync(conn, integration_id=row.id, trigger="scheduled", now=now)
+        if created:
+            queued.append(sync.id)
+    return queued
+
+
+def start_sync(
+    conn: Connection, *, sync_id: str, run_id: str, instance_key: str, now: datetime | None = None
+) -> StartedSync | None:
+    """Move a queued sync to `running` (its integration to `syncing`) and hand over what the run
+    needs; None when the sync is no longer queued (done, failed, or another run took it)."""
+    now = now or utcnow()
+    taken = conn.execute(
+        integration_syncs.update()
+        .where(integration_syncs.c.id == sync_id, integration_syncs.c.status == "queued")
+        .values(status="running", started_at=now, run_id=run_id)
+    ).rowcount
+    if not taken:
+        return None
+    sync = get_sync(conn, sync_id=sync_id)
+    integration = get_integration(conn, integration_id=sync.integration_id)
+    conn.execute(
+        integrations.update()
+        .where(integrations.c.id == integration.id, integrations.c.status != "disconnected")
+        .values(status="syncing", updated_at=now)
+    )
+    config = config_of(conn, integration_id=integration.id, instance_key=instance_key)
+    state = conn.execute(sa.select(integrations.c.sync_state).where(integrations.c.id == integration.id)).scalar_one()
+    return StartedSync(sync=sync, integration=integration, config=config, state=dict(state or {}))
+
+
+def finish_success(
+    conn: Connection,
+    *,
+    sync_id: str,
+    records: int,
+    earliest: datetime | None,
+    state: dict[str, Any],
+    now: datetime | None = None,
+) -> Sync:
+    """`succeeded`; the integration `connected` with `last_synced_at` = now and the connector's state."""
+    now = now or utcnow()
+    sync = _finish(conn, sync_id, now, status="succeeded", records_written=records, earliest_record_at=earliest)
+    conn.execute(
+        integrations.update()
+        .where(integrations.c.id == sync.integration_id, integrations.c.status != "disconnected")
+        .values(status="connected", error_message=None, last_synced_at=now, sync_state=state, updated_at=now)
+    )
+    return get_sync(conn, sync_id=sync_id)
+
+
+def finish_failure(
+    conn: Connection,
+    *,
+    sync_id: str,
+    code: ErrorCode | None,
+    message: str,
+    refused: bool,
+    records: int = 0,
+    now: datetime | None = None,
+) -> Sync:
+    """`failed`. A refusal puts the integration in `error` with the message and emits one
+    `integration.error`; a transient failure leaves the status as it was before the sync.
+    `code` None: the run crashed for a reason of ours, not the provider's."""
+    now = now or utcnow()
+    message = truncate(message)
+    sync = _finish(conn, sync_id, now, status="failed", records_written=records, error_code=code, error_message=message)
+    integration = get_integration(conn, integration_id=sync.integration_id)
+    if integration.status == "disconnected":
+        return get_sync(conn, sync_id=sync_id)
+    status = after_sync(refused=refused, had_error=integration.error_message is not None)
+    conn.execute(
+        integrations.update()
+        .where(integrations.c.id == integration.id)
+        .values(
+            status=status,
+            error_message=message if refused else integration.error_message,
+            updated_at=now,
+        )
+    )
+    if refused:
+        emit_event(
+            conn,
+            workspace_id=integration.workspace_id,
+            event_type="integration.error",
+            data=integration_sync_failed(
+                integration_id=integration.id,
+                integration_type=integration.type,
+                sync_id=sync_id,
+                error_code=code or "config",
+                message=message,
+            ),
+            now=now,
+        )
+    return get_sync(conn, sync_id=sync_id)
+
+
+def _finish(conn: Connection, sync_id: str, now: datetime, **values: Any) -> Sync:
+    done = conn.execute(
+        integration_syncs.update()
+        .where(integration_syncs.c.id == sync_id, integration_syncs.c.status.in_(ACTIVE_SYNC_STATUSES))
+        .values(finished_at=now, active_for=None, **values)
+    ).rowcount
+    if not done:
+        raise TransitionRefused(f"Sync {sync_id} has already ended", get_sync(conn, sync_id=sync_id).status)
+    return get_sync(conn, sync_id=sync_id)
