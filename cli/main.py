@@ -10,6 +10,7 @@ from cli.db import db
 from cli.demo import demo
 from cli.fx import fx
 from cli.ingest import ingest
+from cli.integrations import integrations
 from cli.paywalls import paywalls
 from cli.refresh import refresh
 from cli.up import up
@@ -22,6 +23,7 @@ def main() -> None:
 
 
 admin.add_command(webhooks)  # `flokit admin webhooks ...`
+admin.add_command(integrations)  # `flokit admin integrations ...`
 admin.add_command(paywalls)  # `flokit admin paywalls ...`
 main.add_command(db)
 main.add_command(admin)

@@ -22,7 +22,7 @@ from cli.progress import Progress
 @json_option
 @pass_app
 def refresh(app: App) -> None:
-    """Write every day with new landed events to canonical_events, refresh the reports, rebuild the catalog."""
+    """Run queued integration syncs, write landed events to canonical_events, refresh reports, rebuild the catalog."""
     settings = app.settings
     database = app.database
     try:

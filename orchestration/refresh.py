@@ -3,6 +3,9 @@
 Runs go through the Dagster instance it is given (the one at DAGSTER_HOME), so they appear in
 the UI's run history like the daemon's, and each is the run the daemon itself would request:
 
+0. the queued integration syncs, one `integration_sync_job` run each (a sync's provider failure
+   is the sync's outcome, printed; it does not stop the refresh, since the other inputs are
+   still worth refreshing);
 1. `canonical_events` over every UTC day with pending landed rows (one run per block of nearby
    days, as `landed_events_sensor` requests them; only the changed days are rewritten);
 2. the reports over every day whose inputs changed (the six-hourly schedule's runs);
@@ -25,8 +28,11 @@ from orchestration.events.assets import ASSET as EVENTS
 from orchestration.events.sensors import events_run_requests, requestable_days
 from orchestration.partitions import range_label
 from orchestration.reports.jobs import refresh_reports
+from orchestration.syncs.jobs import integration_sync_job, sync_run_config
+from orchestration.syncs.sensors import sync_run_request
 from warehouse.db import Database
 from warehouse.events.landing import pending_days
+from warehouse.integrations.repository import get_sync, queued_syncs
 from warehouse.lake import Lake
 
 REFRESH_TAG = "flokit/refresh"
@@ -51,7 +57,7 @@ def refresh(
     lake: Lake,
     progress: Callable[[str], None] = lambda _line: None,
 ) -> list[RunOutcome]:
-    """Run the three steps; returns one outcome per run started."""
+    """Run the steps; returns one outcome per run started."""
     outcomes: list[RunOutcome] = []
     job = defs.resolve_implicit_global_asset_job_def()
 
@@ -65,6 +71,30 @@ def refresh(
         verdict = "succeeded" if outcome.success else "FAILED"
         progress(f"  run {outcome.run_id} {verdict}: {', '.join(outcome.assets) or 'nothing new'}{where}")
         return result.success
+
+    with database.read() as conn:
+        queued = queued_syncs(conn)
+    progress(f"{len(queued)} queued integration sync(s)")
+    sync_job = defs.resolve_job_def(integration_sync_job.name)
+    for sync, integration_type in queued:
+        progress(f"syncing {integration_type} integration {sync.integration_id} ({sync.id}) ...")
+        request = sync_run_request(sync, integration_type)
+        result = sync_job.execute_in_process(
+            instance=instance,
+            run_config={**sync_run_config(sync.id), **QUIET},
+            tags={**request.tags, REFRESH_TAG: "true"},
+            raise_on_error=False,
+        )
+        with database.read() as conn:
+            ended = get_sync(conn, sync_id=sync.id)
+        outcome = RunOutcome(f"sync {sync.id}", None, result.run_id, result.success)
+        outcomes.append(outcome)
+        detail = (
+            f"{ended.records_written} record(s)"
+            if ended.status == "succeeded"
+            else f"{ended.error_code}: {ended.error_message}"
+        )
+        progress(f"  run {result.run_id} {'succeeded' if result.success else 'FAILED'}: sync {ended.status}, {detail}")
 
     with database.read() as conn:
         days = requestable_days(pending_days(conn), datetime.now(UTC).date())

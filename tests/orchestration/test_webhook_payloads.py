@@ -24,14 +24,25 @@ from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from tests.reports_support import refresh, seed_lake
 from tests.webhook_receiver import Receiver, running_receiver
 from transforms.actions import generate_content
+from transforms.integrations.kinds import validate_config
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES
 from transforms.webhooks.envelope import EVENT_TYPES
-from transforms.webhooks.payloads import PAYLOAD_TYPES, SAMPLE_DATA, conformance, json_type, typed_dict_hints
+from transforms.webhooks.payloads import (
+    PAYLOAD_TYPES,
+    SAMPLE_DATA,
+    conformance,
+    integration_error,
+    json_type,
+    typed_dict_hints,
+)
 from warehouse.actions import repository
 from warehouse.db import Database
+from warehouse.integrations import repository as integrations_repo
 from warehouse.webhooks import endpoints
 from warehouse.webhooks.outbox import emit_test_event
 from warehouse.webhooks.tables import webhook_events
+
+PARITY_KEY = "p" * 43  # the instance key the parity test seals its integration credentials with
 
 ACTION_EVENTS = ["action.created", "action.approved", "action.rolled_back"]
 
@@ -112,6 +123,21 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
                 content=generate_content("creative_pause", seed=f"fill-{i}"),
                 actor="parity-test",
             )
+        # integration.error, the sync-refused reason: a sync the provider refused, ended by the
+        # repository function every sync run ends through.
+        integration = integrations_repo.connect(
+            conn,
+            workspace_id=workspace_id,
+            integration_type="attribution_provider_a",
+            config=validate_config("attribution_provider_a", {"api_token": "parity-token-0123456789"}),
+            instance_key=PARITY_KEY,
+            actor="parity-test",
+        )
+        sync, _ = integrations_repo.request_sync(conn, integration_id=integration.id)
+        integrations_repo.start_sync(conn, sync_id=sync.id, run_id="parity-run", instance_key=PARITY_KEY)
+        integrations_repo.finish_failure(
+            conn, sync_id=sync.id, code="auth", message="HTTP 401: Unauthorized", refused=True
+        )
     queue = WebhookQueue(max_run_s=20.0, max_workers=1)
     drain(db, queue, WebhookHttpClient(allow_private=True, connect_timeout_s=2.0), logging.getLogger("parity"))
     # report.payback_updated: a real refresh of the reports over a lake of this workspace.
@@ -147,7 +173,10 @@ def test_every_sample_has_the_shape_of_the_real_event(
     assert produced == set(EVENT_TYPES) - {"guardrail.triggered"}
     assert len(stored(db, "action.created", test=False)) == 2 + DISABLE_AFTER_FAILURES
     errors = stored(db, "integration.error", test=False)
-    assert sorted(e["last_status_code"] is None for e in errors) == [False, True]  # both kinds of failure
+    disabled = [e for e in errors if e["reason"] == "webhook_endpoint_disabled"]
+    assert sorted(e["last_status_code"] is None for e in disabled) == [False, True]  # both kinds of failure
+    [refused] = [e for e in errors if e["reason"] == "integration_sync_failed"]
+    assert refused["error_code"] == "auth" and refused["message"] == "HTTP 401: Unauthorized"
 
 
 def test_the_shape_comparison_sees_a_missing_key_and_a_changed_type() -> None:
@@ -155,7 +184,11 @@ def test_the_shape_comparison_sees_a_missing_key_and_a_changed_type() -> None:
     declared = PAYLOAD_TYPES["integration.error"]
     old_sample = {"integration_id": "int_sample", "error": "Sample sync failure"}
     assert conformance(old_sample, declared)
-    real = dict(SAMPLE_DATA["integration.error"])
+    real = dict(
+        integration_error(
+            endpoint_id="we_1", url="https://x.example/h", consecutive_failures=20, last_status_code=500, last_error="x"
+        )
+    )
     assert shape_differences(SAMPLE_DATA["integration.error"], real, declared) == []
     assert shape_differences({**real, "consecutive_failures": "5"}, real, declared) == [
         "data.consecutive_failures: sample string, real number"

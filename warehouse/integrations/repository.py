@@ -27,6 +27,7 @@ from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.errors import AlreadyExists, Conflict, NotFound, TransitionRefused
 from warehouse.integrations.tables import integration_syncs, integrations
+from warehouse.tables import workspaces
 from warehouse.webhooks.outbox import emit_event
 
 SEAL_PURPOSE = "integration-credentials"
@@ -115,6 +116,8 @@ def connect(
     disconnected one is connected again (same id, fresh state); a live one is `AlreadyExists`."""
     now = now or utcnow()
     kind = kind_of(integration_type)
+    if conn.execute(sa.select(workspaces.c.id).where(workspaces.c.id == workspace_id)).first() is None:
+        raise NotFound(f"no workspace {workspace_id}")
     existing = conn.execute(
         integrations.select().where(
             integrations.c.workspace_id == workspace_id, integrations.c.type == integration_type
