@@ -55,8 +55,12 @@ def build_sync_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
         context: dg.SensorEvaluationContext, database: DatabaseResource
     ) -> dg.SensorResult | dg.SkipReason:
         db = database.database()
-        with db.write() as conn:
-            scheduled = repo.enqueue_due(conn)
+        with db.read() as conn:
+            due = repo.due_integrations(conn)
+        scheduled = []
+        if due:
+            with db.write() as conn:
+                scheduled = repo.enqueue_due(conn)
         if scheduled:
             context.log.info(f"queued {len(scheduled)} scheduled sync(s): {', '.join(scheduled)}")
         swept = sweep_abandoned(context.instance, database)

@@ -325,9 +325,9 @@ def running_syncs(conn: Connection) -> list[Sync]:
     return [_sync(r) for r in rows]
 
 
-def enqueue_due(conn: Connection, *, now: datetime | None = None) -> list[str]:
-    """Queue a `scheduled` sync for every live integration whose cadence has passed since its last
-    sync was queued (or that never synced); returns the new sync ids."""
+def due_integrations(conn: Connection, *, now: datetime | None = None) -> list[str]:
+    """Live integrations whose cadence has passed since their last sync was queued (or that never
+    synced), with no sync pending: a read, so the sensor takes the write lock only when needed."""
     now = now or utcnow()
     last_queued = (
         sa.select(integration_syncs.c.integration_id, sa.func.max(integration_syncs.c.queued_at).label("at"))
@@ -338,12 +338,17 @@ def enqueue_due(conn: Connection, *, now: datetime | None = None) -> list[str]:
         sa.select(integrations.c.id, integrations.c.cadence_hours, last_queued.c.at)
         .outerjoin(last_queued, last_queued.c.integration_id == integrations.c.id)
         .where(integrations.c.status.in_(["connected", "error"]))
+        .order_by(integrations.c.id)
     ).all()
+    return [r.id for r in rows if r.at is None or r.at + timedelta(hours=r.cadence_hours) <= now]
+
+
+def enqueue_due(conn: Connection, *, now: datetime | None = None) -> list[str]:
+    """Queue a `scheduled` sync for every due integration; returns the new sync ids."""
+    now = now or utcnow()
     queued = []
-    for row in rows:
-        if row.at is not None and row.at + timedelta(hours=row.cadence_hours) > now:
-            continue
-        sync, created = request_sync(conn, integration_id=row.id, trigger="scheduled", now=now)
+    for integration_id in due_integrations(conn, now=now):
+        sync, created = request_sync(conn, integration_id=integration_id, trigger="scheduled", now=now)
         if created:
             queued.append(sync.id)
     return queued
