@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import threading
 from collections.abc import Iterable, Iterator
@@ -316,6 +317,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--countries", type=int, default=30)
     args = parser.parse_args(argv)
     fake = AdjustFake(campaigns=args.campaigns, creatives=args.creatives, countries=args.countries)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     server = make_server("127.0.0.1", 0, fake, threaded=True)
     print(f"http://127.0.0.1:{server.server_port}", flush=True)
     server.serve_forever()
