@@ -20,6 +20,9 @@ What the connector asks for, and why (https://dev.adjust.com/en/api/rs-api/repor
   what is attributed would move every campaign's figures.
 - `currency=<config currency>`: "Currency used for conversion of money related metrics"; the
   rows are labelled with it and the reports convert from it at the ECB rate of the day.
+- `utc_offset=+00:00`: report days are UTC days, as the installs' cohort days are (a
+  callback's `created_at` is a Unix time, and the reports date an install by its UTC day); the
+  account's own timezone would shift spend a day against the installs it bought.
 - `format_dates=false`: date dimensions in ISO format.
 - `date_period=YYYY-MM-DD:YYYY-MM-DD` (absolute, inclusive), and `app_token__in` when the
   integration is limited to one app.
@@ -110,6 +113,7 @@ def report_params(
         "date_period": date_period(days),
         "attribution_types": ATTRIBUTION_TYPES,
         "currency": currency,
+        "utc_offset": "+00:00",
         "format_dates": "false",
     }
     if app_token:

@@ -85,6 +85,7 @@ def test_the_window_lands_as_the_report_names_it(db: Database, lake: Lake, ws: s
     assert first["metrics"] == "cost,installs"
     assert first["attribution_types"] == "click,engaged_ad"
     assert first["currency"] == "USD"
+    assert first["utc_offset"] == "+00:00"  # days are UTC days, as the installs' cohort days
     assert "app_token__in" not in first
     assert target.records == landed.height == 7 * 3 * 2 * 2
     # Installs are the callbacks' to count: the report's figure is only reported.

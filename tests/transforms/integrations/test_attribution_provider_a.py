@@ -114,6 +114,7 @@ def test_report_params() -> None:
         "date_period": "2026-11-18:2026-11-20",
         "attribution_types": "click,engaged_ad",
         "currency": "EUR",
+        "utc_offset": "+00:00",
         "format_dates": "false",
         "app_token__in": "abc",
     }
