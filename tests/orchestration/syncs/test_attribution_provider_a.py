@@ -14,7 +14,7 @@ import pytest
 
 from orchestration.syncs.connectors import connector_for
 from orchestration.syncs.connectors.attribution_provider_a import CONNECTOR, client_for
-from tests.providers.adjust_fake import TOKEN, AdjustFake, campaign_name, running
+from tests.providers.adjust_fake import TOKEN, AdjustFake, campaign_name, creative_name, running
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database
@@ -270,3 +270,61 @@ def test_a_currency_that_is_not_a_code_is_a_config_failure(fake: AdjustFake) -> 
     with pytest.raises(SyncFailure) as failure:
         client_for(config(fake, currency="dollars"))
     assert failure.value.code == "config"
+
+
+def test_synced_spend_meets_the_callbacks_installs_in_the_payback_report(
+    tmp_path: Path, settings: Any, db: Database, ws: str, fake: AdjustFake
+) -> None:
+    """Install callbacks naming a campaign and creative as Adjust's placeholders do, and the
+    same account's spend from a sync: the payback report puts both in one row, not the spend
+    beside an "organic" install."""
+    import dagster as dg
+
+    from tests.money_support import LATEST
+    from tests.reports_support import refresh
+    from transforms.events import CanonicalEvent
+    from transforms.ingest.attribution import ATTRIBUTION_PROVIDER_A, normalize
+    from warehouse.events.landing import day_frame
+    from warehouse.reports import demo, store
+
+    day = TODAY - timedelta(1)
+    installs = []
+    for n, (i, j, country) in enumerate([(0, 0, "us"), (0, 0, "gb"), (1, 1, "us")]):
+        params = {
+            "activity_kind": "install",
+            "created_at": str(int(datetime(day.year, day.month, day.day, 10, n, tzinfo=UTC).timestamp())),
+            "country": country,
+            "os_name": "ios",
+            "adid": f"adid-{n}",
+            "user_id": f"user-{n}",
+            "tracker_name": f"Meta::{campaign_name(i)}::Adgroup::{creative_name(i, j)}",
+        }
+        event = normalize(
+            params,
+            adapter=ATTRIBUTION_PROVIDER_A,
+            workspace_id=ws,
+            mapping={"activity_kind:install": "install"},
+            received_at=NOW,
+            latest_rates=LATEST,
+        )
+        assert isinstance(event, CanonicalEvent)
+        installs.append(event)
+    lake = Lake(tmp_path / "lake")
+    target, _ = sync(db, lake, ws, config(fake, lookback_days=3))
+    target.land_events(installs)
+    with db.read() as conn:
+        frame, _ = day_frame(conn, day)
+    demo.write_event_partitions(lake, frame)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = refresh(tmp_path, settings.database_url, instance)
+    assert result is not None and result.success
+    cube = store.scan_table(lake, store.PAYBACK).collect()
+    rows = cube.filter(
+        (pl.col("workspace_id") == ws) & (pl.col("cohort_date") == day) & (pl.col("dimension") == "campaign")
+    )
+    per_campaign = {r["value"]: (r["installs"], r["spend"]) for r in rows.filter(pl.col("day") == 0).to_dicts()}
+    expected = fake.expected_spend(day)
+    for i, installed in ((0, 2), (1, 1), (2, 0)):
+        spent = sum(v for (c, _, _), v in expected.items() if c == campaign_name(i))
+        assert per_campaign[campaign_name(i)] == (installed, pytest.approx(spent))
+    assert "organic" not in per_campaign
