@@ -103,7 +103,19 @@ KINDS: dict[str, IntegrationKind] = {
             fields=(
                 Field("api_token", required=True, secret=True, doc="Report Service API token (Bearer)"),
                 Field("app_token", doc="limit the report to this app (Adjust app token); default every app"),
-                Field("lookback_days", kind="integer", default=14, minimum=1, maximum=90, doc="days re-pulled"),
+                Field(
+                    "lookback_days",
+                    kind="integer",
+                    default=14,
+                    minimum=1,
+                    maximum=90,
+                    doc="days re-pulled every sync, ending today (UTC); network spend restates for 14",
+                ),
+                Field(
+                    "currency",
+                    default="USD",
+                    doc="ISO 4217 code Adjust converts cost to (the report's `currency` parameter)",
+                ),
             ),
         ),
         IntegrationKind(

@@ -1,0 +1,146 @@
+"""Adjust (attribution_provider_a): daily ad spend from the Report Service API into `spend_raw`.
+
+Adjust has no cursor and restates network spend for 14 days, so every sync re-pulls the last
+`lookback_days` days (ending today, UTC) and makes them the workspace's whole spend of those
+days (`SyncTarget.replace_spend`): a restated day replaces the old figures and the same window
+twice changes nothing. The window is asked for a few days at a time (`CHUNK_DAYS`), each chunk
+written before the next is fetched, so a large account's sync holds one chunk in memory.
+
+Installs are in the report too, but the reports count installs from the attribution callbacks
+(canonical events with the same campaign and creative names); landing the report's installs as
+well would count every install twice. The sync logs the report's install count and keeps it in
+the integration's state (`last_report`) so that an operator can compare the two.
+
+The HTTP rules (https://help.adjust.com/en/article/reports-endpoint): 200 `{rows, totals,
+warnings}`, 204 when there is nothing, 401/403 for the token, 429 beyond 50 simultaneous
+requests (bare: no documented `Retry-After`, honoured in seconds if one comes), 503, and 504
+when a query runs too long. 429/503/504 are retried with backoff by `ProviderHttp`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
+from typing import Any, ClassVar
+
+import requests
+
+from orchestration.syncs.connectors import Connector
+from orchestration.syncs.http import ProviderClient, RetryRules
+from transforms.integrations import attribution_provider_a as adjust
+from transforms.integrations.errors import SyncFailure
+from transforms.integrations.kinds import ValidConfig
+from warehouse.integrations.target import SyncTarget
+
+REPORT_PATH = "reports-service/report"
+Log = Callable[[str], None]
+
+
+class AdjustClient(ProviderClient):
+    """Adjust's Report Service API with a Bearer API token."""
+
+    PROVIDER: ClassVar[str] = "Adjust"
+    SECRET_FIELDS: ClassVar[frozenset[str]] = frozenset({"api_token"})
+
+    api_token: str
+    app_token: str | None = None
+    currency: str = adjust.DEFAULT_CURRENCY
+    lookback_days: int = 14
+    chunk_days: int = adjust.CHUNK_DAYS
+    # First wait after a bare 429 or a 5xx (doubles per attempt): 1+2+4+8 s over five attempts
+    # lets a burst of other clients' requests drain.
+    backoff_s: float = 1.0
+
+    def rules(self) -> RetryRules:
+        return RetryRules(backoff_s=self.backoff_s)
+
+    def _authorize(self, session: requests.Session) -> None:
+        session.headers["Authorization"] = f"Bearer {self.api_token}"
+        session.headers["Accept"] = "application/json"
+
+    def report(
+        self,
+        days: Sequence[date],
+        log: Log | None = None,
+        *,
+        dimensions: Sequence[str] = adjust.DIMENSIONS,
+        metrics: Sequence[str] = adjust.METRICS,
+    ) -> list[Any]:
+        """The report's rows for `days` (one request); [] for a 204."""
+        http = self.http(log)
+        what = f"Adjust report {adjust.date_period(days)}"
+        params = adjust.report_params(
+            days, currency=self.currency, app_token=self.app_token, dimensions=dimensions, metrics=metrics
+        )
+        response = http.request("GET", self.url(REPORT_PATH), what=what, accept=(200, 204), params=params)
+        if response.status_code == 204:
+            return []
+        try:
+            return adjust.report_rows(http.json(response, what=what))
+        except adjust.ReportProblem as exc:
+            raise SyncFailure("bad_response", f"{what}: {exc}") from exc
+
+
+def client_for(config: ValidConfig, **overrides: Any) -> AdjustClient:
+    """The client of one integration; `overrides` set the non-config knobs (tests, benchmarks)."""
+    try:
+        currency = adjust.currency_of(config.get("currency"))
+    except ValueError as exc:
+        raise SyncFailure("config", str(exc)) from exc
+    return AdjustClient(
+        base_url=config.get("base_url"),
+        api_token=config.get("api_token"),
+        app_token=config.get("app_token"),
+        currency=currency,
+        lookback_days=config.get("lookback_days") or 14,
+        **overrides,
+    )
+
+
+def _today(target: SyncTarget) -> date:
+    now = target.now
+    return (now.astimezone(UTC) if now.tzinfo else now).date()
+
+
+def check(client: AdjustClient) -> str:
+    """One small report: today's cost, one row per day."""
+    today = datetime.now(UTC).date()
+    rows = client.report([today], dimensions=("day",), metrics=("cost",))
+    return f"Adjust answered: {len(rows)} row{'s' if len(rows) != 1 else ''} for {today.isoformat()}"
+
+
+def sync(client: AdjustClient, target: SyncTarget, config: ValidConfig, log: Log) -> None:
+    days = adjust.window(_today(target), client.lookback_days)
+    total = adjust.ReportSummary()
+    for chunk in adjust.chunks(days, client.chunk_days):
+        rows = client.report(chunk, log)
+        try:
+            frame, summary = adjust.spend_frame(
+                rows, workspace_id=target.workspace_id, currency=client.currency, days=chunk
+            )
+        except adjust.ReportProblem as exc:
+            raise SyncFailure("bad_response", f"Adjust report {adjust.date_period(chunk)}: {exc}") from exc
+        del rows
+        target.replace_spend(frame, chunk)
+        total += summary
+        log(
+            f"Adjust {adjust.date_period(chunk)}: {summary.rows} report rows, {summary.spend_rows} spend rows "
+            f"({summary.cost:.2f} {client.currency}), {summary.installs} installs"
+        )
+    log(
+        f"Adjust: {len(days)} days ({adjust.date_period(days)}) replaced with {total.spend_rows} spend rows, "
+        f"{total.cost:.2f} {client.currency}; the report counts {total.installs} installs "
+        "(not landed: installs come from the attribution callbacks)"
+    )
+    target.state["last_report"] = {
+        "first_day": days[0].isoformat(),
+        "last_day": days[-1].isoformat(),
+        "report_rows": total.rows,
+        "spend_rows": total.spend_rows,
+        "cost": round(total.cost, 6),
+        "currency": client.currency,
+        "installs": total.installs,
+    }
+
+
+CONNECTOR = Connector(type="attribution_provider_a", client=client_for, check=check, sync=sync)
