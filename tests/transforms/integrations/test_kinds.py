@@ -10,7 +10,7 @@ from transforms.integrations.kinds import KINDS, ConfigProblem, secret_hint, val
 def test_defaults_and_secrets_are_separated() -> None:
     config = validate_config("attribution_provider_a", {"api_token": "tok-0123456789abcdef"})
     assert config.secrets == {"api_token": "tok-0123456789abcdef"}
-    assert config.options == {"base_url": "https://automate.adjust.com", "lookback_days": 14}
+    assert config.options == {"base_url": "https://automate.adjust.com", "lookback_days": 14, "currency": "USD"}
 
 
 def test_every_kind_accepts_base_url_and_the_s3_kinds_its_boto_name() -> None:
