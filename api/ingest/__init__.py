@@ -15,4 +15,4 @@ def _load_rates(setup: BlueprintSetupState) -> None:
     fx.latest_rates(setup.app.extensions[EXTENSION].settings.paths)
 
 
-from api.ingest import callbacks  # noqa: E402,F401  (routes register themselves on the blueprint)
+from api.ingest import callbacks, push  # noqa: E402,F401  (routes register themselves on the blueprint)

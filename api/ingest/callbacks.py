@@ -29,6 +29,8 @@ from warehouse.events.landing import land, single_event_connection
 from warehouse.ingest.repository import callback_context, record_drop
 
 UNVERIFIED = "Unverified callback."
+# Vendors whose callbacks carry query or form parameters (AppsFlyer's Push API: api/ingest/push.py).
+CALLBACK_VENDORS = {vendor: a for vendor, a in ADAPTERS.items() if a.delivery == "callback"}
 
 
 class CallbackParameters(BaseModel):
@@ -131,11 +133,11 @@ _DROPPED = {
     errors=(401, 500),
     security="ingestSecret",
     tags=["ingest"],
-    path_params={"vendor": {"type": "string", "enum": sorted(ADAPTERS)}},
+    path_params={"vendor": {"type": "string", "enum": sorted(CALLBACK_VENDORS)}},
 )
 def receive_callback(vendor: str) -> Response:
-    adapter = ADAPTERS.get(vendor)
-    if adapter is None:
+    adapter = CALLBACK_VENDORS.get(vendor)
+    if adapter is None:  # a push vendor has its own route (POST with a JSON body): no callback adapter
         raise ApiError(404, f"Unknown vendor: {vendor}")
     app = state()
     params = _params()

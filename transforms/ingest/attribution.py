@@ -56,6 +56,9 @@ class Adapter:
     parameters: tuple[str, ...]
     # The parameter carrying the vendor's own unique id for a callback, when its template has one.
     stable_id_parameter: str | None = None
+    # "callback": parameters in the query string or a form body (`normalize` here); "push": one
+    # JSON object per POST (AppsFlyer's Push API, `transforms.ingest.attribution_provider_b`).
+    delivery: Literal["callback", "push"] = "callback"
 
 
 ATTRIBUTION_PROVIDER_A = Adapter(
@@ -84,7 +87,32 @@ ATTRIBUTION_PROVIDER_A = Adapter(
     stable_id_parameter="event_id",
 )
 
-ADAPTERS: Mapping[str, Adapter] = {a.vendor: a for a in (ATTRIBUTION_PROVIDER_A,)}
+# AppsFlyer's Push API message fields FloKit reads (support article 207034356, Push API V2.0; the
+# raw data field dictionary, article 208387843). The secret and the app token are query parameters.
+ATTRIBUTION_PROVIDER_B = Adapter(
+    vendor="attribution_provider_b",
+    parameters=(
+        "app_id",
+        "event_name",
+        "event_type",
+        "event_time",
+        "platform",
+        "country_code",
+        "appsflyer_id",
+        "idfa",
+        "advertising_id",
+        "customer_user_id",
+        "event_revenue",
+        "event_revenue_currency",
+        "media_source",
+        "campaign",
+        "af_adset",
+        "af_ad",
+    ),
+    delivery="push",
+)
+
+ADAPTERS: Mapping[str, Adapter] = {a.vendor: a for a in (ATTRIBUTION_PROVIDER_A, ATTRIBUTION_PROVIDER_B)}
 
 
 @dataclass(frozen=True)

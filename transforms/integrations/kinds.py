@@ -127,6 +127,12 @@ KINDS: dict[str, IntegrationKind] = {
                 Field("api_token", required=True, secret=True, doc="API V2 token (Bearer)"),
                 Field("app_id", required=True, doc="the app id, e.g. id123456789 or com.example.app"),
                 Field("lookback_days", kind="integer", default=7, minimum=1, maximum=90, doc="days re-pulled"),
+                Field(
+                    "currency",
+                    default="USD",
+                    doc="the cost currency: USD (the Master API's default) or the app's own currency as set in "
+                    "AppsFlyer (ISO 4217; then asked for with currency=preferred)",
+                ),
             ),
         ),
         IntegrationKind(
