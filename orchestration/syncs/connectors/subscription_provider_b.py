@@ -33,13 +33,12 @@ from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import (  # type: ignore[import-untyped]
     BotoCoreError,
     ClientError,
-    ConnectionClosedError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
+    HTTPClientError,
     IncompleteReadError,
-    ReadTimeoutError,
-    ResponseStreamingError,
+    ParamValidationError,
 )
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 from pydantic import PrivateAttr
 
 from orchestration.syncs.connectors import Connector, Log
@@ -81,14 +80,8 @@ _CONFIG_CODES = frozenset(
 )
 _THROTTLED = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"})
 _RETRY_CODES = _THROTTLED | frozenset({"RequestTimeout", "InternalError", "ServiceUnavailable"})
-_NETWORK = (
-    EndpointConnectionError,
-    ConnectTimeoutError,
-    ReadTimeoutError,
-    ConnectionClosedError,
-    IncompleteReadError,
-    ResponseStreamingError,
-)
+# Connection refused or reset, DNS, TLS, proxy, timeouts, a body cut short: the network's fault.
+_NETWORK = (BotoConnectionError, HTTPClientError, IncompleteReadError)
 
 T = TypeVar("T")
 
@@ -154,12 +147,11 @@ class AdaptyExportClient(ProviderClient):
 
     def first_page(self, log: Log) -> dict[str, Any]:
         """One ListObjectsV2 of at most one key: proves the key may list the folder."""
+        what = f"listing {self.location}"
         page: dict[str, Any] = self.call(
-            f"listing {self.location}",
-            lambda: self.s3().list_objects_v2(Bucket=self.bucket, Prefix=self.folder, MaxKeys=1),
-            log,
+            what, lambda: self.s3().list_objects_v2(Bucket=self.bucket, Prefix=self.folder, MaxKeys=1), log
         )
-        return page
+        return _listing(page, what)
 
     def list_files(self, log: Log) -> list[ExportObject]:
         """Every object under the folder, following `NextContinuationToken` to the last page."""
@@ -171,9 +163,8 @@ class AdaptyExportClient(ProviderClient):
             if token:
                 params["ContinuationToken"] = token
             pages += 1
-            page: dict[str, Any] = self.call(
-                f"listing {self.location} (page {pages})", partial(self.s3().list_objects_v2, **params), log
-            )
+            what = f"listing {self.location} (page {pages})"
+            page = _listing(self.call(what, partial(self.s3().list_objects_v2, **params), log), what)
             for item in page.get("Contents", []):
                 found.append(ExportObject(key=item["Key"], etag=item.get("ETag", ""), size=int(item.get("Size", 0))))
             token = page.get("NextContinuationToken")
@@ -218,10 +209,23 @@ class AdaptyExportClient(ProviderClient):
                 if last:
                     raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
                 log(f"{self.PROVIDER}: {what}: {type(exc).__name__}: {exc}")
+            except ParamValidationError as exc:  # e.g. a bucket name S3 could never accept
+                raise SyncFailure("config", f"{what}: {exc}") from exc
+            except ResponseParserError as exc:  # the endpoint is not S3 (a proxy's page, ...)
+                raise SyncFailure("bad_response", f"{what}: the answer is not S3's: {truncate(str(exc), 300)}") from exc
             except BotoCoreError as exc:
-                raise SyncFailure("config", f"{what}: {type(exc).__name__}: {exc}") from exc
+                raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
             wait = float(min(rules.backoff_s * 2 ** (attempt - 1), rules.max_backoff_s))
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _listing(page: dict[str, Any], what: str) -> dict[str, Any]:
+    """A ListObjectsV2 answer always names its bucket and says whether it is truncated; a 200
+    page without them came from something else at that address (botocore parses any XML, or
+    HTML, into an empty listing, which would sync nothing and look fine)."""
+    if "Name" not in page or "IsTruncated" not in page:
+        raise SyncFailure("bad_response", f"{what}: the answer is not an S3 listing (is base_url an S3 endpoint?)")
+    return page
 
 
 def _code(exc: ClientError) -> str:

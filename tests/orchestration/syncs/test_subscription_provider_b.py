@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from pytest_httpserver import HTTPServer
 
 from orchestration.syncs.connectors import connector_for
 from orchestration.syncs.connectors.subscription_provider_b import CONNECTOR, AdaptyExportClient
@@ -339,3 +340,25 @@ def test_check_lists_one_key(setup: Setup) -> None:
     assert f"{FOLDER}/2026-03-02.csv and more" in summary
     assert setup.s3.traffic.calls == [("GET", f"/{setup.s3.bucket}", setup.s3.traffic.calls[0][2])]
     assert "max-keys=1" in setup.s3.traffic.calls[0][2]
+
+
+def test_an_endpoint_that_is_not_s3_fails_as_bad_response(setup: Setup) -> None:
+    """A base_url pointing at some web page (a proxy, a typo): its 200 HTML is not a listing."""
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.expect_request("/" + setup.s3.bucket).respond_with_data(
+        "<html><body>Welcome to nginx!</body></html>", content_type="text/html"
+    )
+    server.start()
+    try:
+        with pytest.raises(SyncFailure) as failed:
+            setup.sync(config=setup.config(base_url=server.url_for("").rstrip("/")))
+    finally:
+        server.stop()
+    assert failed.value.code == "bad_response"
+
+
+def test_a_bucket_name_s3_cannot_accept_is_a_config_error(setup: Setup) -> None:
+    with pytest.raises(SyncFailure) as failed:
+        setup.sync(config=setup.config(bucket="Exports Bucket!"))
+    assert failed.value.code == "config"
+    assert "Exports Bucket!" in failed.value.message
