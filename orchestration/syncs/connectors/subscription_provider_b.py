@@ -295,7 +295,7 @@ def sync(export: AdaptyExportClient, target: SyncTarget, config: ValidConfig, lo
     todo = sorted((o for o in files if seen.get(o.key) != o.etag), key=lambda o: o.key)
     log(
         f"{export.PROVIDER}: {export.location}: {len(listed)} object(s), {len(files)} CSV file(s), "
-        f"{len(todo)} new or changed"
+        f"{len(todo)} new or changed ({sum(o.size for o in todo) / 1e6:.1f} MB)"
     )
     broken: list[str] = []
     for obj in todo:
