@@ -158,7 +158,15 @@ KINDS: dict[str, IntegrationKind] = {
             vendor="Adapty",
             produces="events",
             default_base_url=_AWS_S3,
-            fields=_S3_FIELDS,
+            # The bucket and folder Adapty's S3 integration exports events to (its "S3 bucket
+            # name" and "Folder inside the bucket"), and a key that may list and read them.
+            fields=(
+                Field("bucket", required=True, doc="the bucket Adapty exports to (a bucket/folder path is split)"),
+                Field("prefix", default="", doc="the folder Adapty writes to inside the bucket; empty: all of it"),
+                Field("region", default="us-east-1", doc="the bucket's AWS region"),
+                Field("access_key_id", required=True, secret=True, doc="a key allowed s3:ListBucket and s3:GetObject"),
+                Field("secret_access_key", required=True, secret=True),
+            ),
             base_url_aliases=("endpoint_url",),
         ),
         IntegrationKind(
