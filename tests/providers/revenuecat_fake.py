@@ -147,13 +147,13 @@ def purchase(
 
 
 def generated(index: int, seed: int = 16) -> FakeCustomer:
-    """Customer `index`'s history, the same every time: about half with a subscription (App
+    """Customer `index`'s history, the same every time: a quarter with a subscription (App
     Store, Play Store or Stripe; trials, conversions, renewals, cancellations), some one-time
     purchases, a few refunded."""
     rng = random.Random(f"{seed}:{index}")
     cid = f"user{index:07d}"
     customer = FakeCustomer(cid)
-    for j in range(rng.choices((0, 1, 2), (0.45, 0.45, 0.10))[0]):
+    for j in range(rng.choices((0, 1, 2), (0.75, 0.22, 0.03))[0]):
         sub_id = f"sub{index:07d}x{j}"
         store = rng.choice(("app_store",) * 5 + ("play_store",) * 4 + ("stripe",))
         period = timedelta(days=rng.choice((7, 30, 30, 365)))
