@@ -150,8 +150,8 @@ def check(rc: RevenueCatClient) -> str:
     body = http.json(response, what=what)
     if not isinstance(body, dict) or not isinstance(body.get("items"), list):
         raise SyncFailure("bad_response", f"{what}: not a RevenueCat list")
-    more = " (and more)" if body.get("next_page") else ""
-    return f"RevenueCat project {rc.project_id}: customers readable, {len(body['items'])} on the first page{more}"
+    found = "it has customers" if body["items"] else "it has no customers yet"
+    return f"RevenueCat project {rc.project_id}: the key can list its customers; {found}"
 
 
 _PRODUCTION = {"environment": "production"}
