@@ -22,10 +22,11 @@ endpoint, the two periods the subscription names: its start and its current peri
   no trial flag, and this is the evidence it gives. `trial_start` at the first period; the first
   paid period is then `trial_converted`, else `subscription_start`; later ones `renewal`;
 - each paid period books an equal share of `total_revenue_in_usd.gross` (USD, as RevenueCat
-  reports it): exact for a constant price, the average where the price changed. For the stores
-  without a transactions endpoint (Stripe, Web Billing, Amazon) only a subscription's first paid
-  period is known to be its only one: later periods land without an amount (their invoices, or
-  Scheduled Data Exports, are the exact source);
+  reports it; the shares add up to it to the cent): exact for a constant price, the average
+  where the price changed or where a trial as long as the paid period was read as paid. For
+  the stores without a transactions endpoint (Stripe, Web Billing, Amazon) only a
+  subscription's first paid period is known to be its only one: later periods land without an
+  amount (their invoices, or Scheduled Data Exports, are the exact source);
 - `auto_renewal_status == will_not_renew` is a `cancellation` at the current period's start
   (the API says auto-renew is off, not when it was turned off; the period's start is a
   deterministic time, so a re-sync gives the same event);
@@ -125,6 +126,14 @@ def _gross(amount: object) -> tuple[float, str] | None:
     return float(gross), currency.upper()
 
 
+def split_cents(total: float, parts: int) -> list[float]:
+    """`total` in `parts` equal shares to the cent, the odd cents on the first shares, so that
+    the shares add up to the total exactly (RevenueCat's figure, whatever the split)."""
+    cents = round(total * 100)
+    base, extra = divmod(cents, parts)
+    return [(base + (1 if i < extra else 0)) / 100 for i in range(parts)]
+
+
 def _first_is_trial(subscription: Mapping[str, Any], found: Sequence[Period], gross: float) -> bool:
     if subscription.get("status") == "trialing":
         return True
@@ -203,10 +212,10 @@ class Mapper:
         # Without the store's transactions only the start and the current period are known, not
         # how many were paid between them: the gross is then split only when one period was paid.
         exact = bool(transactions) or len(paid) == 1
-        share = round(gross / len(paid), 2) if paid and exact and not promotional else None
+        shares = split_cents(gross, len(paid)) if paid and exact and not promotional else None
         for i, period in enumerate(paid):
             kind = RENEWAL if i else (TRIAL_CONVERTED if trial else SUBSCRIPTION_START)
-            money_props = {"revenue": share, "currency": currency} if share is not None else {}
+            money_props = {"revenue": shares[i], "currency": currency} if shares is not None else {}
             events.append(self._event(raw(period), kind, period.starts_at, subscription, user, base | money_props))
         if subscription.get("auto_renewal_status") == "will_not_renew":
             at = moment(subscription.get("current_period_starts_at")) or found[-1].starts_at

@@ -273,3 +273,33 @@ def test_a_sync_40_days_later_lands_no_duplicate(db: Database, workspace: dict[s
         forgetful = _target(db, workspace, tmp_path, now=NOW + 40 * DAY)
         _sync(fake, forgetful)
     assert forgetful.records == len(EXPECTED)
+
+
+def test_generated_customers_book_revenuecats_own_revenue_totals(
+    db: Database, workspace: dict[str, Any], tmp_path: Any
+) -> None:
+    """Over a varied population (trials, conversions, renewals, cancellations, Stripe, refunds),
+    the charges landed per App Store / Play Store subscription add up to the subscription's
+    `total_revenue_in_usd.gross`, and every user is the RevenueCat customer id."""
+    count = 80
+    with FakeRevenueCat(customers=count, per_minute=FAST) as fake:
+        _sync(fake, _target(db, workspace, tmp_path))
+        population = [fake.customer(i) for i in fake.customer_ids()]
+    rows = _landed(db)
+    charges: dict[str, float] = {}
+    for r in rows:
+        if r["event_type"] in ("trial_converted", "subscription_start", "renewal"):
+            sub = r["properties"]["subscription_id"]
+            charges[sub] = charges.get(sub, 0.0) + (r["properties"].get("revenue") or 0.0)
+    expected = {
+        s["id"]: s["total_revenue_in_usd"]["gross"]
+        for c in population
+        if c is not None
+        for s in c.subscriptions
+        if s["store"] in ("app_store", "play_store") and s["total_revenue_in_usd"]["gross"] > 0
+    }
+    assert expected and {k: round(v, 2) for k, v in charges.items() if k in expected} == expected
+    kinds = {r["event_type"] for r in rows}
+    assert {"trial_start", "trial_converted", "subscription_start", "renewal", "cancellation"} <= kinds
+    assert {r["user_id"] for r in rows} <= {c.id for c in population if c is not None}
+    assert len({r["event_id"] for r in rows}) == len(rows)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.providers.revenuecat_fake import ANCHOR, purchase, subscription, transaction
 from transforms.events import CanonicalEvent
-from transforms.integrations.subscription_provider_a import MAX_EVENT_ID, Mapper, event_id, moment
+from transforms.integrations.subscription_provider_a import MAX_EVENT_ID, Mapper, event_id, moment, split_cents
 
 DAY = timedelta(days=1)
 NOW = ANCHOR + timedelta(hours=1)
@@ -170,3 +170,9 @@ def test_ids_are_stable_and_fit_the_lake() -> None:
 def test_times_are_integer_milliseconds(raw: object) -> None:
     assert moment(raw) is None
     assert moment(1_658_399_423_658) == datetime(2022, 7, 21, 10, 30, 23, 658000, tzinfo=UTC)
+
+
+def test_shares_add_up_to_revenuecats_total_to_the_cent() -> None:
+    assert split_cents(39.96, 5) == [8.0, 7.99, 7.99, 7.99, 7.99]
+    assert round(sum(split_cents(100.0, 3)), 2) == 100.0
+    assert split_cents(0.0, 2) == [0.0, 0.0]
