@@ -233,6 +233,7 @@ class FakeRevenueCat:
         fail_times: int = 0,
         refuse_every_call: int | None = None,
         keep_paths: bool = False,
+        vanished: frozenset[str] = frozenset(),
         window_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -248,6 +249,8 @@ class FakeRevenueCat:
         # Every call answers this status (401/403), whatever the key.
         self.refuse_every_call = refuse_every_call
         self.keep_paths = keep_paths
+        # Customers listed but deleted before their subscriptions are asked for (404 then).
+        self.vanished = vanished
         # The rolling window `per_minute` counts over: RevenueCat's minute, shortened in tests so
         # that a limit is reached within seconds.
         self.window_s = window_s
@@ -389,7 +392,7 @@ class FakeRevenueCat:
             return self._json(200, _list(items, base, chosen[-1] if more and chosen else None), usage)
         if len(rest) == 3 and rest[0] == "customers" and rest[2] in ("subscriptions", "purchases"):
             owner = self.customer(rest[1])
-            if owner is None:
+            if owner is None or owner.id in self.vanished:
                 return self._error(404, "resource_missing", "Customer not found", usage)
             records = owner.subscriptions if rest[2] == "subscriptions" else owner.purchases
             env = request.args.get("environment")

@@ -303,3 +303,10 @@ def test_generated_customers_book_revenuecats_own_revenue_totals(
     assert {"trial_start", "trial_converted", "subscription_start", "renewal", "cancellation"} <= kinds
     assert {r["user_id"] for r in rows} <= {c.id for c in population if c is not None}
     assert len({r["event_id"] for r in rows}) == len(rows)
+
+
+def test_a_customer_deleted_during_the_sync_is_skipped(db: Database, workspace: dict[str, Any], tmp_path: Any) -> None:
+    with FakeRevenueCat(customers=_customers(), per_minute=FAST, vanished=frozenset({"bob"})) as fake:
+        target = _target(db, workspace, tmp_path)
+        _sync(fake, target)
+    assert _facts(_landed(db)) == {fact for fact in EXPECTED if fact[0] != "bob"}
