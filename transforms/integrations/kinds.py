@@ -148,8 +148,11 @@ KINDS: dict[str, IntegrationKind] = {
                     kind="integer",
                     default=480,
                     minimum=1,
-                    maximum=480,
-                    doc="pace of the customer-information calls (RevenueCat allows 480/min)",
+                    maximum=10_000,
+                    doc=(
+                        "pace of the Customer Information calls: RevenueCat's default limit is 480 a "
+                        "minute per project; set it higher only where RevenueCat raised the project's limit"
+                    ),
                 ),
             ),
         ),
