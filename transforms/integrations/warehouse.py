@@ -30,6 +30,7 @@ from typing import Any
 import polars as pl
 
 STATE_KEY = "exported"  # state: {dataset: {"YYYY-MM-DD" | TABLE: [mtime_ns, size, digest]}}
+DESTINATION_KEY = "destination"  # state: where the exported partitions went (see `follow_destination`)
 TABLE = "table"  # the state slot of a whole-table dataset
 NO_ROWS = ""  # digest of a partition holding no row of the workspace (nothing exported)
 PART_FILE = "part.parquet"
@@ -64,6 +65,22 @@ def to_look_at(partitions: Iterable[Partition], state: Mapping[str, Any]) -> lis
         if known is None or known[0] != p.mtime_ns or known[1] != p.size:
             out.append(p)
     return out
+
+
+def follow_destination(state: dict[str, Any], destination: str) -> bool:
+    """Forget every exported partition when the export now goes elsewhere (another bucket or
+    prefix, a Snowflake account added): the new place has none of them. True if it was reset."""
+    moved = state.get(DESTINATION_KEY) not in (None, destination)
+    if moved:
+        state.pop(STATE_KEY, None)
+    state[DESTINATION_KEY] = destination
+    return moved
+
+
+def destination_id(endpoint: str, bucket: str, prefix: str, snowflake: tuple[str | None, ...] = ()) -> str:
+    """The identity of an export's destination, as kept in the state."""
+    where = f"{endpoint.rstrip('/')}/{bucket}/{prefix.strip('/')}"
+    return where + ("|snowflake:" + ".".join(p or "" for p in snowflake) if any(snowflake) else "")
 
 
 def previous_digest(state: Mapping[str, Any], partition: Partition) -> str | None:

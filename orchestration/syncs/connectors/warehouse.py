@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import boto3  # type: ignore[import-untyped]
 import botocore.config  # type: ignore[import-untyped]
@@ -45,7 +46,9 @@ from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.warehouse import (
     NO_ROWS,
     Partition,
+    destination_id,
     digest,
+    follow_destination,
     insert_rows,
     object_key,
     previous_digest,
@@ -125,11 +128,16 @@ class WarehouseExportClient(ProviderClient):
     snowflake_schema: str | None = None
     snowflake_warehouse: str | None = None
     snowflake_role: str | None = None
+    snowflake_url: str | None = None
     _s3: Any = PrivateAttr(default=None)
 
     @property
     def has_snowflake(self) -> bool:
         return bool(self.snowflake_account)
+
+    def destination(self) -> str:
+        snowflake = (self.snowflake_account, self.snowflake_database, self.snowflake_schema)
+        return destination_id(self.base_url, self.bucket, self.prefix, snowflake if self.has_snowflake else ())
 
     def s3(self) -> Any:
         if self._s3 is None:
@@ -176,7 +184,7 @@ class WarehouseExportClient(ProviderClient):
     @contextmanager
     def snowflake(self) -> Iterator[SnowflakeLoader]:
         what = f"connecting to Snowflake account {self.snowflake_account}"
-        params = {
+        params: dict[str, Any] = {
             "account": self.snowflake_account,
             "user": self.snowflake_user,
             "password": self.snowflake_password,
@@ -185,6 +193,11 @@ class WarehouseExportClient(ProviderClient):
             "warehouse": self.snowflake_warehouse,
             "role": self.snowflake_role,
         }
+        if self.snowflake_url:
+            address = urlsplit(self.snowflake_url)
+            params.update(host=address.hostname, protocol=address.scheme)
+            if address.port:
+                params["port"] = address.port
         try:
             conn = snowflake.connector.connect(
                 **{k: v for k, v in params.items() if v}, login_timeout=int(self.read_timeout_s)
@@ -253,6 +266,7 @@ def client(config: ValidConfig) -> WarehouseExportClient:
         snowflake_schema=config.get("snowflake_schema"),
         snowflake_warehouse=config.get("snowflake_warehouse"),
         snowflake_role=config.get("snowflake_role"),
+        snowflake_url=config.get("snowflake_url"),
     )
 
 
@@ -268,6 +282,8 @@ def check(api: WarehouseExportClient) -> str:
 
 def sync(api: WarehouseExportClient, target: SyncTarget, config: ValidConfig, log: Log) -> None:
     del config  # everything is on the client
+    if follow_destination(target.state, api.destination()):
+        log("warehouse: the destination changed since the last export; every partition is exported again")
     changed = to_look_at(export.partitions(target.lake), target.state)
     log(f"warehouse: {len(changed)} lake partition(s) changed since the last export")
     if not changed:

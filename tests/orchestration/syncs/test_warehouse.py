@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -398,3 +399,50 @@ def test_snowflake_rows_of_another_workspace_are_left_alone(
         mine, theirs = _snowflake_counts(ws), _snowflake_counts(OTHER)
         assert mine[store.LTV] > 0 and theirs[store.LTV] == 2
         assert theirs[store.CANONICAL_EVENTS] > 0 and mine[store.CANONICAL_EVENTS] > 0
+
+
+# --- Snowflake's login refusals: the real connector against its login endpoint on 127.0.0.1 ----
+
+
+def _snowflake_login(server: HTTPServer, answer: Response) -> None:
+    """Snowflake's login-request endpoint (POST /session/v1/login-request), as the connector calls it."""
+    server.expect_request("/session/v1/login-request", method="POST").respond_with_response(answer)
+
+
+def test_a_refused_snowflake_login_is_auth_with_snowflakes_message(
+    db: Database, tmp_path: Path, ws: str, s3: S3Export, s3_errors: HTTPServer
+) -> None:
+    seed(Lake(tmp_path / "lake"), ws)
+    refusal = {
+        "data": {"nextAction": None, "authnMethod": "USERNAME_PASSWORD"},
+        "code": "390100",
+        "message": "Incorrect username or password was specified.",
+        "success": False,
+    }
+    _snowflake_login(s3_errors, Response(json.dumps(refusal), content_type="application/json"))
+    bucket = s3.new_bucket()
+    cfg = config(s3, bucket, **SNOWFLAKE, snowflake_url=s3_errors.url_for("").rstrip("/"))
+    for call in (lambda: CONNECTOR.check(CONNECTOR.client(cfg)), lambda: run(cfg, target_for(db, tmp_path, ws))):
+        with pytest.raises(SyncFailure) as refused:
+            call()
+        assert refused.value.code == "auth"
+        assert "Incorrect username or password was specified." in refused.value.message
+    assert s3.keys(bucket) == []  # the login comes before anything is sent
+
+
+def test_an_unknown_snowflake_account_is_config(s3: S3Export, s3_errors: HTTPServer) -> None:
+    _snowflake_login(s3_errors, Response("Forbidden", status=403))
+    cfg = config(s3, s3.new_bucket(), **SNOWFLAKE, snowflake_url=s3_errors.url_for("").rstrip("/"))
+    with pytest.raises(SyncFailure) as refused:
+        CONNECTOR.check(CONNECTOR.client(cfg))
+    assert refused.value.code == "config"
+    assert "Verify the account name is correct" in refused.value.message
+
+
+def test_a_new_destination_gets_every_partition(db: Database, tmp_path: Path, ws: str, s3: S3Export) -> None:
+    expected = seed(Lake(tmp_path / "lake"), ws)
+    first = run(config(s3, s3.new_bucket()), target_for(db, tmp_path, ws))
+    moved = s3.new_bucket()
+    second = run(config(s3, moved), target_for(db, tmp_path, ws, first.state))
+    assert len(s3.keys(moved)) == len(expected)
+    assert second.records == first.records
