@@ -75,8 +75,13 @@ S3_CONFIG_CODES = frozenset(
 S3_THROTTLE_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
 )
-# Rows per INSERT: the connector binds pyformat parameters client-side into one multi-row INSERT,
-# so a batch keeps each statement's text bounded.
+# Transient although S3 answers them with a 4xx status (RequestTimeout is a 400).
+S3_TRANSIENT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException", "InternalError", "ServiceUnavailable"})
+# Rows per INSERT: the connector rewrites an `executemany` INSERT with pyformat parameters into
+# one multi-row INSERT (snowflake/connector/cursor.py, "rewriting INSERT query"), and Snowflake
+# refuses a list of more than 16,384 expressions (error 001795, seen on a multi-row INSERT in
+# elementary-data/elementary#1419), so batches stay well below it and each statement small.
+# (fakesnow runs such an executemany row by row: its speed says nothing about Snowflake's.)
 INSERT_BATCH = 1000
 PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
 
@@ -88,12 +93,14 @@ def s3_failure(what: str, exc: Exception) -> SyncFailure:
         code = str(error.get("Code", ""))
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         text = f"{what}: {code or 'HTTP ' + str(status)}: {error.get('Message') or exc}"
+        if code in S3_THROTTLE_CODES or status == 429:
+            return SyncFailure("rate_limited", text, status=status)
+        if code in S3_TRANSIENT_CODES or (status or 0) >= 500:
+            return SyncFailure("provider_error", text, status=status)
         if code in S3_AUTH_CODES or status in (401, 403):
             return SyncFailure("auth", text, status=status)
         if code in S3_CONFIG_CODES or status in (301, 400, 404):
             return SyncFailure("config", text, status=status)
-        if code in S3_THROTTLE_CODES or status in (429, 503):
-            return SyncFailure("rate_limited", text, status=status)
         return SyncFailure("provider_error", text, status=status)
     return SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}")
 

@@ -446,3 +446,13 @@ def test_a_new_destination_gets_every_partition(db: Database, tmp_path: Path, ws
     second = run(config(s3, moved), target_for(db, tmp_path, ws, first.state))
     assert len(s3.keys(moved)) == len(expected)
     assert second.records == first.records
+
+
+def test_a_server_error_beyond_the_retries_is_a_provider_error(s3_errors: HTTPServer) -> None:
+    s3_errors.expect_request("/b").respond_with_response(
+        _s3_error(503, "ServiceUnavailable", "Service is unable to handle request.")
+    )
+    with pytest.raises(SyncFailure) as failed:
+        CONNECTOR.check(_flaky_client(s3_errors))
+    assert failed.value.code == "provider_error" and failed.value.status == 503
+    assert "ServiceUnavailable: Service is unable to handle request." in failed.value.message
