@@ -187,6 +187,12 @@ KINDS: dict[str, IntegrationKind] = {
                 Field("snowflake_schema"),
                 Field("snowflake_warehouse"),
                 Field("snowflake_role"),
+                Field(
+                    "snowflake_url",
+                    kind="url",
+                    doc="the account's address when it is not https://<account>.snowflakecomputing.com "
+                    "(PrivateLink, a proxy)",
+                ),
             ),
             groups=(
                 (

@@ -1,0 +1,98 @@
+"""The lake side of the warehouse export: which datasets leave FloKit, their partition files as
+they are now, and one workspace's rows of a partition as the Parquet that is sent.
+
+Exported: the raw facts (`canonical_events`), the cleaned spend in the reporting currency
+(`spend`), the daily report cubes (`payback_daily`, `cohort_activity`) and the whole report tables
+(`payback`, `cohort_curves`, `ltv`): what the analyst catalog and the v1 reports publish, plus the
+daily cubes they are summed from, which are the incremental way to keep a warehouse in step (a
+new day is one new partition; `payback` is replaced whole at every refresh). The intermediate
+datasets (`acquisitions`, `subscription_events`, `active_days`) and the input `spend_raw` stay
+inside: they are recomputed from the exported ones and change shape with FloKit's internals.
+
+Every lake file holds every workspace's rows, so what is sent is always filtered to the one
+workspace of the integration.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import polars as pl
+
+from transforms.integrations.warehouse import Partition
+from warehouse.lake import Lake
+from warehouse.reports.store import (
+    CANONICAL_EVENTS,
+    COHORT_ACTIVITY,
+    COHORT_CURVES,
+    LTV,
+    PAYBACK,
+    PAYBACK_DAILY,
+    SCHEMAS,
+    SPEND,
+    partition_days,
+)
+
+
+@dataclass(frozen=True)
+class ExportedDataset:
+    name: str
+    daily: bool
+
+    @property
+    def schema(self) -> dict[str, pl.DataType]:
+        return SCHEMAS[self.name]
+
+
+EXPORTED: tuple[ExportedDataset, ...] = (
+    ExportedDataset(CANONICAL_EVENTS, daily=True),
+    ExportedDataset(SPEND, daily=True),
+    ExportedDataset(PAYBACK_DAILY, daily=True),
+    ExportedDataset(COHORT_ACTIVITY, daily=True),
+    ExportedDataset(PAYBACK, daily=False),
+    ExportedDataset(COHORT_CURVES, daily=False),
+    ExportedDataset(LTV, daily=False),
+)
+BY_NAME = {d.name: d for d in EXPORTED}
+
+
+def partitions(lake: Lake) -> list[Partition]:
+    """Every file of the exported datasets, with the mtime and size it has now (day order)."""
+    out: list[Partition] = []
+    for dataset in EXPORTED:
+        if dataset.daily:
+            for day, path in partition_days(lake, dataset.name).items():
+                stat = path.stat()
+                out.append(Partition(dataset.name, day, stat.st_mtime_ns, stat.st_size))
+        else:
+            path = lake.table_path(dataset.name)
+            if path.is_file():
+                stat = path.stat()
+                out.append(Partition(dataset.name, None, stat.st_mtime_ns, stat.st_size))
+    return out
+
+
+def workspace_rows(lake: Lake, partition: Partition, workspace_id: str) -> pl.DataFrame:
+    """The workspace's rows of one partition, in the dataset's columns and the file's order.
+
+    Read with today's schema: a partition written by an older FloKit with other columns is
+    one the next refresh recomputes (`store.stale_for`), and fails here until then rather
+    than sending a table whose columns differ from the Snowflake table's."""
+    dataset = BY_NAME[partition.dataset]
+    path = (
+        lake.partition_path(dataset.name, partition.day) if partition.day is not None else lake.table_path(dataset.name)
+    )
+    return (
+        pl.scan_parquet(str(path), schema=dataset.schema, hive_partitioning=False)
+        .filter(pl.col("workspace_id") == workspace_id)
+        .collect()
+    )
+
+
+def parquet_bytes(frame: pl.DataFrame) -> bytes:
+    """The file sent to the bucket: written like the lake's own files (zstd, statistics), so the
+    same rows give the same bytes and the same digest."""
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, compression="zstd", statistics=True)
+    return buffer.getvalue()
