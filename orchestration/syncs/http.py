@@ -2,9 +2,10 @@
 provider's own rules, pacing under its documented rate limit, and failures classified into the
 sync error vocabulary (`transforms.integrations.errors`).
 
-Generic retry helpers get the providers wrong (design/integrations.md §1.10): RevenueCat's
-`Retry-After` is in milliseconds (urllib3 would sleep 1000 s), Stripe's library does not retry a
-429, Adjust answers a bare 429 beyond 50 parallel requests. So each client states its rules
+Generic retry helpers get the providers wrong (design/integrations.md §1.10): RevenueCat states
+its wait in milliseconds in the body (`backoff_ms`), beside a `Retry-After` whose documented unit
+changed from milliseconds to seconds in 2024 (RevenueCat/docs 5b41611c), Stripe's library does
+not retry a 429, AppsFlyer and Adjust answer a bare 429. So each client states its rules
 (`RetryRules`) and this module applies them; the loop is explicit and logged, not hidden in an
 adapter.
 """
