@@ -147,6 +147,15 @@ def test_subscription_events_keep_the_original_and_apply_the_sign_and_bound_rule
     ]
 
 
+def test_a_one_off_purchase_is_revenue_and_its_refund_is_subtracted() -> None:
+    """A subscription provider lands one-off purchases and their refunds: both count, or the
+    refund would take away money that was never added."""
+    frame = events(("purchase", {"revenue": 4.99, "currency": "USD"}), ("refund", {"revenue": 4.99, "currency": "USD"}))
+    got = lifecycle.subscription_events(frame, RATES, reporting("w")).sort("event_id").collect()
+    assert got["revenue"].to_list() == pytest.approx([4.99, 0.0])
+    assert got["refund"].to_list() == pytest.approx([0.0, 4.99])
+
+
 def test_spend_is_converted_and_its_delivery_kept() -> None:
     day = date(2026, 10, 28)
     raw = pl.LazyFrame(

@@ -22,15 +22,13 @@ Event names (Adapty docs, "Events", `versioned_docs/version-3.0/events.md`) and 
 `trial_started` -> trial_start, `trial_converted` -> trial_converted, `subscription_started`
 (`subscription_initial_purchase` in the older property table) -> subscription_start,
 `subscription_renewed` -> renewal ("from the second billing"), `subscription_refunded` ->
-refund, `non_subscription_purchase` -> purchase, `subscription_renewal_cancelled` and
-`trial_renewal_cancelled` (auto-renew turned off; their earlier names `auto_renew_off_subscription`
-and `auto_renew_off`) -> cancellation. Not mapped, and counted as `not_mapped`: the expiries
-(`subscription_expired`, `trial_expired`, and their earlier names `subscription_cancelled`,
-`trial_cancelled`: access *ended*, which is not the canonical "auto-renew turned off"), billing
-issues, grace periods, reactivations, pauses, deferrals, `access_level_updated`, and
-`non_subscription_purchase_refunded`: the reports book no revenue for one-off purchases
-(`transforms.reports.schemas.CHARGES`), so subtracting their refunds would lower net revenue by
-money that was never added.
+refund, `non_subscription_purchase` -> purchase, `non_subscription_purchase_refunded` -> refund,
+`subscription_renewal_cancelled` and `trial_renewal_cancelled` (auto-renew turned off; their
+earlier names `auto_renew_off_subscription` and `auto_renew_off`) -> cancellation. Not mapped,
+and counted as `not_mapped`: the expiries (`subscription_expired`, `trial_expired`, and their
+earlier names `subscription_cancelled`, `trial_cancelled`: access *ended*, which is not the
+canonical "auto-renew turned off"), billing issues, grace periods, reactivations, pauses,
+deferrals, `access_level_updated`.
 """
 
 from __future__ import annotations
@@ -63,6 +61,7 @@ EVENT_TYPES: Final[Mapping[str, str]] = {
     "subscription_renewed": t.RENEWAL,
     "subscription_refunded": t.REFUND,
     "non_subscription_purchase": t.PURCHASE,
+    "non_subscription_purchase_refunded": t.REFUND,
     "subscription_renewal_cancelled": t.CANCELLATION,
     "trial_renewal_cancelled": t.CANCELLATION,
     "auto_renew_off_subscription": t.CANCELLATION,

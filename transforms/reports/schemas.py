@@ -19,6 +19,7 @@ from transforms.event_types import (
     INSTALL,
     PAYWALL_IMPRESSION,
     PAYWALL_OFFER_TAP,
+    PURCHASE,
     REFUND,
     RENEWAL,
     SUBSCRIPTION_START,
@@ -38,8 +39,9 @@ EVENT_TYPES = (
     CANCELLATION,
     REFUND,
 )
-# Events that charge the user: their `revenue` is gross revenue on the day they occur.
-CHARGES = (SUBSCRIPTION_START, TRIAL_CONVERTED, RENEWAL)
+# Events that charge the user: their `revenue` is gross revenue on the day they occur. A one-off
+# purchase is a charge too: its refund is subtracted, so its revenue must have been added.
+CHARGES = (SUBSCRIPTION_START, TRIAL_CONVERTED, RENEWAL, PURCHASE)
 # A paid subscription begins (directly, or when a trial converts).
 NEW_SUBSCRIPTIONS = (SUBSCRIPTION_START, TRIAL_CONVERTED)
 

@@ -115,7 +115,7 @@ def test_rows_left_out_are_counted_by_reason() -> None:
         event_row("subscription_renewed", T0, transaction_id="s1", revenue_usd=9.99, environment="Sandbox"),
         event_row("subscription_expired", T0, transaction_id="x1"),
         event_row("billing_issue_detected", T0, transaction_id="x2"),
-        event_row("non_subscription_purchase_refunded", T0, transaction_id="x3", revenue_usd=1.99),
+        event_row("paywall_showed", T0, transaction_id="x3"),
         event_row("subscription_renewed", T0, transaction_id="n1", revenue_usd=-9.99),
         event_row("subscription_renewed", T0, transaction_id="d1", event_datetime="yesterday"),
         event_row("subscription_renewed", datetime(2023, 5, 1, tzinfo=UTC), transaction_id="o1"),
