@@ -128,6 +128,46 @@ def _value(params: Mapping[str, str], name: str) -> str | None:
     return text or None
 
 
+@dataclass(frozen=True)
+class CheckedFields:
+    occurred_at: datetime
+    country: str | None
+    amount: float | None
+    currency: str | None
+
+
+def check_fields(
+    event_type: str,
+    *,
+    time: str | None,
+    country_value: str | None,
+    currency: str | None,
+    revenue: object,  # a decimal string, or a JSON number; None when absent
+    received_at: datetime,
+    latest_rates: Mapping[str, float],
+) -> CheckedFields | Dropped:
+    """The checks every vendor's event passes, whatever its fields are called: a time the lake
+    can hold, an ISO country, and money the reports can convert (`money_problem`)."""
+    if time is None:
+        return Dropped("missing_created_at")
+    occurred_at = parse_created_at(time)
+    if occurred_at is None:
+        return Dropped("invalid_created_at")
+    if not lake_can_hold(occurred_at, received_at):
+        return Dropped("out_of_range")
+    country_code = country(country_value)
+    if country_value is not None and country_code is None:
+        return Dropped("unknown_country")
+    code = currency.upper() if currency else None
+    amount = parse_amount(revenue) if revenue is not None else None
+    if revenue is not None and amount is None:
+        return Dropped("invalid_revenue")
+    problem = money_problem(event_type, amount, code, latest_rates)
+    if problem is not None:
+        return Dropped(problem)
+    return CheckedFields(occurred_at=occurred_at, country=country_code, amount=amount, currency=code)
+
+
 def _identifier(params: Mapping[str, str], name: str) -> str | None:
     text = _value(params, name)
     return text if text is not None and len(text) <= MAX_IDENTIFIER else None
@@ -229,28 +269,17 @@ def normalize(
     event_type = mapping.get(key) if key is not None else None
     if event_type is None or event_type not in CANONICAL_EVENT_TYPES:
         return Dropped("unmapped_event")
-    raw_created = _value(params, "created_at")
-    if raw_created is None:
-        return Dropped("missing_created_at")
-    occurred_at = parse_created_at(raw_created)
-    if occurred_at is None:
-        return Dropped("invalid_created_at")
-    if not lake_can_hold(occurred_at, received_at):
-        return Dropped("out_of_range")
-
-    raw_country = _value(params, "country")
-    country_code = country(raw_country)
-    if raw_country is not None and country_code is None:
-        return Dropped("unknown_country")
-    raw_currency = _value(params, "currency")
-    currency = raw_currency.upper() if raw_currency else None
-    raw_revenue = _value(params, "revenue")
-    amount = parse_amount(raw_revenue) if raw_revenue is not None else None
-    if raw_revenue is not None and amount is None:
-        return Dropped("invalid_revenue")
-    problem = money_problem(event_type, amount, currency, latest_rates)
-    if problem is not None:
-        return Dropped(problem)
+    checked = check_fields(
+        event_type,
+        time=_value(params, "created_at"),
+        country_value=_value(params, "country"),
+        currency=_value(params, "currency"),
+        revenue=_value(params, "revenue"),
+        received_at=received_at,
+        latest_rates=latest_rates,
+    )
+    if isinstance(checked, Dropped):
+        return checked
 
     app_token = _value(params, "app_token") or ""
     identity = {name: _identifier(params, name) for name in ("user_id", "adid", "idfa", "gps_adid")}
@@ -268,14 +297,14 @@ def normalize(
         event_id=event_id,
         workspace_id=workspace_id,
         event_type=event_type,
-        occurred_at=occurred_at,
+        occurred_at=checked.occurred_at,
         source=adapter.vendor,
         received_at=received_at,
         platform=platform(_value(params, "os_name")),
-        country=country_code,
+        country=checked.country,
         properties={
-            "revenue": amount,
-            "currency": currency,
+            "revenue": checked.amount,
+            "currency": checked.currency,
             "event_token": event_token,
             "activity_kind": activity_kind,
             **attribution(params),

@@ -34,16 +34,14 @@ from datetime import datetime
 from typing import Any
 
 from transforms.event_types import CANONICAL_EVENT_TYPES, INSTALL
-from transforms.events import CanonicalEvent, DerivedId, canonical_event, lake_can_hold
+from transforms.events import CanonicalEvent, DerivedId, canonical_event
 from transforms.ingest.attribution import (
     ATTRIBUTION_PROVIDER_B,
     MAX_IDENTIFIER,
     Dropped,
-    country,
-    parse_created_at,
+    check_fields,
     platform,
 )
-from transforms.ingest.validation import money_problem, parse_amount
 
 VENDOR = ATTRIBUTION_PROVIDER_B.vendor
 # AppsFlyer's own name for an install: counted as an install unless the workspace maps it otherwise.
@@ -107,30 +105,18 @@ def normalize(
     event_type = (mapping.get(key) or DEFAULT_MAPPING.get(key)) if key is not None else None
     if event_type is None or event_type not in CANONICAL_EVENT_TYPES:
         return Dropped("unmapped_event")
-    raw_time = _value(fields, "event_time")
-    if raw_time is None:
-        return Dropped("missing_created_at")
-    occurred_at = parse_created_at(raw_time)
-    if occurred_at is None:
-        return Dropped("invalid_created_at")
-    if not lake_can_hold(occurred_at, received_at):
-        return Dropped("out_of_range")
-
-    raw_country = _value(fields, "country_code")
-    country_code = country(raw_country)
-    if raw_country is not None and country_code is None:
-        return Dropped("unknown_country")
-    raw_currency = _value(fields, "event_revenue_currency")
-    currency = raw_currency.upper() if raw_currency else None
     raw_revenue = fields.get("event_revenue")
-    amount = None
-    if raw_revenue is not None and raw_revenue != "":
-        amount = parse_amount(raw_revenue)
-        if amount is None:
-            return Dropped("invalid_revenue")
-    problem = money_problem(event_type, amount, currency, latest_rates)
-    if problem is not None:
-        return Dropped(problem)
+    checked = check_fields(
+        event_type,
+        time=_value(fields, "event_time"),
+        country_value=_value(fields, "country_code"),
+        currency=_value(fields, "event_revenue_currency"),
+        revenue=None if raw_revenue == "" else raw_revenue,
+        received_at=received_at,
+        latest_rates=latest_rates,
+    )
+    if isinstance(checked, Dropped):
+        return checked
 
     identity = {column: _identifier(fields, name) for name, column in _IDENTITY.items()}
     return canonical_event(
@@ -138,14 +124,14 @@ def normalize(
         event_id=DerivedId(app=app, user="\x1e".join(v or "" for v in identity.values()), raw=key),
         workspace_id=workspace_id,
         event_type=event_type,
-        occurred_at=occurred_at,
+        occurred_at=checked.occurred_at,
         source=VENDOR,
         received_at=received_at,
         platform=platform(_value(fields, "platform")),
-        country=country_code,
+        country=checked.country,
         properties={
-            "revenue": amount,
-            "currency": currency,
+            "revenue": checked.amount,
+            "currency": checked.currency,
             "event_token": key,
             "activity_kind": _value(fields, "event_type"),
             **attribution(fields),
