@@ -13,76 +13,24 @@ is read again, landing keeping one copy of each event (ids `adapty:<transaction>
 first sync reads every file in the folder, i.e. the whole history Adapty has delivered. A manual
 export older than the 30-day dedup window is held off by the target's high-water mark.
 
-Retries: botocore's own retries are off (`total_max_attempts=1`) and this client retries by the
-shared `RetryRules` instead: S3's `SlowDown`, 5xx answers, timeouts and dropped connections are
-retried with exponential backoff (1 s doubling, at most 30 s, 5 attempts; S3 sends no
-`Retry-After`, AWS asks for backoff), every wait logged; botocore's standard mode would wait a
-random, unlogged time that a test cannot keep short.
+Retries and S3's errors: `orchestration/syncs/s3.py` (the shared RetryRules, 5 attempts from 1 s).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar, TypeVar
 
-import boto3  # type: ignore[import-untyped]
-from botocore.config import Config  # type: ignore[import-untyped]
-from botocore.exceptions import (  # type: ignore[import-untyped]
-    BotoCoreError,
-    ClientError,
-    HTTPClientError,
-    IncompleteReadError,
-    ParamValidationError,
-)
-from botocore.exceptions import ConnectionError as BotoConnectionError
-from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
-from pydantic import PrivateAttr
-
+from orchestration.syncs import s3
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import ProviderClient, RetryRules
-from transforms.integrations.errors import ErrorCode, SyncFailure, code_for_status, truncate
-from transforms.integrations.kinds import KINDS, ValidConfig
+from transforms.integrations.errors import SyncFailure
+from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.subscription_provider_b import ExportProblem, map_rows, read_export
 from warehouse.integrations.target import SyncTarget
 
 TYPE = "subscription_provider_b"
 _FILES = "files"  # state key: {object key: ETag it was read at}
-_AWS_DEFAULT = KINDS[TYPE].default_base_url
-
-# S3 error codes (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html) by what
-# they mean for the integration. The credentials: the key is unknown, the secret wrong, the key
-# may not list or read, or the temporary token is bad.
-_AUTH_CODES = frozenset(
-    {
-        "AccessDenied",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "InvalidToken",
-        "TokenRefreshRequired",
-        "AllAccessDisabled",
-        "AccountProblem",
-    }
-)
-# The configuration: no such bucket, a name S3 refuses, or the bucket lives in another region
-# than the config says (S3 names the right one in the message).
-_CONFIG_CODES = frozenset(
-    {
-        "NoSuchBucket",
-        "InvalidBucketName",
-        "PermanentRedirect",
-        "AuthorizationHeaderMalformed",
-        "IllegalLocationConstraintException",
-    }
-)
-_THROTTLED = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"})
-_RETRY_CODES = _THROTTLED | frozenset({"RequestTimeout", "InternalError", "ServiceUnavailable"})
-# Connection refused or reset, DNS, TLS, proxy, timeouts, a body cut short: the network's fault.
-_NETWORK = (BotoConnectionError, HTTPClientError, IncompleteReadError)
-
 T = TypeVar("T")
 
 
@@ -93,26 +41,14 @@ class ExportObject:
     size: int
 
 
-class AdaptyExportClient(ProviderClient):
+class AdaptyExportClient(s3.S3ProviderClient):
     """The bucket folder Adapty exports to. `base_url` is the S3 endpoint (the AWS default lets
     boto pick the region's endpoint; anything else, e.g. MinIO or R2, is used as given)."""
 
     PROVIDER: ClassVar[str] = "Adapty S3 export"
-    SECRET_FIELDS: ClassVar[frozenset[str]] = frozenset({"access_key_id", "secret_access_key"})
 
-    bucket: str
-    prefix: str = ""
-    region: str = "us-east-1"
-    access_key_id: str
-    secret_access_key: str
     # S3 returns at most 1000 keys a page; tests page with less.
     page_size: int = 1000
-    retry_attempts: int = 5
-    retry_backoff_s: float = 1.0
-    _s3: Any = PrivateAttr(default=None)
-
-    def rules(self) -> RetryRules:
-        return RetryRules(attempts=self.retry_attempts, backoff_s=self.retry_backoff_s)
 
     @property
     def folder(self) -> str:
@@ -124,26 +60,6 @@ class AdaptyExportClient(ProviderClient):
     @property
     def location(self) -> str:
         return f"s3://{self.bucket}/{self.folder}"
-
-    def s3(self) -> Any:
-        if self._s3 is None:
-            session = boto3.session.Session(
-                aws_access_key_id=self.access_key_id,
-                aws_secret_access_key=self.secret_access_key,
-                region_name=self.region,
-            )
-            self._s3 = session.client(
-                "s3",
-                endpoint_url=None if self.base_url.rstrip("/") == _AWS_DEFAULT else self.base_url,
-                config=Config(
-                    retries={"total_max_attempts": 1, "mode": "standard"},
-                    connect_timeout=self.connect_timeout_s,
-                    read_timeout=self.read_timeout_s,
-                    signature_version="s3v4",
-                    user_agent_extra="FloKit-sync/1",
-                ),
-            )
-        return self._s3
 
     def first_page(self, log: Log) -> dict[str, Any]:
         """One ListObjectsV2 of at most one key: proves the key may list the folder."""
@@ -178,45 +94,14 @@ class AdaptyExportClient(ProviderClient):
         def get() -> tuple[bytes, str] | None:
             try:
                 answer = self.s3().get_object(Bucket=self.bucket, Key=key)
-            except ClientError as exc:
-                if _code(exc) == "NoSuchKey":
+            except s3.ClientError as exc:
+                if s3.error_code(exc) == "NoSuchKey":
                     return None
                 raise
             body: bytes = answer["Body"].read()
             return body, str(answer.get("ETag", ""))
 
         return self.call(f"reading s3://{self.bucket}/{key}", get, log)
-
-    def call(self, what: str, fn: Callable[[], T], log: Log) -> T:
-        """`fn` with retries by `rules()`; a failure it cannot retry, or the last one, becomes a
-        `SyncFailure` carrying S3's own code and message."""
-        rules = self.rules()
-        wait = 0.0
-        for attempt in range(1, rules.attempts + 1):
-            if wait:
-                log(f"{self.PROVIDER}: waiting {wait:.2f} s before retrying {what} (attempt {attempt})")
-                time.sleep(wait)
-            last = attempt == rules.attempts
-            try:
-                return fn()
-            except ClientError as exc:
-                code, status = _code(exc), _status(exc)
-                retryable = code in _RETRY_CODES or status >= 500
-                if not retryable or last:
-                    raise _failure(exc, what, attempt) from exc
-                log(f"{self.PROVIDER}: {what}: S3 {code or status}: {_message(exc)}")
-            except _NETWORK as exc:
-                if last:
-                    raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
-                log(f"{self.PROVIDER}: {what}: {type(exc).__name__}: {exc}")
-            except ParamValidationError as exc:  # e.g. a bucket name S3 could never accept
-                raise SyncFailure("config", f"{what}: {exc}") from exc
-            except ResponseParserError as exc:  # the endpoint is not S3 (a proxy's page, ...)
-                raise SyncFailure("bad_response", f"{what}: the answer is not S3's: {truncate(str(exc), 300)}") from exc
-            except BotoCoreError as exc:
-                raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
-            wait = float(min(rules.backoff_s * 2 ** (attempt - 1), rules.max_backoff_s))
-        raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _listing(page: dict[str, Any], what: str) -> dict[str, Any]:
@@ -226,35 +111,6 @@ def _listing(page: dict[str, Any], what: str) -> dict[str, Any]:
     if "Name" not in page or "IsTruncated" not in page:
         raise SyncFailure("bad_response", f"{what}: the answer is not an S3 listing (is base_url an S3 endpoint?)")
     return page
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _status(exc: ClientError) -> int:
-    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-
-
-def _message(exc: ClientError) -> str:
-    return truncate(str(exc.response.get("Error", {}).get("Message", "")) or str(exc))
-
-
-def _failure(exc: ClientError, what: str, attempts: int) -> SyncFailure:
-    code, status = _code(exc), _status(exc)
-    error: ErrorCode
-    if code in _AUTH_CODES:
-        error = "auth"
-    elif code in _CONFIG_CODES:
-        error = "config"
-    elif code in _THROTTLED:
-        error = "rate_limited"
-    elif status:
-        error = code_for_status(status)
-    else:
-        error = "provider_error"
-    tries = f" after {attempts} attempts" if attempts > 1 else ""
-    return SyncFailure(error, f"{what}: S3 {code or 'error'} (HTTP {status}){tries}: {_message(exc)}", status=status)
 
 
 def client(config: ValidConfig) -> AdaptyExportClient:

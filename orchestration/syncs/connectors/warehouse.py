@@ -7,13 +7,10 @@ when the config names a Snowflake account, replaces the same rows in one Snowfla
 dataset. A partition is always sent whole, so sending it again is harmless: a failed sync keeps no
 state and the next one sends the same partitions again.
 
-S3 is reached with boto3 (`endpoint_url` = the integration's `base_url`). Its own retry loop
-(standard mode: 5xx, throttling and connection errors, with backoff) is used instead of
-`ProviderHttp`'s, since boto signs and re-signs each attempt. Errors are classified by S3's error
-code (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html): refused credentials
-(AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch) are `auth` with S3's own message, a
-missing or misnamed bucket `config`, throttling (SlowDown, 503) `rate_limited`, other 5xx and
-unreachable endpoints `provider_error`.
+S3 is reached with boto3 (`endpoint_url` = the integration's `base_url`), with the retries and
+the reading of S3's errors every S3 connector shares (`orchestration/syncs/s3.py`): refused
+credentials are `auth` with S3's own message, a missing or misnamed bucket `config`, throttling
+`rate_limited`, other 5xx and unreachable endpoints `provider_error`.
 
 Snowflake is reached with `snowflake-connector-python` (`snowflake.connector.connect`, read as a
 module attribute so that fakesnow's patch reaches it in tests). A refused login is a
@@ -28,19 +25,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
-import boto3  # type: ignore[import-untyped]
-import botocore.config  # type: ignore[import-untyped]
-import botocore.exceptions  # type: ignore[import-untyped]
 import polars as pl
 import snowflake.connector
 import snowflake.connector.errors as sf_errors
-from pydantic import PrivateAttr
 
+from orchestration.syncs import s3
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import ProviderClient
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.warehouse import (
@@ -59,24 +52,6 @@ from transforms.integrations.warehouse import (
 from warehouse.integrations import export
 from warehouse.integrations.target import SyncTarget
 
-# S3 error codes (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html#ErrorCodeList).
-S3_AUTH_CODES = frozenset(
-    {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "AllAccessDisabled"}
-)
-S3_CONFIG_CODES = frozenset(
-    {
-        "NoSuchBucket",
-        "InvalidBucketName",
-        "PermanentRedirect",
-        "AuthorizationHeaderMalformed",
-        "IllegalLocationConstraintException",
-    }
-)
-S3_THROTTLE_CODES = frozenset(
-    {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
-)
-# Transient although S3 answers them with a 4xx status (RequestTimeout is a 400).
-S3_TRANSIENT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException", "InternalError", "ServiceUnavailable"})
 # Rows per INSERT: the connector rewrites an `executemany` INSERT with pyformat parameters into
 # one multi-row INSERT (snowflake/connector/cursor.py, "rewriting INSERT query"), and Snowflake
 # refuses a list of more than 16,384 expressions (error 001795, seen on a multi-row INSERT in
@@ -84,25 +59,11 @@ S3_TRANSIENT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException", "In
 # (fakesnow runs such an executemany row by row: its speed says nothing about Snowflake's.)
 INSERT_BATCH = 1000
 PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
+T = TypeVar("T")
 
 
-def s3_failure(what: str, exc: Exception) -> SyncFailure:
-    """An S3 call's failure in the sync vocabulary, with S3's own code and message."""
-    if isinstance(exc, botocore.exceptions.ClientError):
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        text = f"{what}: {code or 'HTTP ' + str(status)}: {error.get('Message') or exc}"
-        if code in S3_THROTTLE_CODES or status == 429:
-            return SyncFailure("rate_limited", text, status=status)
-        if code in S3_TRANSIENT_CODES or (status or 0) >= 500:
-            return SyncFailure("provider_error", text, status=status)
-        if code in S3_AUTH_CODES or status in (401, 403):
-            return SyncFailure("auth", text, status=status)
-        if code in S3_CONFIG_CODES or status in (301, 400, 404):
-            return SyncFailure("config", text, status=status)
-        return SyncFailure("provider_error", text, status=status)
-    return SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}")
+def _quiet(_line: str) -> None:
+    """Where a check's S3 retries are logged: nowhere (the check's answer says what happened)."""
 
 
 def snowflake_failure(what: str, exc: Exception) -> SyncFailure:
@@ -116,18 +77,12 @@ def snowflake_failure(what: str, exc: Exception) -> SyncFailure:
     return SyncFailure("provider_error", text)
 
 
-class WarehouseExportClient(ProviderClient):
+class WarehouseExportClient(s3.S3ProviderClient):
     """The customer's bucket (boto3) and, optionally, their Snowflake account."""
 
     PROVIDER: ClassVar[str] = "warehouse"
     SECRET_FIELDS: ClassVar[frozenset[str]] = frozenset({"access_key_id", "secret_access_key", "snowflake_password"})
 
-    bucket: str
-    prefix: str = ""
-    region: str = "us-east-1"
-    access_key_id: str
-    secret_access_key: str
-    attempts: int = 5
     snowflake_account: str | None = None
     snowflake_user: str | None = None
     snowflake_password: str | None = None
@@ -136,7 +91,6 @@ class WarehouseExportClient(ProviderClient):
     snowflake_warehouse: str | None = None
     snowflake_role: str | None = None
     snowflake_url: str | None = None
-    _s3: Any = PrivateAttr(default=None)
 
     @property
     def has_snowflake(self) -> bool:
@@ -146,47 +100,28 @@ class WarehouseExportClient(ProviderClient):
         snowflake = (self.snowflake_account, self.snowflake_database, self.snowflake_schema)
         return destination_id(self.base_url, self.bucket, self.prefix, snowflake if self.has_snowflake else ())
 
-    def s3(self) -> Any:
-        if self._s3 is None:
-            # Path-style addressing off AWS: S3-compatible stores (MinIO, Ceph, R2 behind a
-            # custom host) rarely have the wildcard DNS that virtual-hosted buckets need.
-            on_aws = self.base_url.rstrip("/").endswith("amazonaws.com")
-            self._s3 = boto3.session.Session().client(
-                "s3",
-                endpoint_url=self.base_url,
-                region_name=self.region,
-                aws_access_key_id=self.access_key_id,
-                aws_secret_access_key=self.secret_access_key,
-                config=botocore.config.Config(
-                    connect_timeout=self.connect_timeout_s,
-                    read_timeout=self.read_timeout_s,
-                    retries={"mode": "standard", "max_attempts": self.attempts},
-                    s3={"addressing_style": "auto" if on_aws else "path"},
-                    user_agent_extra="FloKit-sync/1",
-                ),
-            )
-        return self._s3
-
-    @contextmanager
-    def _s3_call(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
-            raise s3_failure(what, exc) from exc
+    def _s3_call(self, what: str, fn: Callable[[], T], log: Log = _quiet) -> T:
+        return self.call(what, fn, log)
 
     def list_one(self) -> int:
         """ListObjectsV2 with MaxKeys=1 under the prefix: the credentials and the bucket in one call."""
-        with self._s3_call(f"listing s3://{self.bucket}/{self.prefix}"):
-            answer = self.s3().list_objects_v2(Bucket=self.bucket, Prefix=self.prefix.strip("/"), MaxKeys=1)
+        answer = self._s3_call(
+            f"listing s3://{self.bucket}/{self.prefix}",
+            lambda: self.s3().list_objects_v2(Bucket=self.bucket, Prefix=self.prefix.strip("/"), MaxKeys=1),
+        )
         return int(answer.get("KeyCount", 0))
 
-    def put(self, key: str, body: bytes) -> None:
-        with self._s3_call(f"writing s3://{self.bucket}/{key}"):
-            self.s3().put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=PARQUET_CONTENT_TYPE)
+    def put(self, key: str, body: bytes, log: Log = _quiet) -> None:
+        self._s3_call(
+            f"writing s3://{self.bucket}/{key}",
+            lambda: self.s3().put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=PARQUET_CONTENT_TYPE),
+            log,
+        )
 
-    def delete(self, key: str) -> None:
-        with self._s3_call(f"deleting s3://{self.bucket}/{key}"):
-            self.s3().delete_object(Bucket=self.bucket, Key=key)
+    def delete(self, key: str, log: Log = _quiet) -> None:
+        self._s3_call(
+            f"deleting s3://{self.bucket}/{key}", lambda: self.s3().delete_object(Bucket=self.bucket, Key=key), log
+        )
 
     @contextmanager
     def snowflake(self) -> Iterator[SnowflakeLoader]:
@@ -317,7 +252,7 @@ def _export(
             if before not in (None, NO_ROWS):
                 # Rows of this workspace were exported and are gone now (a recomputed day):
                 # the partition's whole content is "nothing", so its object and rows go too.
-                api.delete(key)
+                api.delete(key, log)
                 if load is not None:
                     load(partition, target.workspace_id, frame)
             record(target.state, partition, NO_ROWS)
@@ -325,7 +260,7 @@ def _export(
         body = export.parquet_bytes(frame)
         now = digest(body)
         if now != before:
-            api.put(key, body)
+            api.put(key, body, log)
             if load is not None:
                 load(partition, target.workspace_id, frame)
             day = partition.day

@@ -275,7 +275,7 @@ def _flaky_client(server: HTTPServer) -> WarehouseExportClient:
         bucket="b",
         access_key_id="testing",
         secret_access_key="testing",
-        attempts=2,
+        retry_attempts=2,
     )
 
 
@@ -310,7 +310,7 @@ def test_an_unreachable_endpoint_is_a_provider_error() -> None:
     url = server.url_for("").rstrip("/")
     server.stop()  # nothing listens there any more
     client = WarehouseExportClient(
-        base_url=url, bucket="b", access_key_id="k", secret_access_key="s", attempts=1, connect_timeout_s=1
+        base_url=url, bucket="b", access_key_id="k", secret_access_key="s", retry_attempts=1, connect_timeout_s=1
     )
     with pytest.raises(SyncFailure) as failed:
         CONNECTOR.check(client)
