@@ -258,3 +258,27 @@ def test_without_export_config_nothing_is_read_from_the_bucket(setup: Setup) -> 
     setup.sync(config=config)
     assert setup.s3.traffic.calls == []
     assert not any(i in setup.landed() for i in OLGA)
+
+
+def test_an_updated_transaction_redelivered_adds_its_refund_only(setup: Setup) -> None:
+    rows = _export_rows()
+    unrefunded = [dict(r, refunded_at="", price_in_usd=r["purchase_price_in_usd"]) for r in rows]
+    _deliver(setup, unrefunded)
+    setup.sync()
+    assert "rc:GPA.2001:refund" not in setup.landed()
+    # "New and updated transactions only": the next delivery holds bob's row again, refunded.
+    _deliver(setup, [rows[3]], at=ANCHOR + DAY)
+    later = setup.sync(now=NOW + DAY)
+    assert later.records == 1
+    assert setup.landed()["rc:GPA.2001:refund"]["properties"]["revenue"] == 59.99
+
+
+def test_an_unreadable_file_fails_the_sync_after_landing_the_rest(setup: Setup) -> None:
+    _deliver(setup, _export_rows())
+    bad = key(PREFIX, ANCHOR + timedelta(hours=1))
+    setup.s3.put(bad, b"\x1f\x8b\x08 cut short")
+    with pytest.raises(SyncFailure) as failure:
+        setup.sync()
+    assert failure.value.code == "bad_response"
+    assert "RevenueCat Scheduled Data Exports bucket" in failure.value.message and bad in failure.value.message
+    assert set(setup.landed()) == EXPECTED  # the good file and the API walk landed
