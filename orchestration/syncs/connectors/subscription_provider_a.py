@@ -36,11 +36,12 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 import requests
 
+from orchestration.syncs import s3
 from orchestration.syncs.connectors import Connector, Log
 from orchestration.syncs.connectors.subscription_provider_b import AdaptyExportClient
 from orchestration.syncs.http import ProviderClient, ProviderHttp, RetryRules, body_text
 from transforms.integrations.errors import SyncFailure, truncate
-from transforms.integrations.kinds import KINDS, ValidConfig
+from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.subscription_provider_a import STORES_WITH_TRANSACTIONS, Mapper
 from transforms.integrations.subscription_provider_a_exports import (
     ExportMapper,
@@ -58,7 +59,6 @@ PACING_MARGIN = 0.97
 _WINDOW_S = 60.0
 STATE_KEY = "revenuecat"
 EXPORT_FILES = "export_files"  # state key: {object key: ETag it was read at}
-_AWS_S3 = KINDS["subscription_provider_b"].default_base_url
 
 
 def revenuecat_retry_after(response: requests.Response) -> float | None:
@@ -94,8 +94,9 @@ def revenuecat_error_text(response: requests.Response) -> str:
 
 
 class RevenueCatExportClient(AdaptyExportClient):
-    """The bucket RevenueCat's Scheduled Data Exports deliver to: the same S3 reading (listing,
-    ETags, retries, S3 errors classified) as Adapty's export, under RevenueCat's name."""
+    """The bucket RevenueCat's Scheduled Data Exports deliver to: the same folder listing and
+    reading by ETag as Adapty's export (and `orchestration.syncs.s3`'s retries and S3 error
+    classes), under RevenueCat's name."""
 
     PROVIDER: ClassVar[str] = "RevenueCat export bucket"
 
@@ -119,7 +120,7 @@ class RevenueCatClient(ProviderClient):
         if not (self.export_bucket and self.export_access_key_id and self.export_secret_access_key):
             return None
         return RevenueCatExportClient(
-            base_url=self.export_endpoint_url or _AWS_S3,
+            base_url=self.export_endpoint_url or s3.AWS_S3,
             bucket=self.export_bucket,
             prefix=self.export_prefix,
             region=self.export_region,
