@@ -282,3 +282,12 @@ def test_an_unreadable_file_fails_the_sync_after_landing_the_rest(setup: Setup) 
     assert failure.value.code == "bad_response"
     assert "RevenueCat Scheduled Data Exports bucket" in failure.value.message and bad in failure.value.message
     assert set(setup.landed()) == EXPECTED  # the good file and the API walk landed
+
+
+def test_a_missing_export_bucket_is_a_config_failure_before_any_api_call(setup: Setup) -> None:
+    with pytest.raises(SyncFailure) as failure:
+        setup.sync(config=setup.config(export_bucket="no-such-revenuecat-bucket"))
+    assert failure.value.code == "config" and failure.value.refused
+    assert "Scheduled Data Exports bucket s3://no-such-revenuecat-bucket/" in failure.value.message
+    assert "NoSuchBucket" in failure.value.message
+    assert setup.api.stats.requests == 0
