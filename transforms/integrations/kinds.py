@@ -154,7 +154,24 @@ KINDS: dict[str, IntegrationKind] = {
                         "minute per project; set it higher only where RevenueCat raised the project's limit"
                     ),
                 ),
+                # Scheduled Data Exports (optional): the bucket RevenueCat delivers the Transactions
+                # feed to, read before the API walk for the history and the exact figures.
+                Field("export_bucket", doc="the S3 bucket RevenueCat's Scheduled Data Exports deliver to"),
+                Field("export_prefix", doc="the folder inside the bucket the exports are delivered under"),
+                Field("export_region", doc="the bucket's AWS region (default us-east-1)"),
+                Field(
+                    "export_endpoint_url",
+                    kind="url",
+                    doc="the S3 endpoint when the bucket is not on AWS (an S3-compatible store)",
+                ),
+                Field(
+                    "export_access_key_id",
+                    secret=True,
+                    doc="a key allowed s3:ListBucket and s3:GetObject on the export bucket",
+                ),
+                Field("export_secret_access_key", secret=True),
             ),
+            groups=(("export_bucket", "export_access_key_id", "export_secret_access_key"),),
         ),
         IntegrationKind(
             "subscription_provider_b",

@@ -35,7 +35,9 @@ endpoint, the two periods the subscription names: its start and its current peri
 
 Event ids are `rc:<store transaction id>:<type>` (a webhook's `transaction_id` is the same store
 id), `rc:<subscription id>:<period start ms>:<type>` for periods without a transaction, and
-`rc:<subscription id>:cancellation`; the user is the customer id, which is the app user id the
+`rc:<first store transaction id>:cancellation` (`rc:<subscription id>:cancellation` without
+transactions), the ids Scheduled Data Export rows map to as well
+(`transforms.integrations.subscription_provider_a_exports`); the user is the customer id, which is the app user id the
 app gives RevenueCat (`Purchases.logIn`), so events join the user's other events. Sandbox
 records are never mapped (the connector asks for `environment=production`; this drops strays).
 """
@@ -219,7 +221,10 @@ class Mapper:
             events.append(self._event(raw(period), kind, period.starts_at, subscription, user, base | money_props))
         if subscription.get("auto_renewal_status") == "will_not_renew":
             at = moment(subscription.get("current_period_starts_at")) or found[-1].starts_at
-            events.append(self._event(sub_id, CANCELLATION, at, subscription, user, base))
+            # Named by the subscription's first store transaction (its original transaction id)
+            # where the store lists transactions: the key a Scheduled Data Export row gives too.
+            first = found[0].transaction_id if transactions else None
+            events.append(self._event(first or sub_id, CANCELLATION, at, subscription, user, base))
         return [e for e in events if e is not None]
 
     def purchase(self, purchase: Mapping[str, Any]) -> list[CanonicalEvent]:

@@ -15,6 +15,16 @@ long to wait in the body's `backoff_ms` (milliseconds); its docs say `Retry-Afte
 same wait in seconds since August 2024 (RevenueCat/docs 5b41611c; before that, and in
 design/integrations.md §1.2, milliseconds). `backoff_ms` is read first; a bare `Retry-After`
 above 60 can only be milliseconds (the window is one minute), anything else is seconds.
+
+With `export_bucket` and its key configured, a sync first reads RevenueCat's Scheduled Data
+Exports (the Transactions feed, CSV or Parquet, delivered into the customer's bucket): the files
+not read yet in their current version (`target.state["export_files"]`, key -> ETag, as for
+Adapty's export), mapped to the same event ids as the API path
+(`transforms.integrations.subscription_provider_a_exports`). The export goes first so that its
+exact per-transaction figures, and the refunds and cancellations it dates, are what lands where
+both paths state a transaction; the API walk then adds what the export has not delivered yet.
+With exports, subscriptions in stores the API lists no transactions for are the export's alone
+(the API can only name their periods by its own subscription id, which the export lacks).
 """
 
 from __future__ import annotations
@@ -26,11 +36,19 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 import requests
 
+from orchestration.syncs import s3
 from orchestration.syncs.connectors import Connector, Log
+from orchestration.syncs.connectors.subscription_provider_b import AdaptyExportClient
 from orchestration.syncs.http import ProviderClient, ProviderHttp, RetryRules, body_text
 from transforms.integrations.errors import SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.subscription_provider_a import STORES_WITH_TRANSACTIONS, Mapper
+from transforms.integrations.subscription_provider_a_exports import (
+    ExportMapper,
+    ExportProblem,
+    is_transactions_file,
+    read_transactions,
+)
 from warehouse.integrations.target import SyncTarget
 
 PAGE_SIZE = 100
@@ -40,6 +58,7 @@ PACING_MARGIN = 0.97
 # RevenueCat's window is one minute: a longer wait cannot be meant in seconds.
 _WINDOW_S = 60.0
 STATE_KEY = "revenuecat"
+EXPORT_FILES = "export_files"  # state key: {object key: ETag it was read at}
 
 
 def revenuecat_retry_after(response: requests.Response) -> float | None:
@@ -74,13 +93,42 @@ def revenuecat_error_text(response: requests.Response) -> str:
     return body_text(response)
 
 
+class RevenueCatExportClient(AdaptyExportClient):
+    """The bucket RevenueCat's Scheduled Data Exports deliver to: the same folder listing and
+    reading by ETag as Adapty's export (and `orchestration.syncs.s3`'s retries and S3 error
+    classes), under RevenueCat's name."""
+
+    PROVIDER: ClassVar[str] = "RevenueCat export bucket"
+
+
 class RevenueCatClient(ProviderClient):
     PROVIDER: ClassVar[str] = "RevenueCat"
-    SECRET_FIELDS: ClassVar[frozenset[str]] = frozenset({"api_key"})
+    SECRET_FIELDS: ClassVar[frozenset[str]] = frozenset({"api_key", "export_access_key_id", "export_secret_access_key"})
 
     api_key: str
     project_id: str
     requests_per_minute: int = 480
+    export_bucket: str | None = None
+    export_prefix: str = ""
+    export_region: str = "us-east-1"
+    export_endpoint_url: str | None = None
+    export_access_key_id: str | None = None
+    export_secret_access_key: str | None = None
+
+    def exports(self) -> RevenueCatExportClient | None:
+        """The export bucket's client, or None when no export is configured."""
+        if not (self.export_bucket and self.export_access_key_id and self.export_secret_access_key):
+            return None
+        return RevenueCatExportClient(
+            base_url=self.export_endpoint_url or s3.AWS_S3,
+            bucket=self.export_bucket,
+            prefix=self.export_prefix,
+            region=self.export_region,
+            access_key_id=self.export_access_key_id,
+            secret_access_key=self.export_secret_access_key,
+            connect_timeout_s=self.connect_timeout_s,
+            read_timeout_s=self.read_timeout_s,
+        )
 
     def rules(self) -> RetryRules:
         # 423 (a resource locked by a concurrent change) is retryable with `backoff_ms` too.
@@ -140,6 +188,21 @@ def client(config: ValidConfig) -> RevenueCatClient:
         api_key=config.get("api_key"),
         project_id=config.get("project_id"),
         requests_per_minute=config.get("requests_per_minute") or 480,
+        export_bucket=config.get("export_bucket"),
+        export_prefix=config.get("export_prefix") or "",
+        export_region=config.get("export_region") or "us-east-1",
+        export_endpoint_url=config.get("export_endpoint_url"),
+        export_access_key_id=config.get("export_access_key_id"),
+        export_secret_access_key=config.get("export_secret_access_key"),
+    )
+
+
+def _in_export_bucket(export: RevenueCatExportClient, failure: SyncFailure) -> SyncFailure:
+    """The failure, saying that it was the export bucket (not the API key) that failed."""
+    return SyncFailure(
+        failure.code,
+        f"RevenueCat Scheduled Data Exports bucket {export.location}: {failure.message}",
+        status=failure.status,
     )
 
 
@@ -151,7 +214,52 @@ def check(rc: RevenueCatClient) -> str:
     if not isinstance(body, dict) or not isinstance(body.get("items"), list):
         raise SyncFailure("bad_response", f"{what}: not a RevenueCat list")
     found = "it has customers" if body["items"] else "it has no customers yet"
-    return f"RevenueCat project {rc.project_id}: the key can list its customers; {found}"
+    summary = f"RevenueCat project {rc.project_id}: the key can list its customers; {found}"
+    export = rc.exports()
+    if export is not None:
+        try:
+            page = export.first_page(lambda _line: None)
+        except SyncFailure as failure:
+            raise _in_export_bucket(export, failure) from failure
+        files = "files present" if page.get("Contents") else "no files yet"
+        summary += f"; export bucket {export.location}: listing allowed, {files}"
+    return summary
+
+
+def sync_exports(export: RevenueCatExportClient, target: SyncTarget, mapper: ExportMapper, log: Log) -> list[str]:
+    """Land the Transactions files not read yet (or changed since); the unreadable ones are
+    returned (every readable file is landed first, and they are tried again next sync)."""
+    listed = export.list_files(log)
+    seen: dict[str, str] = dict(target.state.get(EXPORT_FILES, {}))
+    files = [o for o in listed if is_transactions_file(o.key)]
+    todo = sorted((o for o in files if seen.get(o.key) != o.etag), key=lambda o: o.key)
+    log(
+        f"{export.PROVIDER}: {export.location}: {len(listed)} object(s), {len(files)} Transactions file(s), "
+        f"{len(todo)} new or changed ({sum(o.size for o in todo) / 1e6:.1f} MB)"
+    )
+    broken: list[str] = []
+    for obj in todo:
+        got = export.read(obj.key, log)
+        if got is None:
+            log(f"{export.PROVIDER}: {obj.key} was deleted after the listing; skipped")
+            continue
+        data, etag = got
+        try:
+            rows = read_transactions(obj.key, data)
+        except ExportProblem as exc:
+            broken.append(f"{obj.key}: {exc}")
+            continue
+        mapped = mapper.transactions(rows)
+        landed = target.land_events(mapped.events)
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(mapped.skipped.items()))
+        log(
+            f"{export.PROVIDER}: {obj.key}: {len(rows)} row(s), {len(mapped.events)} event(s), {landed} new"
+            + (f"; left out: {reasons}" if reasons else "")
+        )
+        seen[obj.key] = etag or obj.etag
+    present = {o.key for o in files}
+    target.state[EXPORT_FILES] = {key: etag for key, etag in sorted(seen.items()) if key in present}
+    return broken
 
 
 _PRODUCTION = {"environment": "production"}
@@ -160,6 +268,13 @@ _PRODUCTION = {"environment": "production"}
 def sync(rc: RevenueCatClient, target: SyncTarget, config: ValidConfig, log: Log) -> None:
     """Every customer's subscriptions and purchases, landed one page of customers at a time (a
     failure mid-way keeps what was landed; the next sync re-walks and lands only the rest)."""
+    export = rc.exports()
+    broken: list[str] = []
+    if export is not None:
+        try:
+            broken = sync_exports(export, target, ExportMapper(target.workspace_id, target.source, target.now), log)
+        except SyncFailure as failure:
+            raise _in_export_bucket(export, failure) from failure
     http = rc.http(log)
     mapper = Mapper(target.workspace_id, target.source, target.now)
     customers = 0
@@ -180,6 +295,8 @@ def sync(rc: RevenueCatClient, target: SyncTarget, config: ValidConfig, log: Log
             )
             pairs = []
             for sub in subs:
+                if export is not None and sub.get("store") not in STORES_WITH_TRANSACTIONS:
+                    continue  # the export's alone (module docstring)
                 transactions = None
                 if sub.get("store") in STORES_WITH_TRANSACTIONS and isinstance(sub.get("id"), str):
                     transactions = rc.items(
@@ -202,6 +319,12 @@ def sync(rc: RevenueCatClient, target: SyncTarget, config: ValidConfig, log: Log
         f"RevenueCat project {project}: {customers} customers, {calls} requests ({limited} answered 429), "
         f"{target.records} new events, {target.duplicates} already landed, {target.skipped_settled} settled"
     )
+    if export is not None and broken:
+        raise SyncFailure(
+            "bad_response",
+            f"{len(broken)} unreadable file(s) in the RevenueCat Scheduled Data Exports bucket {export.location}: "
+            + "; ".join(broken),
+        )
 
 
 CONNECTOR = Connector(type="subscription_provider_a", client=client, check=check, sync=sync)

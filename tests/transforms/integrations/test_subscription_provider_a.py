@@ -91,7 +91,7 @@ def test_auto_renew_turned_off_is_one_cancellation_in_the_current_period() -> No
     events = MAPPER.subscription(sub, [transaction("4000001", t0, t0 + 30 * DAY)])
     assert [(e.event_type, e.event_id, e.occurred_at) for e in events] == [
         ("subscription_start", "rc:4000001:subscription_start", t0),
-        ("cancellation", "rc:sub_d:cancellation", t0),
+        ("cancellation", "rc:4000001:cancellation", t0),
     ]
 
 
