@@ -38,7 +38,6 @@ import requests
 
 from orchestration.syncs import s3
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.connectors.subscription_provider_b import AdaptyExportClient
 from orchestration.syncs.http import ProviderClient, ProviderHttp, RetryRules, body_text
 from transforms.integrations.errors import SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig
@@ -93,10 +92,8 @@ def revenuecat_error_text(response: requests.Response) -> str:
     return body_text(response)
 
 
-class RevenueCatExportClient(AdaptyExportClient):
-    """The bucket RevenueCat's Scheduled Data Exports deliver to: the same folder listing and
-    reading by ETag as Adapty's export (and `orchestration.syncs.s3`'s retries and S3 error
-    classes), under RevenueCat's name."""
+class RevenueCatExportClient(s3.S3ExportFolder):
+    """The bucket folder RevenueCat's Scheduled Data Exports deliver to."""
 
     PROVIDER: ClassVar[str] = "RevenueCat export bucket"
 

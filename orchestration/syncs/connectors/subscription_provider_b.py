@@ -18,9 +18,7 @@ Retries and S3's errors: `orchestration/syncs/s3.py` (the shared RetryRules, 5 a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from orchestration.syncs import s3
 from orchestration.syncs.connectors import Connector, Log
@@ -34,83 +32,11 @@ _FILES = "files"  # state key: {object key: ETag it was read at}
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class ExportObject:
-    key: str
-    etag: str
-    size: int
-
-
-class AdaptyExportClient(s3.S3ProviderClient):
+class AdaptyExportClient(s3.S3ExportFolder):
     """The bucket folder Adapty exports to. `base_url` is the S3 endpoint (the AWS default lets
     boto pick the region's endpoint; anything else, e.g. MinIO or R2, is used as given)."""
 
     PROVIDER: ClassVar[str] = "Adapty S3 export"
-
-    # S3 returns at most 1000 keys a page; tests page with less.
-    page_size: int = 1000
-
-    @property
-    def folder(self) -> str:
-        """The prefix as a folder (Adapty's "Folder inside the bucket"): `a/b` lists `a/b/...`,
-        not a sibling `a/b-old/...`; empty lists the whole bucket."""
-        stripped = self.prefix.strip("/")
-        return f"{stripped}/" if stripped else ""
-
-    @property
-    def location(self) -> str:
-        return f"s3://{self.bucket}/{self.folder}"
-
-    def first_page(self, log: Log) -> dict[str, Any]:
-        """One ListObjectsV2 of at most one key: proves the key may list the folder."""
-        what = f"listing {self.location}"
-        page: dict[str, Any] = self.call(
-            what, lambda: self.s3().list_objects_v2(Bucket=self.bucket, Prefix=self.folder, MaxKeys=1), log
-        )
-        return _listing(page, what)
-
-    def list_files(self, log: Log) -> list[ExportObject]:
-        """Every object under the folder, following `NextContinuationToken` to the last page."""
-        found: list[ExportObject] = []
-        token: str | None = None
-        pages = 0
-        while True:
-            params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.folder, "MaxKeys": self.page_size}
-            if token:
-                params["ContinuationToken"] = token
-            pages += 1
-            what = f"listing {self.location} (page {pages})"
-            page = _listing(self.call(what, partial(self.s3().list_objects_v2, **params), log), what)
-            for item in page.get("Contents", []):
-                found.append(ExportObject(key=item["Key"], etag=item.get("ETag", ""), size=int(item.get("Size", 0))))
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
-                return found
-
-    def read(self, key: str, log: Log) -> tuple[bytes, str] | None:
-        """The object's bytes and the ETag of the version read; None when it vanished since the
-        listing (`NoSuchKey`: a customer's lifecycle rule or cleanup)."""
-
-        def get() -> tuple[bytes, str] | None:
-            try:
-                answer = self.s3().get_object(Bucket=self.bucket, Key=key)
-            except s3.ClientError as exc:
-                if s3.error_code(exc) == "NoSuchKey":
-                    return None
-                raise
-            body: bytes = answer["Body"].read()
-            return body, str(answer.get("ETag", ""))
-
-        return self.call(f"reading s3://{self.bucket}/{key}", get, log)
-
-
-def _listing(page: dict[str, Any], what: str) -> dict[str, Any]:
-    """A ListObjectsV2 answer always names its bucket and says whether it is truncated; a 200
-    page without them came from something else at that address (botocore parses any XML, or
-    HTML, into an empty listing, which would sync nothing and look fine)."""
-    if "Name" not in page or "IsTruncated" not in page:
-        raise SyncFailure("bad_response", f"{what}: the answer is not an S3 listing (is base_url an S3 endpoint?)")
-    return page
 
 
 def client(config: ValidConfig) -> AdaptyExportClient:
