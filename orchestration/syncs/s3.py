@@ -274,6 +274,45 @@ class S3ExportFolder(S3ProviderClient):
 
         return self.call(f"reading s3://{self.bucket}/{key}", get, log)
 
+    def import_changed(
+        self,
+        read_as: dict[str, str],
+        *,
+        wanted: Callable[[str], bool],
+        kind: str,
+        land: Callable[[str, bytes], str],
+        unreadable: type[Exception],
+        log: Callable[[str], None],
+    ) -> tuple[dict[str, str], list[str]]:
+        """Read and `land` every wanted file not read yet, or changed since (`read_as`: each key
+        and the ETag it was read at). Returns the new `read_as` (keys gone from the bucket pruned)
+        and the files that could not be read (`unreadable` raised by `land`): every readable file
+        is landed first, and the unreadable ones are tried again next time."""
+        listed = self.list_files(log)
+        seen = dict(read_as)
+        files = [o for o in listed if not o.key.endswith("/") and wanted(o.key)]
+        todo = sorted((o for o in files if seen.get(o.key) != o.etag), key=lambda o: o.key)
+        log(
+            f"{self.PROVIDER}: {self.location}: {len(listed)} object(s), {len(files)} {kind}(s), "
+            f"{len(todo)} new or changed ({sum(o.size for o in todo) / 1e6:.1f} MB)"
+        )
+        broken: list[str] = []
+        for obj in todo:
+            got = self.read(obj.key, log)
+            if got is None:
+                log(f"{self.PROVIDER}: {obj.key} was deleted after the listing; skipped")
+                continue
+            data, etag = got
+            try:
+                detail = land(obj.key, data)
+            except unreadable as exc:
+                broken.append(f"{obj.key}: {exc}")
+                continue
+            log(f"{self.PROVIDER}: {obj.key}: {detail}")
+            seen[obj.key] = etag or obj.etag
+        present = {o.key for o in files}
+        return {key: etag for key, etag in sorted(seen.items()) if key in present}, broken
+
 
 def _listing(page: dict[str, Any], what: str) -> dict[str, Any]:
     """A ListObjectsV2 answer always names its bucket and says whether it is truncated; a 200

@@ -226,36 +226,25 @@ def check(rc: RevenueCatClient) -> str:
 def sync_exports(export: RevenueCatExportClient, target: SyncTarget, mapper: ExportMapper, log: Log) -> list[str]:
     """Land the Transactions files not read yet (or changed since); the unreadable ones are
     returned (every readable file is landed first, and they are tried again next sync)."""
-    listed = export.list_files(log)
-    seen: dict[str, str] = dict(target.state.get(EXPORT_FILES, {}))
-    files = [o for o in listed if is_transactions_file(o.key)]
-    todo = sorted((o for o in files if seen.get(o.key) != o.etag), key=lambda o: o.key)
-    log(
-        f"{export.PROVIDER}: {export.location}: {len(listed)} object(s), {len(files)} Transactions file(s), "
-        f"{len(todo)} new or changed ({sum(o.size for o in todo) / 1e6:.1f} MB)"
-    )
-    broken: list[str] = []
-    for obj in todo:
-        got = export.read(obj.key, log)
-        if got is None:
-            log(f"{export.PROVIDER}: {obj.key} was deleted after the listing; skipped")
-            continue
-        data, etag = got
-        try:
-            rows = read_transactions(obj.key, data)
-        except ExportProblem as exc:
-            broken.append(f"{obj.key}: {exc}")
-            continue
+
+    def land(key: str, data: bytes) -> str:
+        rows = read_transactions(key, data)
         mapped = mapper.transactions(rows)
         landed = target.land_events(mapped.events)
         reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(mapped.skipped.items()))
-        log(
-            f"{export.PROVIDER}: {obj.key}: {len(rows)} row(s), {len(mapped.events)} event(s), {landed} new"
-            + (f"; left out: {reasons}" if reasons else "")
+        return f"{len(rows)} row(s), {len(mapped.events)} event(s), {landed} new" + (
+            f"; left out: {reasons}" if reasons else ""
         )
-        seen[obj.key] = etag or obj.etag
-    present = {o.key for o in files}
-    target.state[EXPORT_FILES] = {key: etag for key, etag in sorted(seen.items()) if key in present}
+
+    read_as, broken = export.import_changed(
+        dict(target.state.get(EXPORT_FILES, {})),
+        wanted=is_transactions_file,
+        kind="Transactions file",
+        land=land,
+        unreadable=ExportProblem,
+        log=log,
+    )
+    target.state[EXPORT_FILES] = read_as
     return broken
 
 

@@ -71,41 +71,27 @@ def sync(export: AdaptyExportClient, target: SyncTarget, config: ValidConfig, lo
     A file that cannot be read as an export does not stop the others: every readable file is
     landed, then the sync fails with `bad_response` naming the unreadable ones (the next sync
     tries them again; the operator sees which file to look at)."""
-    listed = export.list_files(log)
-    seen: dict[str, str] = dict(target.state.get(_FILES, {}))
-    files = [o for o in listed if not o.key.endswith("/") and o.key.lower().endswith(".csv")]
-    todo = sorted((o for o in files if seen.get(o.key) != o.etag), key=lambda o: o.key)
-    log(
-        f"{export.PROVIDER}: {export.location}: {len(listed)} object(s), {len(files)} CSV file(s), "
-        f"{len(todo)} new or changed ({sum(o.size for o in todo) / 1e6:.1f} MB)"
-    )
-    broken: list[str] = []
-    for obj in todo:
-        got = export.read(obj.key, log)
-        if got is None:
-            log(f"{export.PROVIDER}: {obj.key} was deleted after the listing; skipped")
-            continue
-        data, etag = got
-        try:
-            parsed = read_export(data)
-        except ExportProblem as exc:
-            broken.append(f"{obj.key}: {exc}")
-            continue
+
+    def land(_key: str, data: bytes) -> str:
+        parsed = read_export(data)
         if parsed.kind == "paywall_visits":
-            log(f"{export.PROVIDER}: {obj.key} holds paywall visits, not events; skipped")
-        else:
-            mapped = map_rows(
-                parsed.rows, workspace_id=target.workspace_id, source=target.source, received_at=target.now
-            )
-            landed = target.land_events(mapped.events)
-            reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(mapped.skipped.items()))
-            log(
-                f"{export.PROVIDER}: {obj.key}: {len(parsed.rows)} row(s), {len(mapped.events)} event(s), "
-                f"{landed} new" + (f"; left out: {reasons}" if reasons else "")
-            )
-        seen[obj.key] = etag or obj.etag
-    present = {o.key for o in files}
-    target.state[_FILES] = {key: etag for key, etag in sorted(seen.items()) if key in present}
+            return "holds paywall visits, not events; skipped"
+        mapped = map_rows(parsed.rows, workspace_id=target.workspace_id, source=target.source, received_at=target.now)
+        landed = target.land_events(mapped.events)
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(mapped.skipped.items()))
+        return f"{len(parsed.rows)} row(s), {len(mapped.events)} event(s), {landed} new" + (
+            f"; left out: {reasons}" if reasons else ""
+        )
+
+    read_as, broken = export.import_changed(
+        dict(target.state.get(_FILES, {})),
+        wanted=lambda key: key.lower().endswith(".csv"),
+        kind="CSV file",
+        land=land,
+        unreadable=ExportProblem,
+        log=log,
+    )
+    target.state[_FILES] = read_as
     if broken:
         raise SyncFailure(
             "bad_response", f"{len(broken)} unreadable Adapty export file(s) in {export.location}: " + "; ".join(broken)
