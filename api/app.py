@@ -53,6 +53,11 @@ def register_blueprints(app: Flask, settings: Settings) -> None:
 
         app.register_blueprint(gateway)
         app.register_blueprint(passthrough)
+    if "processor" in settings.surfaces and "gateway" not in settings.surfaces:
+        # Beside the gateway, the gateway's passthrough routes hand requests to it in-process.
+        from api.processor import blueprint as processor
+
+        app.register_blueprint(processor)
     if "ingest" in settings.surfaces:
         from api.ingest import blueprint as ingest
 

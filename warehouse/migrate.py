@@ -37,7 +37,7 @@ TABLE_MODULES = (
     "warehouse.ingest.tables",
     "warehouse.integrations.tables",
     "warehouse.paywalls.tables",
-    "warehouse.paywalls.entitlement_tables",
+    "warehouse.entitlements.tables",
     "warehouse.reports.tables",
     "warehouse.webhooks.tables",
 )

@@ -16,7 +16,9 @@ from pathlib import Path
 from transforms.sealing import MIN_INSTANCE_KEY_CHARS
 from warehouse.paths import DataPaths
 
-SURFACES = ("v1", "gateway", "ingest")
+SURFACES = ("v1", "gateway", "ingest", "processor")
+GOOGLE_PLAY_API_URL = "https://androidpublisher.googleapis.com/"
+GOOGLE_OIDC_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
 
 
 class SettingsError(ValueError):
@@ -43,13 +45,24 @@ def _surfaces(env: Mapping[str, str]) -> tuple[str, ...]:
     return chosen
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
+def _flag(env: Mapping[str, str], name: str, *, default: bool = False) -> bool:
     raw = env.get(name, "").strip().lower()
-    if raw in ("", "0", "false", "no"):
+    if not raw:
+        return default
+    if raw in ("0", "false", "no"):
         return False
     if raw in ("1", "true", "yes"):
         return True
     raise SettingsError(f"{name} must be 1 or 0, got {raw!r}")
+
+
+def _files(env: Mapping[str, str], name: str) -> tuple[Path, ...]:
+    """Comma-separated paths of files that must exist (read when first needed)."""
+    paths = tuple(Path(p.strip()).expanduser().resolve() for p in env.get(name, "").split(",") if p.strip())
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise SettingsError(f"{name} names files that do not exist: {', '.join(missing)}")
+    return paths
 
 
 def _positive_number(env: Mapping[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
@@ -202,8 +215,15 @@ class Settings:
     # Seconds a gateway worker keeps a paywall's live configuration before reading it again
     # (a publish reaches every worker within this); 0: read on every request.
     config_cache_s: float = 1.0
-    # The receipt verification upstream (POST, JSON); None: receipts answer 503.
-    receipt_verifier_url: str | None = None
+    # Apple's root certificates (DER or PEM files) that App Store JWS chains must end at; none
+    # configured: iOS receipts and notifications cannot be verified (422 / 401 saying so).
+    apple_root_certs: tuple[Path, ...] = ()
+    # The App Store library's OCSP revocation checks of the JWS chain (network calls to Apple).
+    apple_online_checks: bool = True
+    # The Google Play Developer API's address (tests point it at a local fake).
+    google_play_api_url: str = GOOGLE_PLAY_API_URL
+    # Where Google's OIDC signing certificates are read, to verify Pub/Sub push tokens.
+    google_oidc_certs_url: str = GOOGLE_OIDC_CERTS_URL
     # Signs app-session tokens; None: minting is not configured here (503).
     app_session_secret: str | None = field(default=None, repr=False)
     # The one instance key every sealed secret is derived from (transforms/sealing.py); None
@@ -248,7 +268,10 @@ class Settings:
             app_session_secret=_app_session_secret(env, data_dir),
             instance_key=instance_key_for(env, data_dir),
             passthrough_url=_http_url(env, "FLOKIT_PASSTHROUGH_URL"),
-            receipt_verifier_url=_http_url(env, "FLOKIT_RECEIPT_VERIFIER_URL"),
+            apple_root_certs=_files(env, "FLOKIT_APPLE_ROOT_CERTS"),
+            apple_online_checks=_flag(env, "FLOKIT_APPLE_ONLINE_CHECKS", default=True),
+            google_play_api_url=_http_url(env, "FLOKIT_GOOGLE_PLAY_API_URL") or GOOGLE_PLAY_API_URL,
+            google_oidc_certs_url=_http_url(env, "FLOKIT_GOOGLE_OIDC_CERTS_URL") or GOOGLE_OIDC_CERTS_URL,
             config_cache_s=_positive_number(env, "FLOKIT_CONFIG_CACHE_S", 1.0, allow_zero=True),
             passthrough_timeout_s=_positive_number(env, "FLOKIT_PASSTHROUGH_TIMEOUT_S", 10.0),
             header_timeout_s=_positive_number(env, "FLOKIT_HEADER_TIMEOUT_S", 10.0),
@@ -288,7 +311,10 @@ class Settings:
             "FLOKIT_TRUSTED_PROXIES": str(self.trusted_proxies),
             "FLOKIT_SENSOR_INTERVAL_S": str(self.sensor_interval_s),
             "FLOKIT_PASSTHROUGH_URL": self.passthrough_url or "",
-            "FLOKIT_RECEIPT_VERIFIER_URL": self.receipt_verifier_url or "",
+            "FLOKIT_APPLE_ROOT_CERTS": ",".join(str(p) for p in self.apple_root_certs),
+            "FLOKIT_APPLE_ONLINE_CHECKS": "1" if self.apple_online_checks else "0",
+            "FLOKIT_GOOGLE_PLAY_API_URL": self.google_play_api_url,
+            "FLOKIT_GOOGLE_OIDC_CERTS_URL": self.google_oidc_certs_url,
             "FLOKIT_CONFIG_CACHE_S": repr(self.config_cache_s),
             "FLOKIT_PASSTHROUGH_TIMEOUT_S": repr(self.passthrough_timeout_s),
             "FLOKIT_HEADER_TIMEOUT_S": repr(self.header_timeout_s),

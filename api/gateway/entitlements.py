@@ -1,30 +1,34 @@
-"""Entitlements: POST /api/paywall/receipt verifies a purchase upstream and records what the user
-may use; GET /api/paywall/entitlement and /api/entitlements/current read it.
+"""Entitlements: POST /api/paywall/receipt verifies a purchase with the store and records it in
+the ledger; GET /api/paywall/entitlement and /api/entitlements/current compute `active` from it.
 
-Verification is the upstream verifier's (FLOKIT_RECEIPT_VERIFIER_URL): it talks to the stores
-and resolves the tenant. Its answer is returned as produced; a rejection (4xx) is 422, an
-upstream failure 502 (504 after 10 s). When the app is known (a valid `x-app-key`), the verdict's
-`active` becomes the user's entitlement, read afterwards without calling upstream.
+Verification is in-house (`api.stores`): the app is the one the store's signed data names, never a
+field the client sends (`app_id`, `user_id`, `workspace_id` in the body are ignored). A purchase
+is linked to the user who first shows it; one that belongs to another user is 422 and changes
+nothing (`warehouse.entitlements.ledger`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-import requests
 from flask import Response, request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.context import state
-from api.downstream import session
 from api.errors import ApiError
 from api.gateway import blueprint
 from api.gateway.auth import require_app, require_user
 from api.openapi import operation
+from api.processor.framework import StoreTimeout, StoreUnavailable
+from api.processor.routes import context
 from api.ratelimits import count_app_client, per_address
 from api.responses import respond
+from api.stores import ReceiptRejected, VerifiedPurchase, apple, google_play
 from api.validators import CompactJws
-from warehouse.paywalls import entitlements
+from transforms.timefmt import iso_z
+from warehouse.db import utcnow
+from warehouse.entitlements import ledger
+from warehouse.events.landing import land
 from warehouse.workspaces import App
 
 
@@ -46,19 +50,19 @@ class ReceiptBody(BaseModel):
         return self
 
 
-def _absent(value: object) -> bool:
-    return value is None
-
-
 class Verification(BaseModel):
-    """The upstream verifier's verdict, passed on: these fields when it sent them, then the rest
-    of its answer as produced. Strict: a verdict whose `active` is not a boolean is malformed
-    (502), never coerced."""
+    """The verification's result: what the store vouched for, as the ledger now holds it."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
-    active: bool | None = Field(None, exclude_if=_absent, description="Whether the purchase entitles the user now.")
-    provider: str | None = Field(None, exclude_if=_absent)
-    product_id: str | None = Field(None, exclude_if=_absent)
+    active: bool = Field(description="Whether this purchase entitles the user now.")
+    provider: str
+    product_id: str | None
+    expires_at: str | None = Field(description="When the current period ends (null: never, a lifetime purchase).")
+    environment: str = Field(description="production or sandbox.")
+    original_transaction_id: str = Field(
+        description="The purchase's lasting id: Apple's originalTransactionId, or the Google Play purchase token "
+        "its renewals link back to."
+    )
+    in_trial: bool
 
 
 class EntitlementBody(BaseModel):
@@ -79,85 +83,94 @@ def _optional_app() -> App | None:
     return require_app()
 
 
-def _verify_upstream(body: dict[str, Any]) -> Verification:
-    settings = state().settings
-    if not settings.receipt_verifier_url:
-        raise ApiError(503, "Receipt verification is not configured in this environment")
+def _verify(body: ReceiptBody) -> VerifiedPurchase:
+    ctx = context()
     try:
-        answer = session().post(
-            settings.receipt_verifier_url, json=body, timeout=settings.passthrough_timeout_s, allow_redirects=False
-        )
-    except requests.Timeout:
-        raise ApiError(504, f"Receipt verification timed out after {settings.passthrough_timeout_s:g} s") from None
-    except requests.RequestException:
-        raise ApiError(502, "Receipt verification upstream unreachable") from None
-    try:
-        result = answer.json()
-    except ValueError:
-        result = None
-    if 400 <= answer.status_code < 500:
-        reason = result.get("error") if isinstance(result, dict) else None
-        raise ApiError(422, str(reason) if reason else f"Verification rejected upstream ({answer.status_code})")
-    if answer.status_code >= 300 or not isinstance(result, dict):
-        raise ApiError(502, f"Receipt verification upstream failed ({answer.status_code})")
-    try:
-        return Verification.model_validate(result)
-    except ValidationError:
-        raise ApiError(502, "Receipt verification upstream answered a malformed verdict") from None
+        if body.provider == "ios_store":
+            assert body.signedTransactionInfo is not None
+            return apple.verify_receipt(ctx, body.signedTransactionInfo)
+        assert body.packageName is not None and body.purchaseToken is not None
+        return google_play.verify_receipt(ctx, body.packageName, body.purchaseToken)
+    except ReceiptRejected as e:
+        raise ApiError(422, str(e)) from None
+    except (StoreUnavailable, StoreTimeout) as e:
+        raise ApiError(e.status, e.message) from None
 
 
 @blueprint.post("/api/paywall/receipt")
 @per_address  # the key is optional: counted per address, and per app when one is sent
 @operation(
     summary="Verify a store purchase",
-    description="Forwards the receipt to the verification upstream and returns its result as produced "
-    "(e.g. active, provider, product_id). With a valid x-app-key the result's `active` becomes the user's "
-    "entitlement. 400 (before any upstream): a signedTransactionInfo that is not a compact JWS; 422: rejected "
-    "upstream; 502/504: upstream failed, answered a malformed verdict, or timed out; 503: not configured.",
+    description="Verifies the purchase with the store (App Store JWS chain and signature; Google Play Developer "
+    "API) and records it in the user's entitlement ledger. The app is the one the store's data names (bundle id, "
+    "package name); a key that is sent must be that app's. 200 also for a genuine purchase that has lapsed "
+    "(`active: false`). 422: not vouched for by the store, another app, or a purchase that belongs to another "
+    "user; 502/504: the store unreachable or silent for 10 s.",
     body=ReceiptBody,
     responses={200: Verification},
-    errors=(401, 422, 502, 503, 504),
+    errors=(401, 422, 502, 504),
     tags=["entitlements"],
 )
 def verify_receipt(body: ReceiptBody) -> Response:
     user = require_user()
     app = _optional_app()
-    sent = body.model_dump(exclude_none=True) | {"user_id": user} | ({"app_id": app.id} if app else {})
-    verdict = _verify_upstream(sent)
-    if app is not None and verdict.active is not None:
+    purchase = _verify(body)
+    if app is not None and app.id != purchase.stores.app_id:
+        raise ApiError(422, "This purchase is for another app than the x-app-key's")
+    fact = purchase.effect.fact
+    try:
         with state().db.write() as conn:
-            entitlements.record(
-                conn,
-                workspace_id=app.workspace_id,
-                app_id=app.id,
-                user_id=user,
-                active=verdict.active,
-                provider=body.provider,
-                product_id=verdict.product_id,
+            applied = ledger.apply_receipt(
+                conn, workspace_id=purchase.stores.workspace_id, app_id=purchase.stores.app_id, user_id=user, fact=fact
             )
-    return respond(verdict)
+            events = purchase.effect.events(applied.user_id)
+            if events:
+                land(conn, list(events))
+    except ledger.NotTheBuyer as e:
+        raise ApiError(422, str(e)) from None
+    if purchase.after_commit is not None:
+        purchase.after_commit()
+    verdict = Verification(
+        active=fact.active_at(utcnow()),
+        provider=body.provider,
+        product_id=fact.product_id,
+        expires_at=iso_z(fact.expires_at),
+        environment=fact.environment,
+        original_transaction_id=fact.store_key,
+        in_trial=fact.in_trial,
+    )
+    return private(respond(verdict))
+
+
+def private(response: Response) -> Response:
+    """Answers about one user's purchases: never stored by a shared cache, and never served
+    from a cache to a request with other identity headers."""
+    response.headers["Cache-Control"] = "private, no-store"
+    response.vary.update(("x-app-key", "x-app-token", "x-user-id"))
+    return response
 
 
 def _entitlement(user: str) -> Response:
     key = request.headers.get("x-app-key", "").strip()
     if key:  # the hot path: key and entitlement in one query
         with state().db.read() as conn:
-            found = entitlements.current_for_key(conn, publishable_key=key, user_id=user)
+            found = ledger.current_for_key(conn, publishable_key=key, user_id=user)
         if found is None:
             raise ApiError(401, "Invalid x-app-key (unknown or revoked)")
         count_app_client(key)
     else:
         app = require_app(user=user)
         with state().db.read() as conn:
-            found = entitlements.current(conn, workspace_id=app.workspace_id, app_id=app.id, user_id=user)
-    return respond(EntitlementBody(active=found.active, source=found.source))
+            found = ledger.current(conn, workspace_id=app.workspace_id, app_id=app.id, user_id=user)
+    return private(respond(EntitlementBody(active=found.active, source=found.source)))
 
 
 @blueprint.get("/api/paywall/entitlement")
 @operation(
     summary="The user's entitlement",
-    description="x-app-key (or x-app-token) and x-user-id. active is false (source none) until a receipt of "
-    "this user was verified with this app's key.",
+    description="x-app-key (or x-app-token) and x-user-id. active is computed now from the user's purchases in "
+    "the ledger (not revoked, and before the period's end or the grace period's); source is the channel of the "
+    "purchase that decides (iap, web, promotional), none when the user has no purchase.",
     responses={200: EntitlementBody},
     errors=(401,),
     security="appKey",

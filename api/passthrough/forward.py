@@ -26,6 +26,7 @@ from api.downstream import session
 from api.errors import ApiError
 from api.openapi import operation
 from api.passthrough import blueprint
+from api.processor.routes import handle
 from api.ratelimits import per_address
 from transforms.ingest.network import client_address
 
@@ -95,10 +96,12 @@ def _from_proxies(name: str, seen: str, trusted_proxies: int) -> str:
 
 def forward() -> Response:
     settings = state().settings
-    if not settings.passthrough_url:
-        raise ApiError(502, "No downstream is configured for provider webhooks (FLOKIT_PASSTHROUGH_URL)")
     rule = request.url_rule.rule if request.url_rule else request.path
     headers = _forwarded_headers(rule, settings.trusted_proxies)
+    if not settings.passthrough_url:  # FloKit's own processor, in-process: same bytes, same headers
+        if headers.get("User-Agent") is SKIP_HEADER:
+            del headers["User-Agent"]
+        return handle(rule, request.get_data(cache=False), headers, request.query_string.decode("latin-1"))
     url = settings.passthrough_url + request.path
     if request.query_string:
         url += "?" + request.query_string.decode("latin-1")

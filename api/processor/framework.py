@@ -1,0 +1,218 @@
+"""The notification processor: verify, store raw, apply once, answer the provider.
+
+Every provider path has a `Handler` (one module per provider, `HANDLER_MODULES`):
+- `verify(incoming, ctx)`: authenticate the notification with the provider's own scheme and
+  resolve its tenant from verified data only; `Unverified` (401) otherwise. Returns what to
+  store under which dedup key, or no key for a notification with nothing to apply (a test).
+- `decode(stored, ctx)`: the same, for a notification verified when it was received (replay:
+  a Stripe signature's 5-minute tolerance has passed by then, the bytes are ours).
+- `effects(verified, ctx)`: what applying it changes; may read the store (Google's
+  notifications are only signals). `StoreUnavailable` / `StoreTimeout` become 502 / 504.
+
+`process` stores the verified notification before applying it, applies its effects in one
+transaction with its `applied` mark, and answers 200 only after both committed. A failure
+answers 5xx, so the provider retries; the raw notification stays for `replay`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from transforms.entitlements.effects import Effects
+from warehouse.db import Database
+from warehouse.entitlements import notifications
+from warehouse.entitlements.apply import apply_effects
+from warehouse.entitlements.notifications import StoredNotification
+from warehouse.settings import Settings
+
+log = logging.getLogger("flokit.processor")
+
+# Provider path -> (provider, module under api.processor holding `HANDLER`).
+HANDLER_MODULES: dict[str, tuple[str, str]] = {
+    "/webhooks/ios_store": ("ios_store", "ios_store"),
+    "/webhooks/android_store": ("android_store", "android_store"),
+    "/webhooks/payment_processor": ("payment_processor", "payment_processor"),
+    "/api/providers/subscription_provider_a/webhook": ("subscription_provider_a", "subscription_providers"),
+    "/api/providers/subscription_provider_b/webhook": ("subscription_provider_b", "subscription_providers"),
+    "/api/providers/generic-subscription/webhook": ("generic-subscription", "generic"),
+    "/api/integrations/mmp/generic-attribution": ("generic-attribution", "generic"),
+}
+PROVIDER_PATHS = {provider: path for path, (provider, _) in HANDLER_MODULES.items()}
+
+
+class ProcessorError(Exception):
+    """Answered with `status` and `{"error": message}` (the gateway's error shape)."""
+
+    status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Malformed(ProcessorError):
+    status = 400
+
+
+class Unverified(ProcessorError):
+    """Not authenticated by the provider's scheme, or no tenant matches: nothing stored or applied."""
+
+    status = 401
+
+
+class StoreUnavailable(ProcessorError):
+    status = 502
+
+
+class StoreTimeout(ProcessorError):
+    status = 504
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A provider's request as the gateway received it: the raw body and the forwarded headers
+    (names matched case-insensitively), and the query string."""
+
+    path: str
+    body: bytes
+    headers: Mapping[str, str]
+    query_string: str = ""
+
+    def header(self, name: str) -> str | None:
+        wanted = name.lower()
+        for key, value in self.headers.items():
+            if key.lower() == wanted:
+                return value
+        return None
+
+
+@dataclass
+class Context:
+    """What handlers need: settings, the database, and per-process caches (verifiers, clients)."""
+
+    settings: Settings
+    database: Database
+    cache: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verified:
+    provider: str
+    dedup_key: str | None  # None: nothing to apply (a test notification): acknowledged, not stored
+    workspace_id: str | None
+    app_id: str | None
+    integration_id: str | None
+    payload: Any  # the decoded notification, in the handler's own types
+    note: str = ""
+
+
+class Handler(Protocol):
+    def verify(self, incoming: Incoming, ctx: Context) -> Verified: ...
+
+    def decode(self, stored: StoredNotification, ctx: Context) -> Verified: ...
+
+    def effects(self, verified: Verified, ctx: Context) -> Effects: ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: dict[str, Any]
+
+
+def handler_for(path: str) -> Handler:
+    _, module = HANDLER_MODULES[path]
+    found: Handler = importlib.import_module(f"api.processor.{module}").handler_for(path)
+    return found
+
+
+def process(incoming: Incoming, ctx: Context) -> Answer:
+    """Verify, store, apply; the answer the provider gets."""
+    provider, _ = HANDLER_MODULES[incoming.path]
+    try:
+        verified = handler_for(incoming.path).verify(incoming, ctx)
+    except ProcessorError as e:
+        log.info("notification refused", extra={"provider": provider, "status": e.status, "reason": e.message})
+        return Answer(e.status, {"error": e.message})
+    if verified.dedup_key is None or verified.workspace_id is None:
+        return Answer(200, {"status": "ignored", "reason": verified.note or "nothing to apply"})
+    stored = notifications.record(
+        ctx.database,
+        provider=provider,
+        dedup_key=verified.dedup_key,
+        workspace_id=verified.workspace_id,
+        app_id=verified.app_id,
+        integration_id=verified.integration_id,
+        body=incoming.body,
+        headers=dict(incoming.headers),
+        query_string=incoming.query_string,
+    )
+    if stored.status == "applied":
+        return Answer(200, {"status": "duplicate", "notification_id": stored.id})
+    return _apply(verified, stored.id, ctx)
+
+
+def _apply(verified: Verified, notification_id: str, ctx: Context) -> Answer:
+    assert verified.workspace_id is not None
+    try:
+        effects = handler_for(PROVIDER_PATHS[verified.provider]).effects(verified, ctx)
+        outcome = apply_effects(
+            ctx.database, workspace_id=verified.workspace_id, effects=effects, notification_id=notification_id
+        )
+    except ProcessorError as e:
+        notifications.mark_failed(ctx.database, notification_id, e.message)
+        return Answer(e.status if e.status >= 500 else 500, {"error": e.message})
+    except Exception as e:  # the provider retries on 5xx; the raw notification waits for replay
+        log.exception("applying a notification failed", extra={"notification_id": notification_id})
+        notifications.mark_failed(ctx.database, notification_id, f"{type(e).__name__}: {e}")
+        return Answer(500, {"error": "Internal Server Error"})
+    return Answer(
+        200,
+        {
+            "status": "applied",
+            "notification_id": notification_id,
+            "purchases_changed": outcome.grants,
+            "events_landed": outcome.events_written,
+        },
+    )
+
+
+@dataclass
+class Replayed:
+    applied: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def replay(ctx: Context, *, provider: str, since: datetime, workspace_id: str | None = None) -> Replayed:
+    """Apply again every stored notification of `provider` received since `since` (idempotent:
+    the ledger keeps the latest statement, events land once)."""
+    result = Replayed()
+    handler = handler_for(PROVIDER_PATHS[provider])
+    after: tuple[datetime, str] | None = None
+    while True:
+        with ctx.database.read() as conn:
+            page = notifications.stored_since(
+                conn, provider=provider, since=since, workspace_id=workspace_id, after=after
+            )
+        if not page:
+            return result
+        for stored in page:
+            after = (stored.received_at, stored.id)
+            try:
+                verified = handler.decode(stored, ctx)
+            except ProcessorError as e:
+                result.failed += 1
+                result.errors.append(f"{stored.id}: {e.message}")
+                continue
+            answer = _apply(verified, stored.id, ctx)
+            if answer.status == 200:
+                result.applied += 1
+            else:
+                result.failed += 1
+                result.errors.append(f"{stored.id}: {answer.body.get('error')}")

@@ -1,0 +1,118 @@
+"""What a store or a payment provider states about one purchase, once verified: a `StoreFact`.
+
+Every source speaks its own shape (an App Store JWS transaction, a Google Play
+`SubscriptionPurchaseV2`, a Stripe subscription, a RevenueCat or Adapty event); each has a pure
+mapper in `transforms.stores` that turns a verified payload into facts, and the ledger
+(`warehouse.entitlements`) applies facts, whoever sent them. A fact says nothing about whether
+the user is entitled *now*: `active` is computed when read (`access_ends_at` against the clock),
+so a monthly subscription that lapses stops granting access without any notification.
+
+A purchase is named by `(source, store_key)`, the identifier that stays the same across its
+renewals: Apple's `originalTransactionId`, the first purchase token of a Google Play
+subscription (its `linkedPurchaseToken` chain's root), Stripe's subscription id, a provider's
+original transaction id. Later notifications find the purchase, and so its user, by that key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+# Where a fact comes from: the seven provider paths' kinds (the generic attribution path states
+# no purchases).
+IOS_STORE = "ios_store"
+ANDROID_STORE = "android_store"
+PAYMENT_PROCESSOR = "payment_processor"
+SUBSCRIPTION_PROVIDER_A = "subscription_provider_a"
+SUBSCRIPTION_PROVIDER_B = "subscription_provider_b"
+GENERIC_SUBSCRIPTION = "generic-subscription"
+SOURCES = (
+    IOS_STORE,
+    ANDROID_STORE,
+    PAYMENT_PROCESSOR,
+    SUBSCRIPTION_PROVIDER_A,
+    SUBSCRIPTION_PROVIDER_B,
+    GENERIC_SUBSCRIPTION,
+)
+
+# What the purchase is: a subscription grants until it expires (plus any grace period); a
+# lifetime (non-consumable) purchase never expires; a consumable is recorded (so a later refund
+# finds its user) but grants no lasting access.
+Kind = Literal["subscription", "lifetime", "consumable"]
+KINDS: tuple[Kind, ...] = ("subscription", "lifetime", "consumable")
+
+# How it was paid, the entitlement answer's `source`: `iap` in a store (directly or through a
+# subscription provider), `web` through a payment processor, `promotional` granted by a provider
+# without a payment.
+Channel = Literal["iap", "web", "promotional"]
+CHANNELS: tuple[Channel, ...] = ("iap", "web", "promotional")
+
+Environment = Literal["production", "sandbox"]
+
+
+@dataclass(frozen=True)
+class StoreFact:
+    """The state of one purchase as its source stated it at `stated_at`.
+
+    `stated_at` orders facts about the same purchase: the ledger keeps the latest statement, so
+    a notification delivered late (stores retry for days) never undoes a newer one.
+
+    `user_hint` is a user id the source itself names from data it signs or that came with
+    verified credentials (Stripe metadata, RevenueCat's `app_user_id`); None for the stores,
+    whose payloads carry at most `account_token`. `transfer` says the source reports that the
+    purchase moved to `user_hint` (RevenueCat's TRANSFER): only then may a purchase linked to
+    one user be linked to another.
+    """
+
+    source: str
+    store_key: str
+    product_id: str | None
+    kind: Kind
+    channel: Channel
+    environment: Environment
+    stated_at: datetime
+    expires_at: datetime | None = None  # None: never (lifetime); ignored for consumables
+    grace_ends_at: datetime | None = None  # billing retry with access kept until then
+    revoked_at: datetime | None = None  # refunded or revoked: no access from then on
+    revocation_reason: str | None = None
+    in_trial: bool = False
+    auto_renew: bool | None = None
+    account_token: str | None = None  # Apple appAccountToken / Google obfuscatedExternalAccountId
+    transaction_id: str | None = None  # the latest transaction (period) the fact is about
+    user_hint: str | None = None
+    transfer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"unknown source {self.source!r}")
+        if not self.store_key:
+            raise ValueError("a fact needs the purchase's store key")
+        for name in ("stated_at", "expires_at", "grace_ends_at", "revoked_at"):
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is None:
+                raise ValueError(f"{name} must be timezone-aware")
+        if self.kind == "subscription" and self.expires_at is None:
+            raise ValueError("a subscription fact needs expires_at")
+
+    @property
+    def access_ends_at(self) -> datetime | None:
+        """Until when the purchase grants access, revocation aside: the later of the expiry and
+        the grace period's end; None for a lifetime purchase (never ends)."""
+        if self.kind == "lifetime":
+            return None
+        if self.kind == "consumable":
+            return self.stated_at  # records a purchase, grants nothing lasting
+        assert self.expires_at is not None
+        if self.grace_ends_at is not None and self.grace_ends_at > self.expires_at:
+            return self.grace_ends_at
+        return self.expires_at
+
+    def active_at(self, now: datetime) -> bool:
+        """The verdict this fact alone gives at `now` (what a receipt answer says)."""
+        if self.kind == "consumable":
+            return False
+        if self.revoked_at is not None and self.revoked_at <= now:
+            return False
+        ends = self.access_ends_at
+        return ends is None or now < ends

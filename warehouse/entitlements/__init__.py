@@ -1,0 +1,1 @@
+"""The entitlement ledger, the apps' store identities and the provider notifications received."""

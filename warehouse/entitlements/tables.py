@@ -1,0 +1,106 @@
+"""Tables of the entitlement ledger (see `transforms.entitlements.facts` for the model).
+
+- `app_stores`: per app, who it is in each store (bundle id, package name, ...) and the
+  credentials FloKit verifies with (sealed under the instance key, purpose `app-store-credentials`,
+  bound to the app id). A bundle id or package name belongs to one app: notifications find their
+  app by it.
+- `entitlement_grants`: one row per purchase (`app_id`, `source`, `store_key`), its latest stated
+  state and the user it is linked to. `active` is never stored: a read compares
+  `access_ends_at` with the clock, so a lapsed subscription stops granting on its own.
+- `store_notifications`: every verified provider notification, raw, stored before it is
+  acknowledged; `dedup_key` (Apple's notificationUUID, Pub/Sub's messageId, Stripe's event id,
+  ...) makes a redelivery apply once.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from transforms.entitlements.facts import CHANNELS, KINDS, SOURCES
+from warehouse.db import UTCDateTime
+from warehouse.tables import IdString, metadata, one_of
+
+IOS_ENVIRONMENTS = ("Production", "Sandbox")
+NOTIFICATION_STATUSES = ("received", "applied", "failed")
+# The seven provider paths' kinds (the generic attribution path lands events, no grants).
+NOTIFICATION_PROVIDERS = (*SOURCES, "generic-attribution")
+
+app_stores = sa.Table(
+    "app_stores",
+    metadata,
+    sa.Column("app_id", IdString, sa.ForeignKey("apps.id"), primary_key=True),
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("ios_bundle_id", sa.String(155), nullable=True, unique=True),
+    sa.Column("ios_app_apple_id", sa.BigInteger, nullable=True),
+    sa.Column("ios_environment", sa.String(16), nullable=True),
+    sa.Column("android_package", sa.String(255), nullable=True, unique=True),
+    # Google service account JSON (sealed) and, shown in `flokit admin apps stores`, its email.
+    sa.Column("android_credentials", sa.Text, nullable=True),
+    sa.Column("android_service_account", sa.String(320), nullable=True),
+    # Pub/Sub push authentication: an OIDC audience, and/or a secret token in the push URL
+    # (SHA-256 hex here; the token itself is shown once).
+    sa.Column("android_push_audience", sa.String(500), nullable=True),
+    sa.Column("android_push_token_sha256", sa.String(64), nullable=True, unique=True),
+    # The generic paths' `Service-Signature` secret (sealed), shown once.
+    sa.Column("generic_secret", sa.Text, nullable=True),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
+    sa.CheckConstraint(one_of("ios_environment", IOS_ENVIRONMENTS), name="ios_environment"),
+)
+
+entitlement_grants = sa.Table(
+    "entitlement_grants",
+    metadata,
+    sa.Column("id", IdString, primary_key=True),
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("app_id", IdString, sa.ForeignKey("apps.id"), nullable=False),
+    sa.Column("source", sa.String(32), nullable=False),
+    sa.Column("store_key", sa.String(512), nullable=False),
+    sa.Column("user_id", sa.String(200), nullable=True),
+    sa.Column("product_id", sa.String(200), nullable=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("channel", sa.String(16), nullable=False),
+    sa.Column("environment", sa.String(16), nullable=False),
+    sa.Column("expires_at", UTCDateTime(), nullable=True),
+    sa.Column("grace_ends_at", UTCDateTime(), nullable=True),
+    # The later of the two (NULL: never, a lifetime purchase); what a read compares with now.
+    sa.Column("access_ends_at", UTCDateTime(), nullable=True),
+    sa.Column("revoked_at", UTCDateTime(), nullable=True),
+    sa.Column("revocation_reason", sa.String(200), nullable=True),
+    sa.Column("in_trial", sa.Boolean, nullable=False),
+    sa.Column("auto_renew", sa.Boolean, nullable=True),
+    sa.Column("account_token", sa.String(200), nullable=True),
+    sa.Column("transaction_id", sa.String(512), nullable=True),
+    sa.Column("stated_at", UTCDateTime(), nullable=False),
+    sa.Column("linked_at", UTCDateTime(), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
+    sa.UniqueConstraint("app_id", "source", "store_key"),
+    sa.Index("ix_entitlement_grants_app_user", "app_id", "user_id"),
+    sa.CheckConstraint(one_of("source", SOURCES), name="source"),
+    sa.CheckConstraint(one_of("kind", KINDS), name="kind"),
+    sa.CheckConstraint(one_of("channel", CHANNELS), name="channel"),
+    sa.CheckConstraint(one_of("environment", ("production", "sandbox")), name="environment"),
+)
+
+store_notifications = sa.Table(
+    "store_notifications",
+    metadata,
+    sa.Column("id", IdString, primary_key=True),
+    sa.Column("provider", sa.String(32), nullable=False),
+    sa.Column("dedup_key", sa.String(200), nullable=False),
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), nullable=False, index=True),
+    sa.Column("app_id", IdString, sa.ForeignKey("apps.id"), nullable=True),
+    sa.Column("integration_id", IdString, nullable=True),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+    sa.Column("headers", sa.JSON, nullable=False),
+    sa.Column("query_string", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("received_at", UTCDateTime(), nullable=False),
+    sa.Column("applied_at", UTCDateTime(), nullable=True),
+    sa.UniqueConstraint("workspace_id", "provider", "dedup_key"),
+    sa.Index("ix_store_notifications_provider_received", "provider", "received_at"),
+    sa.CheckConstraint(one_of("provider", NOTIFICATION_PROVIDERS), name="provider"),
+    sa.CheckConstraint(one_of("status", NOTIFICATION_STATUSES), name="status"),
+)
