@@ -1,172 +1,176 @@
-"""Receipts and entitlements: a real upstream verifier on 127.0.0.1 decides; the gateway records
-its verdict per app and user and serves it; upstream failures map to 422, 502, 503 and 504."""
+"""Entitlement reads over the ledger, and what every receipt answer shares whatever the store.
 
-import base64
-import json
-import time
-from dataclasses import replace
+Each store's verification has its own suite (test_receipts_ios.py, test_receipts_android.py);
+here the ledger is fed with facts directly, as a verified receipt or a notification would, and
+the gateway's reads are checked against the clock: a subscription that lapses stops granting with
+no notification, a grace period grants until its end, a revocation at once, a lifetime purchase
+forever, a consumable never.
+"""
+
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
-from api.app import create_app
-from tests.support import free_port
-from tests.webhook_receiver import Received, running_receiver
+from transforms.entitlements.facts import StoreFact
 from warehouse.db import Database
-from warehouse.settings import Settings
+from warehouse.entitlements import ledger
 from warehouse.tables import apps
 
-
-def verdict(received: Received) -> tuple[int, bytes]:
-    """The fake store verifier: purchase tokens say what happens."""
-    sent = json.loads(received.body)
-    token = sent.get("purchaseToken") or payload(sent["signedTransactionInfo"])["token"]
-    if token == "no-tenant":
-        return 400, json.dumps({"error": "no tenant provisioned"}).encode()
-    if token == "broken":
-        return 500, b"upstream exploded"
-    if token == "slow":
-        time.sleep(1.5)
-    if token == "malformed":
-        return 200, json.dumps({"active": "yes", "provider": sent["provider"]}).encode()
-    active = token != "refunded"
-    return 200, json.dumps(
-        {"active": active, "provider": sent["provider"], "product_id": "pro_yearly", "trace": "x1"}
-    ).encode()
+NOW = datetime.now(UTC)
 
 
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+def fact(key: str = "1000001", **overrides: Any) -> StoreFact:
+    values: dict[str, Any] = {
+        "source": "ios_store",
+        "store_key": key,
+        "product_id": "pro_monthly",
+        "kind": "subscription",
+        "channel": "iap",
+        "environment": "production",
+        "stated_at": NOW - timedelta(days=1),
+        "expires_at": NOW + timedelta(days=29),
+    }
+    return StoreFact(**(values | overrides))
 
 
-def jws(token: str) -> str:
-    """A compact JWS shaped like the App Store's signedTransactionInfo (not signed: the fake
-    verifier reads its payload)."""
-    return ".".join((b64url(b'{"alg":"ES256"}'), b64url(json.dumps({"token": token}).encode()), b64url(b"sig")))
+def receipt(db: Database, workspace: dict, user: str, f: StoreFact) -> ledger.Applied:
+    with db.write() as conn:
+        return ledger.apply_receipt(
+            conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id=user, fact=f
+        )
 
 
-def payload(compact: str) -> Any:
-    part = compact.split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+def statement(db: Database, workspace: dict, f: StoreFact) -> ledger.Applied:
+    with db.write() as conn:
+        return ledger.apply_statement(conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], fact=f)
 
 
-def gateway(settings: Settings, url: str | None, timeout: float = 10.0) -> FlaskClient:
-    return create_app(replace(settings, receipt_verifier_url=url, passthrough_timeout_s=timeout)).test_client()
-
-
-def android(token: str) -> dict[str, Any]:
-    return {"provider": "android_store", "packageName": "com.acme.fit", "purchaseToken": token}
-
-
-def headers(workspace: dict, user: str = "user-7", key: bool = True) -> dict[str, str]:
-    return {"x-user-id": user} | ({"x-app-key": workspace["app_key"]} if key else {})
+def headers(workspace: dict, user: str = "user-7") -> dict[str, str]:
+    return {"x-user-id": user, "x-app-key": workspace["app_key"]}
 
 
 def entitlement(client: FlaskClient, workspace: dict, user: str = "user-7") -> Any:
-    return client.get("/api/paywall/entitlement", headers=headers(workspace, user)).json
+    response = client.get("/api/paywall/entitlement", headers=headers(workspace, user))
+    assert response.status_code == 200
+    return response.json
 
 
-def test_a_verified_purchase_becomes_the_users_entitlement(settings: Settings, workspace: dict) -> None:
-    with running_receiver() as upstream:
-        upstream.respond = verdict
-        client = gateway(settings, upstream.url + "/verify")
-        assert entitlement(client, workspace) == {"active": False, "source": "none"}
-        response = client.post("/api/paywall/receipt", json=android("good"), headers=headers(workspace))
-        assert response.status_code == 200
-        assert response.json == {"active": True, "provider": "android_store", "product_id": "pro_yearly", "trace": "x1"}
-        sent = json.loads(upstream.requests[0].body)
-        assert upstream.requests[0].path == "/verify"
-        assert sent == android("good") | {"user_id": "user-7", "app_id": workspace["app_id"]}
-        assert entitlement(client, workspace) == {"active": True, "source": "iap"}
-        assert entitlement(client, workspace, user="user-8") == {"active": False, "source": "none"}
-        current = client.get(
-            "/api/entitlements/current", query_string={"userId": "user-7"}, headers={"x-app-key": workspace["app_key"]}
-        )
-        assert current.json == {"active": True, "source": "iap"}
-        # The store's later verdict wins: a refund turns it off.
-        ios = {"provider": "ios_store", "signedTransactionInfo": jws("refunded")}
-        assert client.post("/api/paywall/receipt", json=ios, headers=headers(workspace)).json["active"] is False
-        assert entitlement(client, workspace) == {"active": False, "source": "iap"}
-        # An app-session token identifies the app as the key does.
-        token_client = create_app(
-            replace(settings, receipt_verifier_url=upstream.url + "/verify", app_session_secret="k" * 40)
-        ).test_client()
-        token = token_client.post("/api/paywall/token", headers=headers(workspace, user="user-9")).json["token"]
-        by_token = token_client.post(
-            "/api/paywall/receipt", json=android("good"), headers={"x-app-token": token, "x-user-id": "user-9"}
-        )
-        assert by_token.status_code == 200 and entitlement(client, workspace, user="user-9")["active"] is True
-        # Without the (recommended) key the verdict is returned but not recorded: no app to record it for.
-        assert (
-            client.post("/api/paywall/receipt", json=android("good"), headers=headers(workspace, key=False)).status_code
-            == 200
-        )
-        assert entitlement(client, workspace) == {"active": False, "source": "iap"}
+def at(db: Database, workspace: dict, when: datetime, user: str = "user-7") -> bool:
+    with db.read() as conn:
+        return ledger.current(
+            conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id=user, now=when
+        ).active
 
 
-def test_receipt_validation_and_identity(settings: Settings, workspace: dict) -> None:
-    client = gateway(settings, "http://127.0.0.1:9/never-called")
+def test_a_linked_purchase_is_the_users_entitlement_until_it_lapses(
+    client: FlaskClient, db: Database, workspace: dict
+) -> None:
+    assert entitlement(client, workspace) == {"active": False, "source": "none"}
+    receipt(db, workspace, "user-7", fact())
+    assert entitlement(client, workspace) == {"active": True, "source": "iap"}
+    current = client.get(
+        "/api/entitlements/current", query_string={"userId": "user-7"}, headers={"x-app-key": workspace["app_key"]}
+    )
+    assert current.json == {"active": True, "source": "iap"}
+    assert entitlement(client, workspace, "user-8") == {"active": False, "source": "none"}
+    # No notification needed: past the period's end the same row answers inactive.
+    assert at(db, workspace, NOW + timedelta(days=28)) is True
+    assert at(db, workspace, NOW + timedelta(days=29, seconds=1)) is False
+
+
+def test_lapsed_refunded_grace_lifetime_and_consumable(client: FlaskClient, db: Database, workspace: dict) -> None:
+    receipt(db, workspace, "lapsed", fact("a", expires_at=NOW - timedelta(hours=1)))
+    assert entitlement(client, workspace, "lapsed") == {"active": False, "source": "iap"}
+    grace = fact("b", expires_at=NOW - timedelta(hours=1), grace_ends_at=NOW + timedelta(days=3))
+    receipt(db, workspace, "grace", grace)
+    assert entitlement(client, workspace, "grace")["active"] is True
+    assert at(db, workspace, NOW + timedelta(days=3, seconds=1), "grace") is False
+    receipt(db, workspace, "lifetime", fact("c", kind="lifetime", expires_at=None))
+    assert at(db, workspace, NOW + timedelta(days=3650), "lifetime") is True
+    receipt(db, workspace, "coins", fact("d", kind="consumable", expires_at=None))
+    assert entitlement(client, workspace, "coins")["active"] is False
+    # A refund stated later switches the paying user off at once.
+    receipt(db, workspace, "refunded", fact("e"))
+    statement(db, workspace, fact("e", stated_at=NOW, revoked_at=NOW - timedelta(seconds=1), revocation_reason="1"))
+    assert entitlement(client, workspace, "refunded")["active"] is False
+    # Any active purchase grants, whatever the others say; web purchases answer `web`.
+    receipt(db, workspace, "lapsed", fact("f", source="payment_processor", channel="web"))
+    assert entitlement(client, workspace, "lapsed") == {"active": True, "source": "web"}
+
+
+def test_a_purchase_belongs_to_the_first_user_who_shows_it(db: Database, workspace: dict) -> None:
+    receipt(db, workspace, "payer", fact())
+    # Shown again under another id, lapsed or not: refused, and the payer keeps access.
+    for lapsed in (fact(stated_at=NOW, expires_at=NOW - timedelta(days=1)), fact(stated_at=NOW)):
+        with pytest.raises(ledger.NotTheBuyer):
+            receipt(db, workspace, "attacker", lapsed)
+    assert at(db, workspace, NOW, "payer") is True
+    assert at(db, workspace, NOW, "attacker") is False
+    # The payer's own receipt again is fine (restore on a new device).
+    assert receipt(db, workspace, "payer", fact()).user_id == "payer"
+
+
+def test_the_stores_buyer_token_must_name_the_user(db: Database, workspace: dict) -> None:
+    from transforms.entitlements.identity import apple_account_token
+
+    token = apple_account_token("user-42")
+    with pytest.raises(ledger.NotTheBuyer):
+        receipt(db, workspace, "user-43", fact(account_token=token))
+    assert receipt(db, workspace, "user-42", fact(account_token=token)).created is True
+
+
+def test_statements_follow_the_latest_and_move_only_on_transfer(db: Database, workspace: dict) -> None:
+    receipt(db, workspace, "u1", fact(stated_at=NOW - timedelta(hours=2)))
+    # An older statement delivered late changes nothing.
+    late = statement(db, workspace, fact(stated_at=NOW - timedelta(hours=3), expires_at=NOW - timedelta(days=1)))
+    assert late.state_changed is False and at(db, workspace, NOW, "u1") is True
+    # A provider naming another user without a transfer does not move the purchase.
+    other = statement(db, workspace, fact(stated_at=NOW - timedelta(hours=1), user_hint="u2"))
+    assert other.user_id == "u1"
+    moved = statement(db, workspace, fact(stated_at=NOW, user_hint="u2", transfer=True))
+    assert (moved.previous_user_id, moved.user_id) == ("u1", "u2")
+    assert at(db, workspace, NOW, "u1") is False and at(db, workspace, NOW, "u2") is True
+    # A notification about a purchase nobody showed yet is kept, and the first receipt links it.
+    unseen = statement(db, workspace, fact("9", stated_at=NOW))
+    assert unseen.created is True and unseen.user_id is None
+    assert receipt(db, workspace, "u3", fact("9", stated_at=NOW - timedelta(days=2))).user_id == "u3"
+    assert at(db, workspace, NOW, "u3") is True
+
+
+def test_answers_about_a_user_are_private(client: FlaskClient, workspace: dict) -> None:
+    for path in ("/api/paywall/entitlement", "/api/entitlements/current"):
+        response = client.get(path, headers=headers(workspace))
+        assert response.headers["Cache-Control"] == "private, no-store"
+        assert {v.strip().lower() for v in response.headers["Vary"].split(",")} >= {"x-app-key", "x-app-token", "x-user-id"}
+
+
+def test_receipt_validation_and_identity(client: FlaskClient, workspace: dict) -> None:
+    android = {"provider": "android_store", "packageName": "com.acme.fit", "purchaseToken": "t"}
     for body in ({"provider": "ios_store"}, {"provider": "android_store", "packageName": "x"}, {"provider": "web"}, {}):
         response = client.post("/api/paywall/receipt", json=body, headers=headers(workspace))
         assert response.status_code == 400 and set(response.json) == {"error"}, body
-    assert client.post("/api/paywall/receipt", json=android("good"), headers={}).status_code == 401
-    bad_key = client.post(
-        "/api/paywall/receipt", json=android("good"), headers={"x-user-id": "u", "x-app-key": "pk_no"}
-    )
+    assert client.post("/api/paywall/receipt", json=android, headers={}).status_code == 401
+    bad_key = client.post("/api/paywall/receipt", json=android, headers={"x-user-id": "u", "x-app-key": "pk_no"})
     assert bad_key.status_code == 401
+    # An app without store identities is "no tenant provisioned": 422.
+    unprovisioned = client.post("/api/paywall/receipt", json=android, headers=headers(workspace))
+    assert unprovisioned.status_code == 422 and set(unprovisioned.json) == {"error"}
 
 
 NOT_A_JWS = ("refunded", "a.b", "a.b.c.d", "a..c", "a.b.c=", "a.b+/.c", " a.b.c")
 
 
-def test_a_receipt_that_is_not_a_jws_is_refused_before_any_upstream(settings: Settings, workspace: dict) -> None:
-    """400 in the gateway shape, whether a verifier is configured (never called) or not (not 503)."""
+def test_a_receipt_that_is_not_a_jws_is_refused_before_any_store(client: FlaskClient, workspace: dict) -> None:
     expected = {
         "error": "Invalid body field 'signedTransactionInfo': must be a JWS: three base64url parts separated by dots"
     }
-    with running_receiver() as upstream:
-        upstream.respond = verdict
-        for url in (upstream.url + "/verify", None):
-            client = gateway(settings, url)
-            for bad in NOT_A_JWS:
-                body = {"provider": "ios_store", "signedTransactionInfo": bad}
-                response = client.post("/api/paywall/receipt", json=body, headers=headers(workspace))
-                assert response.status_code == 400 and response.json == expected, (url, bad)
-        assert upstream.requests == []
-        # A JWS goes on to the verifier (or to the 503 when none is configured).
-        good = {"provider": "ios_store", "signedTransactionInfo": jws("good")}
-        assert (
-            gateway(settings, upstream.url + "/verify")
-            .post("/api/paywall/receipt", json=good, headers=headers(workspace))
-            .json["active"]
-            is True
-        )
-        assert (
-            gateway(settings, None).post("/api/paywall/receipt", json=good, headers=headers(workspace)).status_code
-            == 503
-        )
-
-
-def test_upstream_rejections_and_failures(settings: Settings, workspace: dict) -> None:
-    assert (
-        gateway(settings, None)
-        .post("/api/paywall/receipt", json=android("good"), headers=headers(workspace))
-        .status_code
-        == 503
-    )
-    closed = gateway(settings, f"http://127.0.0.1:{free_port()}/verify")
-    assert closed.post("/api/paywall/receipt", json=android("good"), headers=headers(workspace)).status_code == 502
-    with running_receiver() as upstream:
-        upstream.respond = verdict
-        client = gateway(settings, upstream.url + "/verify", timeout=0.5)
-        rejected = client.post("/api/paywall/receipt", json=android("no-tenant"), headers=headers(workspace))
-        assert rejected.status_code == 422 and rejected.json == {"error": "no tenant provisioned"}
-        broken = client.post("/api/paywall/receipt", json=android("broken"), headers=headers(workspace))
-        assert broken.status_code == 502
-        slow = client.post("/api/paywall/receipt", json=android("slow"), headers=headers(workspace))
-        assert slow.status_code == 504
-        assert entitlement(client, workspace) == {"active": False, "source": "none"}
+    for bad in NOT_A_JWS:
+        body = {"provider": "ios_store", "signedTransactionInfo": bad}
+        response = client.post("/api/paywall/receipt", json=body, headers=headers(workspace))
+        assert response.status_code == 400 and response.json == expected, bad
 
 
 def test_entitlement_reads_need_a_key_or_token_and_a_user(client: FlaskClient, db: Database, workspace: dict) -> None:
@@ -179,15 +183,3 @@ def test_entitlement_reads_need_a_key_or_token_and_a_user(client: FlaskClient, d
     with db.write() as conn:
         conn.execute(sa.update(apps).where(apps.c.id == workspace["app_id"]).values(revoked_at=sa.func.now()))
     assert client.get("/api/paywall/entitlement", headers=mine).status_code == 401  # a revoked key
-
-
-def test_a_verdict_that_is_not_the_declared_shape_is_an_upstream_failure(settings: Settings, workspace: dict) -> None:
-    """`active` must be a boolean (the declared Verification): anything else is 502, never coerced
-    or recorded."""
-    with running_receiver() as upstream:
-        upstream.respond = verdict
-        client = gateway(settings, upstream.url + "/verify")
-        r = client.post("/api/paywall/receipt", json=android("malformed"), headers=headers(workspace))
-        assert r.status_code == 502
-        assert r.json == {"error": "Receipt verification upstream answered a malformed verdict"}
-        assert entitlement(client, workspace) == {"active": False, "source": "none"}
