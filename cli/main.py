@@ -5,12 +5,14 @@ from __future__ import annotations
 import click
 
 from cli.admin import admin
+from cli.apps import apps
 from cli.dagster_cmd import dagster
 from cli.db import db
 from cli.demo import demo
 from cli.fx import fx
 from cli.ingest import ingest
 from cli.integrations import integrations
+from cli.notifications import notifications
 from cli.paywalls import paywalls
 from cli.refresh import refresh
 from cli.up import up
@@ -25,6 +27,8 @@ def main() -> None:
 admin.add_command(webhooks)  # `flokit admin webhooks ...`
 admin.add_command(integrations)  # `flokit admin integrations ...`
 admin.add_command(paywalls)  # `flokit admin paywalls ...`
+admin.add_command(apps)  # `flokit admin apps stores ...`
+admin.add_command(notifications)  # `flokit admin notifications replay ...`
 main.add_command(db)
 main.add_command(admin)
 main.add_command(up)

@@ -144,7 +144,11 @@ def test_answers_about_a_user_are_private(client: FlaskClient, workspace: dict) 
     for path in ("/api/paywall/entitlement", "/api/entitlements/current"):
         response = client.get(path, headers=headers(workspace))
         assert response.headers["Cache-Control"] == "private, no-store"
-        assert {v.strip().lower() for v in response.headers["Vary"].split(",")} >= {"x-app-key", "x-app-token", "x-user-id"}
+        assert {v.strip().lower() for v in response.headers["Vary"].split(",")} >= {
+            "x-app-key",
+            "x-app-token",
+            "x-user-id",
+        }
 
 
 def test_receipt_validation_and_identity(client: FlaskClient, workspace: dict) -> None:

@@ -48,18 +48,18 @@ def test_json_nested_too_deep_is_400_on_v1_in_its_shape(client: FlaskClient, wor
 
 
 def test_the_depth_limit_is_exactly_32_levels(client: FlaskClient) -> None:
-    """The top-level object is level 1. 32 levels pass validation (then 503: no verifier here)."""
+    """The top-level object is level 1. 32 levels pass validation (then 422: no app has store identities here)."""
     at_limit = {**IOS, "extra": nested(MAX_JSON_DEPTH - 1)}
-    assert raw(json.dumps(at_limit).encode(), client).status_code == 503
+    assert raw(json.dumps(at_limit).encode(), client).status_code == 422
     over = {**IOS, "extra": nested(MAX_JSON_DEPTH)}
     r = raw(json.dumps(over).encode(), client)
     assert r.status_code == 400 and r.json == {"error": TOO_DEEP}
     # Brackets inside strings are text, not nesting; escaped quotes do not end a string.
     texty = {**IOS, "extra": "[{" * 5000 + '\\"[' * 100, "more": ["]}" * 5000]}
-    assert raw(json.dumps(texty).encode(), client).status_code == 503
+    assert raw(json.dumps(texty).encode(), client).status_code == 422
     # Other encodings JSON allows are read the same way as UTF-8.
     assert raw(json.dumps(over).encode("utf-16"), client).json == {"error": TOO_DEEP}
-    assert raw(json.dumps(at_limit).encode("utf-16"), client).status_code == 503
+    assert raw(json.dumps(at_limit).encode("utf-16"), client).status_code == 422
 
 
 def test_a_nul_deep_inside_is_still_named_by_its_path(client: FlaskClient) -> None:
@@ -102,4 +102,4 @@ def test_a_wide_body_within_the_depth_limit_with_long_keys_stays_small(client: F
     body = json.dumps({**IOS, "extra": value}).encode()
     r, peak = peak_memory(body, client)
     assert peak < 8 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
-    assert r.status_code == 503  # valid: on to the (unconfigured) verifier
+    assert r.status_code == 422  # valid: on to the (unconfigured) verifier

@@ -103,8 +103,8 @@ def test_an_ingest_app_token_counts_its_401s(settings: Settings, workspace: dict
 def test_routes_without_credentials_are_limited_per_address(settings: Settings) -> None:
     client = client_for(settings, address="2/minute")
     body = {"provider": "ios_store", "signedTransactionInfo": "eyJhbGciOi.e30.c2ln"}
-    # No verifier is configured here: 503, yet each counts.
-    assert [client.post(RECEIPT, json=body, headers={"x-user-id": "u1"}).status_code for _ in range(2)] == [503] * 2
+    # No app has store identities here: 422 ("no tenant provisioned"), yet each counts.
+    assert [client.post(RECEIPT, json=body, headers={"x-user-id": "u1"}).status_code for _ in range(2)] == [422] * 2
     message = assert_429(client.post(RECEIPT, json=body, headers={"x-user-id": "u1"}), v1=False)
     assert message.startswith("Too many requests from this address (at most 2 per 60 seconds)")
     # The passthrough shares the address's count.

@@ -98,14 +98,17 @@ def _claim(
     }
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     inserted = conn.execute(
-        dialect.insert(g).values(**values).on_conflict_do_nothing(index_elements=["app_id", "source", "store_key"])
-    ).rowcount
+        dialect.insert(g)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["app_id", "source", "store_key"])
+        .returning(g.c.id)
+    ).first()
     row = conn.execute(
         sa.select(g)
         .where(g.c.app_id == app_id, g.c.source == fact.source, g.c.store_key == fact.store_key)
         .with_for_update()
     ).one()
-    return row, inserted == 1
+    return row, inserted is not None
 
 
 def _update(conn: Connection, row: Row[Any], fact: StoreFact, *, user_id: str | None) -> bool:
