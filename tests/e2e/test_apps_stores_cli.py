@@ -11,11 +11,13 @@ import sqlalchemy as sa
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.e2e.test_integrations_cli import env, flokit, workspace_id  # noqa: F401  (fixtures)
+from tests.e2e import test_integrations_cli as cli
 from warehouse.db import Database
 from warehouse.entitlements.tables import app_stores
 
 pytestmark = pytest.mark.e2e
+env = cli.env  # the fixture: a migrated database and an instance key
+flokit = cli.flokit
 
 
 def app_of(env: dict[str, str], name: str = "Acme") -> str:
@@ -45,7 +47,7 @@ def service_account(tmp_path: Path) -> Path:
     return path
 
 
-def test_set_show_and_refuse(env: dict[str, str], tmp_path: Path) -> None:  # noqa: F811
+def test_set_show_and_refuse(env: dict[str, str], tmp_path: Path) -> None:
     app_id = app_of(env)
     no_id = flokit(env, "admin", "apps", "stores", "--app", app_id, "--ios-bundle-id", "com.acme.fit",
                    "--ios-environment", "Production")  # fmt: skip
