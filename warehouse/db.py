@@ -272,6 +272,11 @@ class Database:
         Runs on this thread's pinned connection (`_pinned`)."""
         return self._pinned()
 
+    def driver_read(self) -> AbstractContextManager[Connection]:
+        """For hot reads that are ONE driver statement (a statement is its own consistent
+        snapshot on both databases): this thread's pinned connection, no transaction around it."""
+        return self._pinned()
+
     @contextmanager
     def _pinned(self) -> Iterator[Connection]:
         """This thread's long-lived connection, for the hot paths above.

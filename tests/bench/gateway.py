@@ -3,7 +3,7 @@
     scripts/with-postgres.sh .venv/bin/python -m tests.bench.gateway [--duration 24] [--backends sqlite,postgres]
 
 Per backend: a fresh database, a bootstrapped workspace, a published two-variant experiment
-(`onboarding`) and 2 000 users with a verified entitlement; gunicorn started exactly as
+(`onboarding`) and 2 000 users with a purchase in the ledger (a third active, the rest lapsed); gunicorn started exactly as
 `flokit up` starts it, serving only the gateway surface; then `wrk` (16 connections) alternates
 slices of GET /healthz (the ceiling: the same server answering without any work), GET
 /api/paywall/config and GET /api/paywall/entitlement, each with a different user per request.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.bench.ingest import SLICES, Load, combine, database, ensure_wrk, gunicorn, run_wrk
@@ -23,7 +24,9 @@ from tests.transforms.test_paywall import document
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import close_database, database_for
-from warehouse.paywalls import configs, entitlements
+from transforms.entitlements.facts import StoreFact
+from warehouse.entitlements import ledger
+from warehouse.paywalls import configs
 from warehouse.settings import Settings
 
 USERS = 2000
@@ -56,15 +59,20 @@ def prepare(url: str) -> dict[str, str]:
         configs.publish(
             conn, app_id=boot["app_id"], paywall_id="onboarding", document=document([50, 50]), actor="bench"
         )
-        for i in range(USERS):
-            entitlements.record(
-                conn,
-                workspace_id=boot["workspace_id"],
-                app_id=boot["app_id"],
-                user_id=f"user-{i}",
-                active=i % 3 == 0,
-                provider="ios_store",
+        now = datetime.now(UTC)
+        for i in range(USERS):  # a third active, the rest lapsed a day ago
+            fact = StoreFact(
+                source="ios_store",
+                store_key=f"{1000000 + i}",
                 product_id="pro_yearly",
+                kind="subscription",
+                channel="iap",
+                environment="production",
+                stated_at=now - timedelta(days=30),
+                expires_at=now + timedelta(days=335 if i % 3 == 0 else -1),
+            )
+            ledger.apply_receipt(
+                conn, workspace_id=boot["workspace_id"], app_id=boot["app_id"], user_id=f"user-{i}", fact=fact
             )
     close_database(url)
     return boot

@@ -29,6 +29,7 @@ from transforms.entitlements.facts import StoreFact
 from transforms.entitlements.identity import token_names_user
 from transforms.ids import new_id
 from warehouse.db import utcnow
+from warehouse.driver import driver_statement
 from warehouse.entitlements.tables import entitlement_grants as g
 from warehouse.tables import apps
 
@@ -169,7 +170,7 @@ def grants_of(conn: Connection, *, workspace_id: str, app_id: str, user_id: str)
     )
 
 
-def _verdict_columns(now: datetime) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:
+def _verdict_columns(now: datetime | sa.BindParameter[Any]) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:
     """`active` computed now: not a consumable, not revoked by now, and access not ended."""
     active = sa.and_(
         g.c.kind != "consumable",
@@ -193,23 +194,31 @@ def current(
     return Entitlement(False, SOURCE_NONE) if row is None else Entitlement(bool(row.active), row.channel)
 
 
+def _by_key_statement() -> sa.Select[Any]:
+    active, channel = _verdict_columns(sa.bindparam("now", type_=g.c.stated_at.type))
+    return (
+        sa.select(apps.c.id, active, channel)
+        .select_from(apps)
+        .outerjoin(g, (g.c.app_id == apps.c.id) & (g.c.user_id == sa.bindparam("user_id")))
+        .where(apps.c.publishable_key == sa.bindparam("publishable_key"), apps.c.revoked_at.is_(None))
+        .order_by(active.desc(), g.c.access_ends_at.desc().nulls_first())
+        .limit(1)
+    )
+
+
 def current_for_key(
     conn: Connection, *, publishable_key: str, user_id: str, now: datetime | None = None
 ) -> Entitlement | None:
-    """The entitlement of the user in the app of this key, in ONE query (the read hot path:
-    resolving the key first would be a second round trip); None when the key is unknown or
-    revoked."""
-    active, channel = _verdict_columns(now or utcnow())
-    row = conn.execute(
-        sa.select(apps.c.id, active, channel)
-        .select_from(apps)
-        .outerjoin(g, (g.c.app_id == apps.c.id) & (g.c.user_id == user_id))
-        .where(apps.c.publishable_key == publishable_key, apps.c.revoked_at.is_(None))
-        .order_by(active.desc(), g.c.access_ends_at.desc().nulls_first())
-        .limit(1)
-    ).first()
-    if row is None:
+    """The entitlement of the user in the app of this key, in ONE driver statement (the read hot
+    path: resolving the key first would be a second round trip, and SQLAlchemy's per-execution
+    bookkeeping costs more than the indexed lookup itself; `warehouse/driver.py`). None when the
+    key is unknown or revoked."""
+    rows = driver_statement(conn, "entitlement_for_key", _by_key_statement).execute(
+        conn, {"now": now or utcnow(), "user_id": user_id, "publishable_key": publishable_key}
+    )
+    if not rows:
         return None
-    if row.channel is None:
+    _app, active, channel = rows[0]
+    if channel is None:
         return Entitlement(False, SOURCE_NONE)
-    return Entitlement(bool(row.active), row.channel)
+    return Entitlement(bool(active), channel)
