@@ -3,9 +3,9 @@
     scripts/with-postgres.sh .venv/bin/python -m tests.bench.gateway [--duration 24] [--backends sqlite,postgres]
 
 Per backend: a fresh database, a bootstrapped workspace, a published two-variant experiment
-(`onboarding`) and 2 000 users with a purchase in the ledger (a third active, the rest lapsed); gunicorn started exactly as
-`flokit up` starts it, serving only the gateway surface; then `wrk` (16 connections) alternates
-slices of GET /healthz (the ceiling: the same server answering without any work), GET
+(`onboarding`) and 2 000 users with a purchase in the ledger (a third active, the rest lapsed);
+gunicorn started exactly as `flokit up` starts it, serving only the gateway surface; then `wrk`
+(16 connections) alternates slices of GET /healthz (the ceiling: the same server answering without any work), GET
 /api/paywall/config and GET /api/paywall/entitlement, each with a different user per request.
 Printed: req/s, p50/p99 and each read's share of the ceiling; every answer must be a 200.
 """
@@ -21,10 +21,10 @@ from pathlib import Path
 from tests.bench.ingest import SLICES, Load, combine, database, ensure_wrk, gunicorn, run_wrk
 from tests.support import free_port
 from tests.transforms.test_paywall import document
+from transforms.entitlements.facts import StoreFact
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import close_database, database_for
-from transforms.entitlements.facts import StoreFact
 from warehouse.entitlements import ledger
 from warehouse.paywalls import configs
 from warehouse.settings import Settings
