@@ -8,6 +8,7 @@ Windows are a minute long here so that no window turns over during a test."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,27 @@ def test_an_unreachable_store_lets_requests_through_and_says_so(
     assert [client.get("/v1/workspace", headers=key).status_code for _ in range(3)] == [200] * 3
     warnings = [r for r in caplog.records if r.name == "flokit.api.ratelimits"]
     assert warnings and warnings[0].getMessage() == "rate limit store unavailable: not limiting"
+
+
+def test_in_memory_counters_are_swept_inline_without_a_timer_thread() -> None:
+    """The library's own storage starts a timer thread every 10 ms under load; ours sweeps
+    expired counters inline at most once a second, and counts exactly the same."""
+    from limits import parse
+    from limits.strategies import SlidingWindowCounterRateLimiter
+
+    from api.ratelimits import SweptMemoryStorage
+
+    storage = SweptMemoryStorage()
+    strategy = SlidingWindowCounterRateLimiter(storage)
+    limit = parse("5/second")
+    first = storage.timer  # the library's constructor starts one (a single sweep after 10 ms)
+    first.join()
+    assert [strategy.hit(limit, "k") for _ in range(6)] == [True] * 5 + [False]
+    time.sleep(0.05)
+    assert [strategy.hit(limit, "k") for _ in range(3)] == [False] * 3
+    assert storage.timer is first  # no timer thread was started again
+    time.sleep(2.1)  # both windows over: the counters expired
+    storage.SWEEP_INTERVAL_S = 0.0
+    assert strategy.hit(limit, "other")  # a write sweeps: the expired counters of "k" are freed
+    assert not [key for key in storage.storage if "/k/" in key or key.endswith("/k")]
+    assert strategy.hit(limit, "k")
