@@ -108,4 +108,6 @@ _SURFACE_TEXT = {
     "v1": "v1 REST API (design-partner preview): Bearer API keys, errors as {error, message}.",
     "gateway": "Paywall and entitlement gateway and provider webhook passthrough: errors as {error}.",
     "ingest": "Measurement ingest gateway for attribution vendors: errors as {error}.",
+    "processor": "Provider notification processor (the passthrough's downstream; served on the gateway's "
+    "provider paths when both run in one process): errors as {error}.",
 }

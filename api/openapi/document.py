@@ -63,7 +63,13 @@ def documented_rules(app: Flask) -> Iterable[tuple[Rule, str]]:
 
 
 # Which surface each blueprint belongs to (passthrough is served on the gateway host).
-SURFACE_OF_BLUEPRINT = {"v1": "v1", "gateway": "gateway", "passthrough": "gateway", "ingest": "ingest"}
+SURFACE_OF_BLUEPRINT = {
+    "v1": "v1",
+    "gateway": "gateway",
+    "passthrough": "gateway",
+    "ingest": "ingest",
+    "processor": "processor",
+}
 
 
 def surface_of(rule: Rule) -> str | None:

@@ -29,7 +29,7 @@ class NotReady(BaseModel):
 
 
 class DocQuery(BaseModel):
-    surface: Literal["v1", "gateway", "ingest"] | None = Field(
+    surface: Literal["v1", "gateway", "ingest", "processor"] | None = Field(
         None, description="Only this surface's routes (default: every surface this process serves)."
     )
 
