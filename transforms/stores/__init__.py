@@ -1,0 +1,1 @@
+"""Each store's verified payloads mapped to `StoreFact`s and canonical events: pure, no I/O."""
