@@ -1,1 +1,1 @@
-"""Each store's verified payloads mapped to `StoreFact`s and canonical events: pure, no I/O."""
+"""The stores' and payment providers' payloads as ledger facts and canonical events (pure)."""
