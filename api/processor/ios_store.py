@@ -11,6 +11,7 @@ online revocation checks, so a replay never depends on Apple's OCSP service bein
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -56,17 +57,21 @@ def _verified(body: bytes, ctx: Context, *, online: bool, received_at: datetime)
     signed = _signed_payload(body)
     try:
         app = verifier_for(ctx, signed, online=online)
-        timeout = ctx.settings.passthrough_timeout_s
-        notification = checked(app, lambda: app.verifier.verify_and_decode_notification(signed), timeout_s=timeout)
+        deadline = time.monotonic() + ctx.settings.passthrough_timeout_s  # one budget for the three
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        notification = checked(app, lambda: app.verifier.verify_and_decode_notification(signed), timeout_s=left())
         data = notification.data
         txn = renewal = None
         if data is not None and data.signedTransactionInfo:
             signed_txn = data.signedTransactionInfo
-            txn = checked(app, lambda: app.verifier.verify_and_decode_signed_transaction(signed_txn), timeout_s=timeout)
+            txn = checked(app, lambda: app.verifier.verify_and_decode_signed_transaction(signed_txn), timeout_s=left())
         if data is not None and data.signedRenewalInfo:
             signed_renewal = data.signedRenewalInfo
             renewal = checked(
-                app, lambda: app.verifier.verify_and_decode_renewal_info(signed_renewal), timeout_s=timeout
+                app, lambda: app.verifier.verify_and_decode_renewal_info(signed_renewal), timeout_s=left()
             )
     except NotVerifiable as e:
         raise Unverified(str(e)) from None

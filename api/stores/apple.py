@@ -94,8 +94,8 @@ def verifier_for(ctx: Context, jws: str, *, online: bool) -> AppVerifier:
             )
         except ValueError as e:
             raise NotVerifiable(f"The app's App Store settings are incomplete: {e}") from None
-        for stale in [k for k in cache if k[0] == stores.app_id]:
-            del cache[stale]  # the app's settings changed: keep one verifier per app
+        for stale in [k for k in cache if k[0] == stores.app_id and k[4] == online]:
+            del cache[stale]  # the app's settings changed: one verifier per app (and mode)
         cache[key] = verifier
     return AppVerifier(stores, verifier, online)
 

@@ -57,6 +57,14 @@ def test_subscribed_then_refund_makes_the_user_inactive_at_once(
     assert set(events) == {"ios:3000000000000001:subscription_start", "ios:3000000000000001:refund"}
     assert events["ios:3000000000000001:refund"]["event_type"] == "refund"
     assert stored(db, workspace) == {"applied": 2}
+    # Apple reverses the refund: the restated transaction carries no revocation any more.
+    reversed_ = token_free | {"signedDate": now_ms() + 10}
+    assert notify(client, pki.notification("REFUND_REVERSED", txn=reversed_)).status_code == 200
+    assert active(db, workspace, "user-7")
+    # A Family Sharing revocation revokes too.
+    revoked = token_free | {"revocationDate": now_ms(), "revocationType": "FAMILY_REVOKE", "signedDate": now_ms() + 20}
+    assert notify(client, pki.notification("REVOKE", txn=revoked)).status_code == 200
+    assert not active(db, workspace, "user-7")
 
 
 def test_did_renew_extends_and_expired_ends(
@@ -80,6 +88,10 @@ def test_did_renew_extends_and_expired_ends(
     expired = pki.notification("EXPIRED", "VOLUNTARY", txn=ended, renewal_info=renewal(autoRenewStatus=0))
     assert notify(client, expired).status_code == 200
     assert not active(db, ios, "user-7")
+    # A notification delivered late (Apple retries for days) states an older moment: no effect.
+    late = pki.notification("DID_RENEW", txn=renewed, renewal_info=renewal(signedDate=now))
+    assert notify(client, late).json["purchases_changed"] == 0
+    assert not active(db, ios, "user-7")
 
 
 def test_a_grace_period_keeps_access_until_its_end(
@@ -94,6 +106,12 @@ def test_a_grace_period_keeps_access_until_its_end(
     assert active(db, ios, "user-7")
     assert active(db, ios, "user-7", now=moment(grace_end - HOUR_MS))
     assert not active(db, ios, "user-7", now=moment(grace_end + 1))
+    # Apple ends the grace period early: GRACE_PERIOD_EXPIRED restates it with its end passed.
+    ended = renewal(gracePeriodExpiresDate=now_ms() - 1000, isInBillingRetryPeriod=True, signedDate=now + 7)
+    expired = pki.notification("GRACE_PERIOD_EXPIRED", txn=lapsed | {"signedDate": now + 7}, renewal_info=ended)
+    assert notify(client, expired).status_code == 200
+    assert not active(db, ios, "user-7")
+    assert notify(client, failed).json["status"] == "duplicate"  # Apple's late retry changes nothing
     # Without the grace period subtype (billing retry only), access ends with the period.
     no_grace = renewal(isInBillingRetryPeriod=True, signedDate=now + 10)
     retry = pki.notification("DID_FAIL_TO_RENEW", txn=lapsed | {"signedDate": now + 10}, renewal_info=no_grace)
