@@ -4,8 +4,8 @@
         [--connections 8] [--backends sqlite,postgres]
 
 Per backend: a fresh database, a bootstrapped workspace whose app is set up for the test PKI's
-bundle id (Production), and gunicorn as `flokit up` configures it (`tests/support.py
-gunicorn_server`, online checks off: this machine reaches no OCSP responder). Every notification
+bundle id (Production), and gunicorn as `flokit up` configures it (its config file and
+`DEFAULT_WORKERS` workers, through `tests/support.py gunicorn_server`; online checks off: this machine reaches no OCSP responder). Every notification
 is a distinct SUBSCRIBED (its own notificationUUID and purchase), signed beforehand by a root ->
 intermediate -> leaf chain with Apple's OIDs (`tests/providers/apple_pki.py`), so the server does
 the full work of each: verify the envelope, the transaction and the renewal info with Apple's
@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 
+from cli.up import DEFAULT_WORKERS
 from tests.bench.ingest import database
 from tests.providers.apple_pki import ApplePki, renewal, transaction
 from tests.support import free_port, gunicorn_server
@@ -53,7 +54,6 @@ from warehouse.settings import Settings
 TARGET_RPS = 200
 TARGET_P50_MS = 50
 TARGET_RECEIPT_P50_MS = 20
-WORKERS = 2  # one per core of the machines the targets are for
 WARM_UP = 50
 INSTANCE_KEY = "bench-instance-key-0123456789abcdefghijklmnop"
 
@@ -218,7 +218,7 @@ def bench(backend: str, count: int, connections: int, work: Path) -> dict[str, A
         signed_s = time.perf_counter() - signing
         env = {**os.environ, **settings.child_env()}
         read = Request("GET", "/api/paywall/entitlement", headers=(("x-user-id", "u"), ("x-app-key", boot["app_key"])))
-        with gunicorn_server(env, workers=WORKERS, log_dir=work) as server:
+        with gunicorn_server(env, workers=DEFAULT_WORKERS, log_dir=work) as server:
             drive(server.base, [Request("GET", "/healthz")] * 200 + warm_up, connections)  # workers warm
             ceiling = drive(server.base, [Request("GET", "/healthz")] * count, connections)
             processed = drive(server.base, load, connections)
