@@ -1,0 +1,1 @@
+"""The stores' and payment providers' payloads as ledger facts and canonical events (pure)."""
