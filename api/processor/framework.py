@@ -9,9 +9,10 @@ Every provider path has a `Handler` (one module per provider, `HANDLER_MODULES`)
 - `effects(verified, ctx)`: what applying it changes; may read the store (Google's
   notifications are only signals). `StoreUnavailable` / `StoreTimeout` become 502 / 504.
 
-`process` stores the verified notification before applying it, applies its effects in one
-transaction with its `applied` mark, and answers 200 only after both committed. A failure
-answers 5xx, so the provider retries; the raw notification stays for `replay`.
+`process` stores the verified notification, applies its effects and marks it `applied` in ONE
+transaction, and answers 200 only after that committed: an acknowledged notification is always
+stored. A failure stores the raw notification with its error (its own transaction) and answers
+5xx, so the provider retries; the raw notification stays for `replay`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import Any, Protocol
 from transforms.entitlements.effects import Effects
 from warehouse.db import Database
 from warehouse.entitlements import notifications
-from warehouse.entitlements.apply import apply_effects
-from warehouse.entitlements.notifications import StoredNotification
+from warehouse.entitlements.apply import Outcome, apply_effects, apply_received
+from warehouse.entitlements.notifications import Received, StoredNotification
 from warehouse.settings import Settings
 
 log = logging.getLogger("flokit.processor")
@@ -141,8 +142,7 @@ def process(incoming: Incoming, ctx: Context) -> Answer:
         return Answer(e.status, {"error": e.message})
     if verified.dedup_key is None or verified.workspace_id is None:
         return Answer(200, {"status": "ignored", "reason": verified.note or "nothing to apply"})
-    stored = notifications.record(
-        ctx.database,
+    received = Received(
         provider=provider,
         dedup_key=verified.dedup_key,
         workspace_id=verified.workspace_id,
@@ -152,9 +152,35 @@ def process(incoming: Incoming, ctx: Context) -> Answer:
         headers=dict(incoming.headers),
         query_string=incoming.query_string,
     )
-    if stored.status == "applied":
-        return Answer(200, {"status": "duplicate", "notification_id": stored.id})
-    return _apply(verified, stored.id, ctx)
+    with ctx.database.read() as conn:
+        done = notifications.applied_id(
+            conn, workspace_id=received.workspace_id, provider=provider, dedup_key=received.dedup_key
+        )
+    if done is not None:
+        return Answer(200, {"status": "duplicate", "notification_id": done})
+    try:
+        effects = handler_for(incoming.path).effects(verified, ctx)
+        outcome = apply_received(ctx.database, received, effects)
+    except ProcessorError as e:
+        notification_id = notifications.record_failure(ctx.database, received, e.message)
+        log.warning("notification not applied", extra={"notification_id": notification_id, "reason": e.message})
+        return Answer(e.status if e.status >= 500 else 500, {"error": e.message})
+    except Exception as e:  # the provider retries on 5xx; the raw notification waits for replay
+        notification_id = notifications.record_failure(ctx.database, received, f"{type(e).__name__}: {e}")
+        log.exception("applying a notification failed", extra={"notification_id": notification_id})
+        return Answer(500, {"error": "Internal Server Error"})
+    if outcome.duplicate:
+        return Answer(200, {"status": "duplicate", "notification_id": outcome.notification_id})
+    return Answer(200, _applied(outcome))
+
+
+def _applied(outcome: Outcome) -> dict[str, Any]:
+    return {
+        "status": "applied",
+        "notification_id": outcome.notification_id,
+        "purchases_changed": outcome.grants,
+        "events_landed": outcome.events_written,
+    }
 
 
 def _apply(verified: Verified, notification_id: str, ctx: Context) -> Answer:
@@ -164,6 +190,7 @@ def _apply(verified: Verified, notification_id: str, ctx: Context) -> Answer:
         outcome = apply_effects(
             ctx.database, workspace_id=verified.workspace_id, effects=effects, notification_id=notification_id
         )
+        outcome = Outcome(outcome.grants, outcome.events_written, notification_id)
     except ProcessorError as e:
         notifications.mark_failed(ctx.database, notification_id, e.message)
         return Answer(e.status if e.status >= 500 else 500, {"error": e.message})
@@ -171,15 +198,7 @@ def _apply(verified: Verified, notification_id: str, ctx: Context) -> Answer:
         log.exception("applying a notification failed", extra={"notification_id": notification_id})
         notifications.mark_failed(ctx.database, notification_id, f"{type(e).__name__}: {e}")
         return Answer(500, {"error": "Internal Server Error"})
-    return Answer(
-        200,
-        {
-            "status": "applied",
-            "notification_id": notification_id,
-            "purchases_changed": outcome.grants,
-            "events_landed": outcome.events_written,
-        },
-    )
+    return Answer(200, _applied(outcome))
 
 
 @dataclass

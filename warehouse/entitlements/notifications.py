@@ -48,45 +48,74 @@ class StoredNotification:
     received_at: datetime
 
 
-def record(
-    database: Database,
-    *,
-    provider: str,
-    dedup_key: str,
-    workspace_id: str,
-    app_id: str | None,
-    integration_id: str | None,
-    body: bytes,
-    headers: Mapping[str, str],
-    query_string: str,
-) -> Stored:
-    """Store the notification (committed on return), or find the one stored before under the
-    same key (its attempts counted)."""
-    now = utcnow()
-    dialect = postgresql if database.engine.dialect.name == "postgresql" else sqlite
-    with database.write() as conn:
-        conn.execute(
-            dialect.insert(n)
-            .values(
-                id=new_id("ntf"),
-                provider=provider,
-                dedup_key=dedup_key,
-                workspace_id=workspace_id,
-                app_id=app_id,
-                integration_id=integration_id,
-                body=body,
-                headers=dict(headers),
-                query_string=query_string,
-                status="received",
-                attempts=0,
-                received_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["workspace_id", "provider", "dedup_key"])
+@dataclass(frozen=True)
+class Received:
+    """A verified notification as it arrived, and who it is for."""
+
+    provider: str
+    dedup_key: str
+    workspace_id: str
+    app_id: str | None
+    integration_id: str | None
+    body: bytes
+    headers: Mapping[str, str]
+    query_string: str
+
+
+def store(conn: Connection, received: Received) -> Stored:
+    """In the caller's transaction: store the notification, or find the one stored before under
+    the same key, locked (its attempts counted)."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(
+        dialect.insert(n)
+        .values(
+            id=new_id("ntf"),
+            provider=received.provider,
+            dedup_key=received.dedup_key,
+            workspace_id=received.workspace_id,
+            app_id=received.app_id,
+            integration_id=received.integration_id,
+            body=received.body,
+            headers=dict(received.headers),
+            query_string=received.query_string,
+            status="received",
+            attempts=0,
+            received_at=utcnow(),
         )
-        key = (n.c.workspace_id == workspace_id) & (n.c.provider == provider) & (n.c.dedup_key == dedup_key)
-        conn.execute(sa.update(n).where(key).values(attempts=n.c.attempts + 1))
-        row = conn.execute(sa.select(n.c.id, n.c.status, n.c.attempts).where(key)).one()
+        .on_conflict_do_nothing(index_elements=["workspace_id", "provider", "dedup_key"])
+    )
+    key = (
+        (n.c.workspace_id == received.workspace_id)
+        & (n.c.provider == received.provider)
+        & (n.c.dedup_key == received.dedup_key)
+    )
+    conn.execute(sa.update(n).where(key).values(attempts=n.c.attempts + 1))
+    row = conn.execute(sa.select(n.c.id, n.c.status, n.c.attempts).where(key).with_for_update()).one()
     return Stored(row.id, row.status, row.attempts)
+
+
+def applied_id(conn: Connection, *, workspace_id: str, provider: str, dedup_key: str) -> str | None:
+    """The id of the notification stored under this key if it was applied, else None (a cheap
+    read that spares a redelivery all other work)."""
+    found: str | None = conn.execute(
+        sa.select(n.c.id).where(
+            n.c.workspace_id == workspace_id,
+            n.c.provider == provider,
+            n.c.dedup_key == dedup_key,
+            n.c.status == "applied",
+        )
+    ).scalar()
+    return found
+
+
+def record_failure(database: Database, received: Received, error: str) -> str:
+    """Store the notification (if it was not) and say why applying it failed: committed on
+    return, so the raw bytes wait for the provider's retry or a replay. Its id."""
+    with database.write() as conn:
+        stored = store(conn, received)
+        if stored.status != "applied":
+            conn.execute(sa.update(n).where(n.c.id == stored.id).values(status="failed", error=error[:MAX_ERROR_CHARS]))
+    return stored.id
 
 
 def mark_applied(conn: Connection, notification_id: str) -> None:
