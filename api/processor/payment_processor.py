@@ -16,12 +16,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import stripe
 
-from api.processor.framework import Context, Handler, Incoming, Malformed, Unverified, Verified
+from api.processor.framework import (
+    Context,
+    Handler,
+    Incoming,
+    Malformed,
+    StoreTimeout,
+    StoreUnavailable,
+    Unverified,
+    Verified,
+)
 from api.processor.tenant import integration_tenant, tenant_of
 from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
@@ -31,6 +41,8 @@ from warehouse.entitlements import ledger
 from warehouse.entitlements.notifications import StoredNotification
 
 PROVIDER = "payment_processor"
+# The processor answers Stripe within its own 10 s; a lookup that takes longer is a 504 (Stripe retries).
+STRIPE_TIMEOUT_S = 10.0
 
 
 def _json(body: bytes) -> dict[str, Any]:
@@ -83,6 +95,9 @@ class StripeHandler:
             fact = mapping.subscription_fact(obj, stated_at=stated_at)
             if fact is None:
                 return Effects(note=f"{kind}: no subscription id")
+            customer = mapping.customer_id(obj)
+            if fact.user_hint is None and customer and _linked_user(ctx, app_id, fact.store_key) is None:
+                fact = replace(fact, user_hint=_customer_user(ctx, verified, customer))
 
             def lifecycle(user: str | None) -> Sequence[CanonicalEvent]:
                 return mapping.subscription_events(
@@ -144,6 +159,34 @@ def _linked_user(ctx: Context, app_id: str, subscription_id: str | None) -> str 
     with ctx.database.read() as conn:
         grant = ledger.grant_for(conn, app_id=app_id, source=PAYMENT_PROCESSOR, store_key=subscription_id)
     return grant.user_id if grant is not None else None
+
+
+def _customer_user(ctx: Context, verified: Verified, customer: str) -> str | None:
+    """The user a Customer's metadata names, read from Stripe with the integration's secret key
+    (only for a subscription not linked to a user yet, whose own metadata names none)."""
+    tenant = integration_tenant(ctx, integration_id=verified.integration_id, integration_type=PROVIDER)
+    key, base = tenant.config.get("secret_key"), tenant.config.get("base_url")
+    if not isinstance(key, str) or not key:
+        return None
+    client = stripe.StripeClient(
+        key,
+        base_addresses={"api": base} if isinstance(base, str) and base else None,
+        max_network_retries=0,
+        http_client=stripe.RequestsClient(timeout=STRIPE_TIMEOUT_S),
+    )
+    try:
+        found = client.v1.customers.retrieve(customer)
+    except stripe.InvalidRequestError as e:
+        if e.http_status == 404:
+            return None  # deleted or unknown: the purchase stays unlinked until a statement names its user
+        raise StoreUnavailable(f"Stripe refused the customer lookup: {e.user_message or e}") from None
+    except stripe.APIConnectionError as e:
+        if "Timeout" in str(e):
+            raise StoreTimeout("Stripe did not answer the customer lookup in time") from None
+        raise StoreUnavailable("Stripe is unreachable for the customer lookup") from None
+    except stripe.StripeError as e:
+        raise StoreUnavailable(f"Stripe failed the customer lookup: {e.user_message or e}") from None
+    return mapping.subscription_user({"customer": found.to_dict()})
 
 
 def handler_for(path: str) -> Handler:

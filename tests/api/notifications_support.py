@@ -4,6 +4,9 @@ reading what a user of the app would see (the entitlement answer) and what lande
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
+from tests.support import free_port
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.entitlements.tables import store_notifications
@@ -53,3 +57,44 @@ def landed(db: Database) -> list[dict[str, Any]]:
 def stored_count(db: Database) -> int:
     with db.read() as conn:
         return int(conn.execute(sa.select(sa.func.count()).select_from(store_notifications)).scalar_one())
+
+
+_LOCALSTRIPE: list[str] = []
+
+
+def localstripe() -> str:
+    """The address of localstripe (a Stripe API fake speaking Stripe's shapes) served in-process
+    on 127.0.0.1, its store emptied. One server per test process: aiohttp ties localstripe's
+    module-level app to the loop that first ran it. Served here rather than by its CLI, which
+    binds every interface, and with its store kept in memory (it pickles it to /tmp on writes)."""
+    from localstripe import resources
+
+    if not _LOCALSTRIPE:
+        _LOCALSTRIPE.append(_start_localstripe())
+    resources.store.clear()
+    return _LOCALSTRIPE[0]
+
+
+def _start_localstripe() -> str:
+    from aiohttp import web
+
+    with warnings.catch_warnings():  # localstripe registers plain functions as aiohttp handlers
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from localstripe import resources, server
+
+    resources.store.dump_to_disk = lambda: None  # type: ignore[method-assign]
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(server.app)
+    started = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(runner.setup())
+        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+        started.set()
+        loop.run_forever()
+
+    threading.Thread(target=serve, daemon=True, name="localstripe").start()
+    assert started.wait(10), "localstripe did not start"
+    return f"http://127.0.0.1:{port}"

@@ -10,7 +10,8 @@ from typing import Any
 import stripe
 from flask.testing import FlaskClient
 
-from tests.api.notifications_support import connect, entitlement, landed, settings, stored_count
+from tests.api.notifications_support import connect, entitlement, landed, localstripe, settings, stored_count
+from tests.support import free_port
 from warehouse.db import Database
 
 __all__ = ["settings"]
@@ -225,3 +226,33 @@ def test_other_event_types_are_stored_and_acknowledged_with_nothing_applied(
     r = post(client, integration_id, event("customer.created", {"id": "cus_1", "object": "customer"}, event_id="evt_1"))
     assert r.status_code == 200 and r.json["purchases_changed"] == 0 and r.json["events_landed"] == 0
     assert stored_count(db) == 1
+
+
+def test_without_subscription_metadata_the_user_comes_from_the_customer_read_from_stripe(
+    client: FlaskClient, db: Database, workspace: dict
+) -> None:
+    api = localstripe()
+    stripe_api = stripe.StripeClient("sk_test_localstripe", base_addresses={"api": api})
+    customer = stripe_api.v1.customers.create(params={"metadata": {"flokit_user_id": "user-42"}})
+    config = {"secret_key": "sk_test_localstripe", "webhook_secret": SECRET, "app_id": workspace["app_id"]}
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": api})
+    anonymous = subscription("active", customer=customer.id, metadata={})
+    r = post(client, integration_id, event("customer.subscription.created", anonymous, event_id="evt_1"))
+    assert r.status_code == 200, r.json
+    assert entitlement(client, workspace, "user-42") == {"active": True, "source": "web"}
+    # A customer Stripe does not know: applied unlinked (a later statement naming the user links it).
+    unknown = subscription("active", customer="cus_nobody", metadata={}) | {"id": "sub_2"}
+    r = post(client, integration_id, event("customer.subscription.created", unknown, event_id="evt_2"))
+    assert r.status_code == 200 and r.json["status"] == "applied"
+
+
+def test_stripe_unreachable_for_the_customer_lookup_is_502_so_stripe_retries(
+    client: FlaskClient, db: Database, workspace: dict
+) -> None:
+    config = {"secret_key": "sk_test_x", "webhook_secret": SECRET, "app_id": workspace["app_id"]}
+    closed = f"http://127.0.0.1:{free_port()}"
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": closed})
+    anonymous = subscription("active", customer="cus_1", metadata={})
+    r = post(client, integration_id, event("customer.subscription.created", anonymous, event_id="evt_1"))
+    assert r.status_code == 502
+    assert entitlement(client, workspace, "user-7")["active"] is False
