@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import stripe
 from flask.testing import FlaskClient
 
+from api.processor.framework import Context, replay
 from tests.api.notifications_support import connect, entitlement, landed, localstripe, settings, stored_count
 from tests.support import free_port
 from warehouse.db import Database
+from warehouse.settings import Settings
 
 __all__ = ["settings"]
 
@@ -256,3 +259,16 @@ def test_stripe_unreachable_for_the_customer_lookup_is_502_so_stripe_retries(
     r = post(client, integration_id, event("customer.subscription.created", anonymous, event_id="evt_1"))
     assert r.status_code == 502
     assert entitlement(client, workspace, "user-7")["active"] is False
+
+
+def test_a_replay_applies_stored_events_again_long_after_their_signature_expired(
+    client: FlaskClient, db: Database, workspace: dict, settings: Settings
+) -> None:
+    integration_id = integration(db, workspace)
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    post(client, integration_id, event("customer.subscription.created", subscription("active"), event_id="evt_1"))
+    # Replay decodes the stored bytes without the signature's 5-minute tolerance.
+    result = replay(Context(settings, db), provider="payment_processor", since=since)
+    assert (result.applied, result.failed) == (1, 0), result.errors
+    assert entitlement(client, workspace, "user-7") == {"active": True, "source": "web"}
+    assert stored_count(db) == 1
