@@ -63,9 +63,8 @@ class RevenueCatHandler:
         app_id = _authorize(incoming, tenant)
         event = self._parse(incoming.body)
         dedup = None if event.type == revenuecat.TEST else event.id
-        return Verified(
-            self.provider, dedup, tenant.workspace_id, app_id, tenant.integration_id, event, note="TEST event"
-        )
+        note = "a TEST event: nothing to apply" if dedup is None else ""
+        return Verified(self.provider, dedup, tenant.workspace_id, app_id, tenant.integration_id, event, note=note)
 
     def decode(self, stored: StoredNotification, ctx: Context) -> Verified:
         tenant = integration_tenant(ctx, integration_id=stored.integration_id, integration_type=self.provider)

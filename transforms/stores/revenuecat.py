@@ -116,7 +116,9 @@ def fact(event: Event) -> StoreFact | None:
     auto_renew: bool | None = None
     grace = revoked = None
     reason = None
-    if event.type == "NON_RENEWING_PURCHASE":
+    refund = event.type == "CANCELLATION" and e.get("cancel_reason") == "CUSTOMER_SUPPORT"
+    if event.type == "NON_RENEWING_PURCHASE" or (refund and expires is None):
+        # A one-time purchase (its refund carries no expiry either): lifetime unless it expires.
         kind = "subscription" if expires is not None else "lifetime"
         auto_renew = False
     elif expires is None:
@@ -125,7 +127,7 @@ def fact(event: Event) -> StoreFact | None:
         auto_renew = True
     elif event.type == "CANCELLATION":
         auto_renew = False
-        if e.get("cancel_reason") == "CUSTOMER_SUPPORT":
+        if refund:
             revoked, reason = event.at, "refund"
     elif event.type == "EXPIRATION":
         auto_renew = False

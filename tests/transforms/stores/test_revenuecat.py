@@ -95,3 +95,8 @@ def test_a_body_that_is_not_an_event_is_refused() -> None:
     for body in ({}, {"event": {"type": "RENEWAL"}}, {"event": {"id": "E", "type": "RENEWAL"}}, []):
         with pytest.raises(rc.NotAnEvent):
             rc.parse(body)
+
+
+def test_a_refunded_one_time_purchase_is_revoked() -> None:
+    refund = rc.fact(event("CANCELLATION", cancel_reason="CUSTOMER_SUPPORT", expiration_at_ms=None))
+    assert refund is not None and refund.revoked_at == NOW and not refund.active_at(NOW)
