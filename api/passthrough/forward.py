@@ -43,7 +43,8 @@ PATHS: dict[str, str] = {
 # Request headers forwarded on each path, besides `_EVERY_PATH` (spelling is what the downstream
 # sees; matching is case-insensitive). Sources and the choices for the generic paths:
 # docs/spec-decisions.md "Passthrough request headers".
-_GENERIC = ("Authorization", "webhook-id", "webhook-timestamp", "webhook-signature")  # Standard Webhooks 1.0
+# FloKit's own processor verifies the generic paths with its `Service-Signature` scheme.
+_GENERIC = ("Authorization", "Service-Signature", "webhook-id", "webhook-timestamp", "webhook-signature")
 FORWARDED_HEADERS: dict[str, tuple[str, ...]] = {
     # Stripe: `Stripe-Signature: t=…,v1=…` (HMAC-SHA256 over "t.body").
     "/webhooks/payment_processor": ("Stripe-Signature",),

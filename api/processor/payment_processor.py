@@ -1,19 +1,193 @@
-"""Placeholder until this provider's notifications are processed (issue 17)."""
+"""Stripe webhook events (`/webhooks/payment_processor?integration=int_…`).
+
+Authenticated with the `Stripe-Signature` header, verified by the `stripe` library
+(`Webhook.construct_event`: HMAC-SHA256 of `t.body` under the endpoint's signing secret, and a
+timestamp at most 5 minutes old) against the `webhook_secret` of the integration the URL
+names. Handled: `customer.subscription.*` (the subscription's state), `invoice.paid` (revenue;
+an invoice without a subscription is a one-time purchase), `charge.refunded` (a negative
+refund; a fully refunded one-time purchase is revoked). Any other type is stored and
+acknowledged with nothing applied (the endpoint may be subscribed to more than FloKit reads;
+Stripe would otherwise retry it for three days). `invoice.payment_failed` changes nothing by
+itself: Stripe follows it with `customer.subscription.updated` (`past_due`), which carries the
+state. The mapping and its conventions: `transforms.stores.stripe`.
+"""
 
 from __future__ import annotations
 
-from api.processor.framework import Handler, Unverified
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import stripe
+
+from api.processor.framework import (
+    Context,
+    Handler,
+    Incoming,
+    Malformed,
+    StoreTimeout,
+    StoreUnavailable,
+    Unverified,
+    Verified,
+)
+from api.processor.tenant import integration_tenant, tenant_of
+from transforms.entitlements.effects import Effect, Effects
+from transforms.entitlements.facts import PAYMENT_PROCESSOR
+from transforms.events import CanonicalEvent
+from transforms.stores import stripe as mapping
+from warehouse.entitlements import ledger
+from warehouse.entitlements.notifications import StoredNotification
+
+PROVIDER = "payment_processor"
+# The processor answers Stripe within its own 10 s; a lookup that takes longer is a 504 (Stripe retries).
+STRIPE_TIMEOUT_S = 10.0
 
 
-class _NotYet:
-    def verify(self, incoming, ctx):  # type: ignore[no-untyped-def]
-        raise Unverified("Notifications of this provider are not processed yet")
+def _json(body: bytes) -> dict[str, Any]:
+    try:
+        found = json.loads(body)
+    except (UnicodeDecodeError, ValueError):
+        raise Malformed("The body is not JSON") from None
+    if not isinstance(found, dict) or not isinstance(found.get("id"), str) or not isinstance(found.get("type"), str):
+        raise Malformed("The body is not a Stripe event (no id or type)")
+    if not isinstance(found.get("data"), dict) or not isinstance(found["data"].get("object"), dict):
+        raise Malformed("The Stripe event has no data.object")
+    return found
 
-    decode = verify
 
-    def effects(self, verified, ctx):  # type: ignore[no-untyped-def]
-        raise Unverified("Notifications of this provider are not processed yet")
+class StripeHandler:
+    def verify(self, incoming: Incoming, ctx: Context) -> Verified:
+        tenant = tenant_of(incoming, ctx, PROVIDER)
+        secret = tenant.config.get("webhook_secret")
+        if not isinstance(secret, str) or not secret:
+            raise Unverified(f"Integration {tenant.integration_id} has no webhook_secret")
+        try:
+            stripe.Webhook.construct_event(incoming.body, incoming.header("Stripe-Signature"), secret)
+        except stripe.SignatureVerificationError as e:
+            raise Unverified(f"Stripe-Signature not verified: {e.user_message or e}") from None
+        except (UnicodeDecodeError, ValueError):
+            raise Malformed("The body is not a Stripe event") from None
+        if tenant.app_id is None:
+            raise Unverified(f"Integration {tenant.integration_id} has no app_id")
+        event = _json(incoming.body)
+        return Verified(PROVIDER, event["id"], tenant.workspace_id, tenant.app_id, tenant.integration_id, event)
+
+    def decode(self, stored: StoredNotification, ctx: Context) -> Verified:
+        """Replay: the signature was checked when it arrived; its 5-minute tolerance is long past."""
+        tenant = integration_tenant(ctx, integration_id=stored.integration_id, integration_type=PROVIDER)
+        event = _json(stored.body)
+        app_id = stored.app_id or tenant.app_id
+        return Verified(PROVIDER, stored.dedup_key, stored.workspace_id, app_id, stored.integration_id, event)
+
+    def effects(self, verified: Verified, ctx: Context) -> Effects:
+        event: Mapping[str, Any] = verified.payload
+        workspace_id, app_id = verified.workspace_id, verified.app_id
+        assert workspace_id is not None and app_id is not None
+        kind = event["type"]
+        obj: Mapping[str, Any] = event["data"]["object"]
+        previous = event["data"].get("previous_attributes")
+        stated_at = mapping.moment(event.get("created")) or datetime.now(UTC)
+        now = datetime.now(UTC)
+
+        if kind in mapping.SUBSCRIPTION_EVENTS:
+            fact = mapping.subscription_fact(obj, stated_at=stated_at)
+            if fact is None:
+                return Effects(note=f"{kind}: no subscription id")
+            customer = mapping.customer_id(obj)
+            if fact.user_hint is None and customer and _linked_user(ctx, app_id, fact.store_key) is None:
+                fact = replace(fact, user_hint=_customer_user(ctx, verified, customer))
+
+            def lifecycle(user: str | None) -> Sequence[CanonicalEvent]:
+                return mapping.subscription_events(
+                    obj,
+                    stripe_type=kind,
+                    previous=previous if isinstance(previous, Mapping) else None,
+                    workspace_id=workspace_id,
+                    user_id=user,
+                    received_at=now,
+                )
+
+            return Effects(effects=[Effect(app_id, fact, lifecycle)], note=f"{kind} {fact.store_key}")
+
+        if kind == "invoice.paid":
+            sub, named = mapping.invoice_subscription(obj)
+            if sub is None:
+                purchase = mapping.purchase_fact(obj, stated_at=stated_at)
+                if purchase is not None:
+
+                    def revenue(user: str | None) -> Sequence[CanonicalEvent]:
+                        return mapping.invoice_events(obj, workspace_id=workspace_id, user_id=user, received_at=now)
+
+                    return Effects(
+                        effects=[Effect(app_id, purchase, revenue)], note=f"one-time purchase {purchase.store_key}"
+                    )
+            user = _linked_user(ctx, app_id, sub) or named
+            found = mapping.invoice_events(obj, workspace_id=workspace_id, user_id=user, received_at=now)
+            return Effects(events=found, note=f"invoice {obj.get('id')} of {sub}")
+
+        if kind == "charge.refunded":
+            key = mapping.one_time_key(obj)
+            with ctx.database.read() as conn:
+                grant = ledger.grant_for(conn, app_id=app_id, source=PAYMENT_PROCESSOR, store_key=key) if key else None
+            at = mapping.refund_time(obj, stated_at)
+            if grant is not None and key is not None and obj.get("refunded") is True:
+                fact = mapping.revoked(dict(grant._mapping), store_key=key, revoked_at=at, stated_at=max(stated_at, at))
+
+                def refund(user: str | None) -> Sequence[CanonicalEvent]:
+                    return mapping.refund_events(
+                        obj, workspace_id=workspace_id, user_id=user, received_at=now, stated_at=stated_at
+                    )
+
+                return Effects(effects=[Effect(app_id, fact, refund)], note=f"refund revokes {key}")
+            user = (grant.user_id if grant is not None else None) or mapping.subscription_user(obj)
+            found = mapping.refund_events(
+                obj, workspace_id=workspace_id, user_id=user, received_at=now, stated_at=stated_at
+            )
+            return Effects(events=found, note=f"refund of charge {obj.get('id')}")
+
+        if kind == "invoice.payment_failed":
+            return Effects(note="payment failed: the subscription's own update (past_due) carries the state")
+        return Effects(note=f"{kind} is not read by FloKit; stored only")
+
+
+def _linked_user(ctx: Context, app_id: str, subscription_id: str | None) -> str | None:
+    """Who the ledger links the subscription to (its first statement named them)."""
+    if subscription_id is None:
+        return None
+    with ctx.database.read() as conn:
+        grant = ledger.grant_for(conn, app_id=app_id, source=PAYMENT_PROCESSOR, store_key=subscription_id)
+    return grant.user_id if grant is not None else None
+
+
+def _customer_user(ctx: Context, verified: Verified, customer: str) -> str | None:
+    """The user a Customer's metadata names, read from Stripe with the integration's secret key
+    (only for a subscription not linked to a user yet, whose own metadata names none)."""
+    tenant = integration_tenant(ctx, integration_id=verified.integration_id, integration_type=PROVIDER)
+    key, base = tenant.config.get("secret_key"), tenant.config.get("base_url")
+    if not isinstance(key, str) or not key:
+        return None
+    client = stripe.StripeClient(
+        key,
+        base_addresses={"api": base} if isinstance(base, str) and base else None,
+        max_network_retries=0,
+        http_client=stripe.RequestsClient(timeout=STRIPE_TIMEOUT_S),
+    )
+    try:
+        found = client.v1.customers.retrieve(customer)
+    except stripe.InvalidRequestError as e:
+        if e.http_status == 404:
+            return None  # deleted or unknown: the purchase stays unlinked until a statement names its user
+        raise StoreUnavailable(f"Stripe refused the customer lookup: {e.user_message or e}") from None
+    except stripe.APIConnectionError as e:
+        if "Timeout" in str(e):
+            raise StoreTimeout("Stripe did not answer the customer lookup in time") from None
+        raise StoreUnavailable("Stripe is unreachable for the customer lookup") from None
+    except stripe.StripeError as e:
+        raise StoreUnavailable(f"Stripe failed the customer lookup: {e.user_message or e}") from None
+    return mapping.subscription_user({"customer": found.to_dict()})
 
 
 def handler_for(path: str) -> Handler:
-    return _NotYet()
+    return StripeHandler()

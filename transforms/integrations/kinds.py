@@ -91,6 +91,19 @@ _S3_FIELDS = (
     Field("secret_access_key", required=True, secret=True),
 )
 _AWS_S3 = "https://s3.amazonaws.com"
+# A subscription provider's webhook (RevenueCat, Adapty): the `Authorization` header value the
+# operator types into the provider's dashboard, and the FloKit app whose ledger the webhook
+# updates. Optional (the sync needs neither), but together: a webhook without an app has no
+# ledger to apply to.
+_WEBHOOK_FIELDS = (
+    Field(
+        "webhook_authorization",
+        secret=True,
+        doc="the exact Authorization header value configured for the webhook in the provider's dashboard",
+    ),
+    Field("app_id", doc="the FloKit app (app_...) whose entitlements the webhook updates"),
+)
+_WEBHOOK_GROUP = ("webhook_authorization", "app_id")
 
 KINDS: dict[str, IntegrationKind] = {
     k.type: k
@@ -170,8 +183,9 @@ KINDS: dict[str, IntegrationKind] = {
                     doc="a key allowed s3:ListBucket and s3:GetObject on the export bucket",
                 ),
                 Field("export_secret_access_key", secret=True),
+                *_WEBHOOK_FIELDS,
             ),
-            groups=(("export_bucket", "export_access_key_id", "export_secret_access_key"),),
+            groups=(("export_bucket", "export_access_key_id", "export_secret_access_key"), _WEBHOOK_GROUP),
         ),
         IntegrationKind(
             "subscription_provider_b",
@@ -186,7 +200,9 @@ KINDS: dict[str, IntegrationKind] = {
                 Field("region", default="us-east-1", doc="the bucket's AWS region"),
                 Field("access_key_id", required=True, secret=True, doc="a key allowed s3:ListBucket and s3:GetObject"),
                 Field("secret_access_key", required=True, secret=True),
+                *_WEBHOOK_FIELDS,
             ),
+            groups=(_WEBHOOK_GROUP,),
             base_url_aliases=("endpoint_url",),
         ),
         IntegrationKind(
@@ -221,7 +237,31 @@ KINDS: dict[str, IntegrationKind] = {
                 ),
             ),
         ),
-        IntegrationKind("payment_processor", vendor="Stripe", produces="events", default_base_url="", available=False),
+        IntegrationKind(
+            "payment_processor",
+            vendor="Stripe",
+            produces="events",
+            default_base_url="https://api.stripe.com",
+            fields=(
+                Field(
+                    "secret_key",
+                    required=True,
+                    secret=True,
+                    doc="a Stripe secret (sk_...) or restricted (rk_...) key, for the sync and --check",
+                ),
+                Field(
+                    "webhook_secret",
+                    required=True,
+                    secret=True,
+                    doc="the webhook endpoint's signing secret (whsec_...), shown in Stripe's dashboard",
+                ),
+                Field(
+                    "app_id",
+                    required=True,
+                    doc="the FloKit app (app_...) whose users Stripe purchases entitle",
+                ),
+            ),
+        ),
         IntegrationKind(
             "ios_store_connect", vendor="App Store", produces="events", default_base_url="", available=False
         ),

@@ -27,10 +27,13 @@ from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.errors import AlreadyExists, Conflict, NotFound, TransitionRefused
 from warehouse.integrations.tables import integration_syncs, integrations
-from warehouse.tables import workspaces
+from warehouse.tables import apps, workspaces
 from warehouse.webhooks.outbox import emit_event
 
 SEAL_PURPOSE = "integration-credentials"
+# Types whose `app_id` option names a FloKit app (the ledger their notifications update); other
+# types' `app_id` is the provider's own (AppsFlyer's app id).
+FLOKIT_APP_TYPES = frozenset({"payment_processor", "subscription_provider_a", "subscription_provider_b"})
 HISTORY_LIMIT = 20
 
 
@@ -118,6 +121,11 @@ def connect(
     kind = kind_of(integration_type)
     if conn.execute(sa.select(workspaces.c.id).where(workspaces.c.id == workspace_id)).first() is None:
         raise NotFound(f"no workspace {workspace_id}")
+    app_id = config.options.get("app_id")
+    if integration_type in FLOKIT_APP_TYPES and app_id is not None:
+        held = sa.select(apps.c.id).where(apps.c.id == app_id, apps.c.workspace_id == workspace_id)
+        if conn.execute(held).first() is None:
+            raise NotFound(f"no app {app_id} in workspace {workspace_id}")
     existing = conn.execute(
         integrations.select().where(
             integrations.c.workspace_id == workspace_id, integrations.c.type == integration_type

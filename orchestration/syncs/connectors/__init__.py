@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig
 from warehouse.integrations.target import SyncTarget
 
@@ -39,11 +40,19 @@ _MODULES: dict[str, str] = {
     "subscription_provider_a": "orchestration.syncs.connectors.subscription_provider_a",
     "subscription_provider_b": "orchestration.syncs.connectors.subscription_provider_b",
     "warehouse": "orchestration.syncs.connectors.warehouse",
+    "payment_processor": "orchestration.syncs.connectors.payment_processor",
+}
+# Types that can be connected before their sync exists (their notifications are processed on
+# their own): `--check` and every sync answer this, as a failure the operator can read.
+_NOT_BUILT: dict[str, str] = {
+    "payment_processor": "the payment processor (Stripe) sync is not built yet; its webhook notifications "
+    "are processed without it",
 }
 
 
 def connector_for(integration_type: str) -> Connector:
-    """The type's connector; `LookupError` when the type has none (yet)."""
+    """The type's connector; `LookupError` when the type has none (yet), `SyncFailure` for a
+    connectable type whose sync is not built yet (a clear refusal where a sync or check runs)."""
     module = _MODULES.get(integration_type)
     if module is None:
         raise LookupError(f"integration type {integration_type!r} has no connector")
@@ -52,6 +61,8 @@ def connector_for(integration_type: str) -> Connector:
     except ModuleNotFoundError as exc:
         if exc.name != module:
             raise
+        if integration_type in _NOT_BUILT:
+            raise SyncFailure("provider_error", _NOT_BUILT[integration_type]) from None
         raise LookupError(f"integration type {integration_type!r} has no connector yet") from None
     connector: Connector = loaded.CONNECTOR
     return connector

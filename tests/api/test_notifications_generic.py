@@ -1,0 +1,120 @@
+"""The generic provider paths through the gateway: FloKit's JSON formats, signed with FloKit's
+`Service-Signature` scheme (the sender signs as FloKit's own outbound webhooks do) under the
+app's generic secret (`set_stores(..., new_generic_secret=True)`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from tests.api.notifications_support import KEY, entitlement, landed, settings, stored_count
+from transforms.webhooks.signing import service_signature
+from warehouse.db import Database
+from warehouse.entitlements.stores import StoresUpdate, set_stores
+
+__all__ = ["settings"]
+
+SUBSCRIPTION = "/api/providers/generic-subscription/webhook"
+ATTRIBUTION = "/api/integrations/mmp/generic-attribution"
+
+
+@pytest.fixture
+def secret(db: Database, workspace: dict[str, Any]) -> str:
+    with db.write() as conn:
+        made = set_stores(
+            conn, app_id=workspace["app_id"], update=StoresUpdate(new_generic_secret=True), instance_key=KEY
+        ).generic_secret
+    assert made is not None
+    return made
+
+
+def iso(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def post(client: FlaskClient, path: str, app_id: str, body: dict[str, Any], secret: str) -> Any:
+    raw = json.dumps(body).encode()
+    signature = service_signature(raw, [secret], int(time.time() * 1000))
+    return client.post(
+        f"{path}?app={app_id}", data=raw, headers={"Service-Signature": signature, "Content-Type": "application/json"}
+    )
+
+
+def purchase(kind: str = "purchase", **fields: Any) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    return {
+        "id": "evt_1",
+        "type": kind,
+        "user_id": "user-7",
+        "purchase_id": "sub_9",
+        "product_id": "pro_monthly",
+        "kind": "subscription",
+        "channel": "web",
+        "environment": "production",
+        "occurred_at": iso(now - timedelta(minutes=5)),
+        "expires_at": iso(now + timedelta(days=30)),
+        "revenue": 9.99,
+        "currency": "EUR",
+    } | fields
+
+
+def test_a_signed_purchase_grants_and_a_refund_revokes(
+    client: FlaskClient, db: Database, workspace: dict, secret: str
+) -> None:
+    app_id = workspace["app_id"]
+    r = post(client, SUBSCRIPTION, app_id, purchase(), secret)
+    assert r.status_code == 200 and r.json["status"] == "applied", r.json
+    assert entitlement(client, workspace, "user-7") == {"active": True, "source": "web"}
+    refund = purchase("refund", id="evt_2", occurred_at=iso(datetime.now(UTC) - timedelta(minutes=1)))
+    assert post(client, SUBSCRIPTION, app_id, refund, secret).status_code == 200
+    assert entitlement(client, workspace, "user-7")["active"] is False
+    kinds = {e["event_type"]: e["properties"].get("revenue") for e in landed(db)}
+    assert kinds == {"subscription_start": 9.99, "refund": -9.99}
+
+
+def test_a_bad_signature_or_an_unknown_app_is_401_and_nothing_is_stored(
+    client: FlaskClient, db: Database, workspace: dict, secret: str
+) -> None:
+    r = post(client, SUBSCRIPTION, workspace["app_id"], purchase(), "whsec_not_the_apps_secret")
+    assert r.status_code == 401 and "Service-Signature" in r.json["error"]
+    r = post(client, SUBSCRIPTION, "app_unknown", purchase(), secret)
+    assert r.status_code == 401
+    unsigned = client.post(f"{SUBSCRIPTION}?app={workspace['app_id']}", json=purchase())
+    assert unsigned.status_code == 401
+    assert stored_count(db) == 0
+    assert entitlement(client, workspace, "user-7")["active"] is False
+
+
+def test_a_body_outside_the_format_is_400_naming_the_field(
+    client: FlaskClient, db: Database, workspace: dict, secret: str
+) -> None:
+    body = purchase()
+    del body["expires_at"]
+    r = post(client, SUBSCRIPTION, workspace["app_id"], body, secret)
+    assert r.status_code == 400 and "expires_at" in r.json["error"]
+
+
+def test_a_signed_attribution_event_lands_once(client: FlaskClient, db: Database, workspace: dict, secret: str) -> None:
+    body = {
+        "id": "att_1",
+        "event_type": "install",
+        "occurred_at": iso(datetime.now(UTC) - timedelta(minutes=2)),
+        "user_id": "user-7",
+        "idfa": "00000000-0000-0000-0000-0000000000aa",
+        "platform": "ios",
+        "country": "DE",
+        "network": "Meta",
+        "campaign": "spring",
+    }
+    r = post(client, ATTRIBUTION, workspace["app_id"], body, secret)
+    assert r.status_code == 200 and r.json["events_landed"] == 1, r.json
+    assert post(client, ATTRIBUTION, workspace["app_id"], body, secret).json["status"] == "duplicate"
+    [event] = landed(db)
+    assert event["event_type"] == "install" and event["source"] == "generic-attribution"
+    assert event["platform"] == "ios" and event["country"] == "DE" and event["user_id"] == "user-7"
+    assert event["properties"]["campaign"] == "spring"

@@ -1,0 +1,421 @@
+"""Stripe (the payment processor) events to `StoreFact`s and canonical events: pure, no I/O.
+
+What is read, as Stripe's API reference describes the objects (stripe-python 16.1 types):
+
+- A Subscription: `id`, `status` (`incomplete`, `incomplete_expired`, `trialing`, `active`,
+  `past_due`, `canceled`, `unpaid`, `paused`), `current_period_start` / `current_period_end`
+  (API versions since 2025-03-31 moved them to each item: `items.data[].current_period_*`;
+  both are read), `trial_end`, `cancel_at_period_end`, `canceled_at`, `ended_at`, `metadata`,
+  `customer` (an id, or the Customer when expanded), `livemode`.
+- An Invoice: `id`, `status`, `amount_paid` (minor units), `currency`, `billing_reason`
+  (`subscription_create`, `subscription_cycle`, ...), the subscription it bills (`subscription`
+  in older API versions, `parent.subscription_details.subscription` in newer ones, with the
+  subscription's `metadata` beside it), `status_transitions.paid_at`, `lines`.
+- A Charge: `id`, `payment_intent`, `amount_refunded`, `refunded` (fully), `currency`,
+  `metadata`, `created`.
+
+Conventions FloKit sets (README, "Stripe"):
+- **The buyer**: the FloKit user id is `metadata.flokit_user_id` on the Subscription (set it
+  when creating the Checkout Session: `subscription_data.metadata`), else on the Customer
+  (read when Stripe sends the Customer expanded, or by the handler from the API). A purchase
+  linked to a user stays linked: later events find it by the subscription id.
+- **Access by status**: `trialing` and `active` grant until the current period's end.
+  `past_due` (a renewal payment failed; Stripe retries it) keeps access until the current
+  period's end as a grace period: the paid access ended at the period's start, the grace at
+  its end, unless Stripe gives up sooner (`unpaid` or `canceled`, which end access at once).
+  `canceled`, `unpaid`, `incomplete`, `incomplete_expired` and `paused` grant nothing: access
+  ends at `ended_at` (else when the event was created).
+- `cancel_at_period_end` (or a `cancel_at`): auto-renew off, access until the period's end.
+
+Canonical events (ids `stripe:<object id>:<type>`, deterministic so the sync's later reading of
+the same objects lands once):
+- a paid invoice with `amount_paid` > 0: `subscription_start` (`billing_reason`
+  `subscription_create`), `renewal` (any other reason on a subscription), `purchase` (an
+  invoice without a subscription), with `amount_paid` in major units (zero-decimal currencies
+  such as JPY are not divided, three-decimal ones by 1000) and the currency;
+- a subscription created `trialing`: `trial_start`; updated from `trialing` to `active`:
+  `trial_converted` (no amount: the invoice that pays the period books it, as a `renewal`,
+  because an invoice alone does not say that it ended a trial);
+- auto-renew turned off or a subscription canceled: one `cancellation`, named by the
+  subscription and its `canceled_at`;
+- a refunded charge: `refund` with the refunded amount negative, `stripe:<charge id>:refund`
+  (one per charge: a second partial refund of the same charge is left to the sync).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from transforms import event_types as t
+from transforms.entitlements.facts import PAYMENT_PROCESSOR, StoreFact
+from transforms.events import CanonicalEvent, lake_can_hold
+
+ID_PREFIX = "stripe"
+MAX_EVENT_ID = 80
+USER_METADATA_KEY = "flokit_user_id"
+
+# Stripe's zero-decimal and three-decimal currencies (docs.stripe.com/currencies): amounts are
+# in the currency's minor unit, which for these is not a hundredth.
+ZERO_DECIMAL = frozenset(
+    {"BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV", "XAF", "XOF", "XPF"}
+)
+THREE_DECIMAL = frozenset({"BHD", "JOD", "KWD", "OMR", "TND"})
+
+ACCESS_STATUSES = frozenset({"trialing", "active"})
+GRACE_STATUSES = frozenset({"past_due"})
+# Handled event types; anything else is stored and acknowledged without an effect.
+SUBSCRIPTION_EVENTS = frozenset(
+    {
+        "customer.subscription.created",
+        "customer.subscription.updated",
+        "customer.subscription.deleted",
+        "customer.subscription.trial_will_end",
+        "customer.subscription.paused",
+        "customer.subscription.resumed",
+    }
+)
+INVOICE_EVENTS = frozenset({"invoice.paid", "invoice.payment_failed"})
+CHARGE_EVENTS = frozenset({"charge.refunded"})
+
+
+def moment(seconds: object) -> datetime | None:
+    """Stripe's times are Unix seconds."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return None
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def event_id(raw: str, event_type: str) -> str:
+    """`stripe:<raw>:<type>`, the raw id hashed when the whole would exceed the lake's 80."""
+    full = f"{ID_PREFIX}:{raw}:{event_type}"
+    if len(full) <= MAX_EVENT_ID:
+        return full
+    return f"{ID_PREFIX}:{hashlib.sha256(raw.encode('utf-8')).hexdigest()[:40]}:{event_type}"
+
+
+def major_units(amount: int, currency: str) -> float:
+    """An amount in Stripe's minor units as the currency's major units."""
+    code = currency.upper()
+    if code in ZERO_DECIMAL:
+        return float(amount)
+    if code in THREE_DECIMAL:
+        return amount / 1000
+    return amount / 100
+
+
+def _id(value: object) -> str | None:
+    """An id field that Stripe sends as the id or, expanded, as the object."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, Mapping) and isinstance(value.get("id"), str) and value["id"]:
+        return str(value["id"])
+    return None
+
+
+def _metadata_user(obj: object) -> str | None:
+    if not isinstance(obj, Mapping):
+        return None
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        user = metadata.get(USER_METADATA_KEY)
+        if isinstance(user, str) and user.strip():
+            return user.strip()
+    return None
+
+
+def subscription_user(subscription: Mapping[str, Any]) -> str | None:
+    """The FloKit user: the subscription's metadata, else the (expanded) customer's."""
+    return _metadata_user(subscription) or _metadata_user(subscription.get("customer"))
+
+
+def customer_id(obj: Mapping[str, Any]) -> str | None:
+    return _id(obj.get("customer"))
+
+
+def _items(subscription: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    items = subscription.get("items")
+    data = items.get("data") if isinstance(items, Mapping) else None
+    return [i for i in data if isinstance(i, Mapping)] if isinstance(data, list) else []
+
+
+def period(subscription: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """The current period: the subscription's own fields (API versions before 2025-03-31), else
+    its items' (the earliest start, the latest end)."""
+    start = moment(subscription.get("current_period_start"))
+    end = moment(subscription.get("current_period_end"))
+    if start is not None and end is not None:
+        return start, end
+    starts = [s for s in (moment(i.get("current_period_start")) for i in _items(subscription)) if s is not None]
+    ends = [e for e in (moment(i.get("current_period_end")) for i in _items(subscription)) if e is not None]
+    return (start or (min(starts) if starts else None)), (end or (max(ends) if ends else None))
+
+
+def product_of(subscription: Mapping[str, Any]) -> str | None:
+    """The first item's product (`price.product`, an id or expanded), else its price id."""
+    for item in _items(subscription):
+        price = item.get("price") or item.get("plan")
+        if isinstance(price, Mapping):
+            return _id(price.get("product")) or _id(price)
+    return None
+
+
+def subscription_fact(subscription: Mapping[str, Any], *, stated_at: datetime) -> StoreFact | None:
+    """The subscription's state (see the module docstring); None without an id or a period."""
+    sub_id = _id(subscription)
+    if sub_id is None:
+        return None
+    status = subscription.get("status")
+    start, end = period(subscription)
+    ended = moment(subscription.get("ended_at"))
+    in_trial = status == "trialing"
+    if in_trial:
+        end = moment(subscription.get("trial_end")) or end
+    grace: datetime | None = None
+    if status in ACCESS_STATUSES and end is not None:
+        expires = end
+    elif status in GRACE_STATUSES and end is not None:
+        expires, grace = (start or stated_at), end
+    else:
+        expires = min(ended or stated_at, stated_at)
+    cancelling = bool(subscription.get("cancel_at_period_end")) or subscription.get("cancel_at") is not None
+    return StoreFact(
+        source=PAYMENT_PROCESSOR,
+        store_key=sub_id,
+        product_id=product_of(subscription),
+        kind="subscription",
+        channel="web",
+        environment="production" if subscription.get("livemode") else "sandbox",
+        stated_at=stated_at,
+        expires_at=expires,
+        grace_ends_at=grace,
+        in_trial=in_trial,
+        auto_renew=status in ACCESS_STATUSES | GRACE_STATUSES and not cancelling,
+        transaction_id=_id(subscription.get("latest_invoice")),
+        user_hint=subscription_user(subscription),
+    )
+
+
+def _event(
+    *,
+    workspace_id: str,
+    raw: str,
+    event_type: str,
+    occurred_at: datetime,
+    received_at: datetime,
+    user_id: str | None,
+    properties: dict[str, Any],
+) -> CanonicalEvent | None:
+    if not lake_can_hold(occurred_at, received_at):
+        return None
+    return CanonicalEvent(
+        event_id=event_id(raw, event_type),
+        workspace_id=workspace_id,
+        event_type=event_type,
+        occurred_at=occurred_at,
+        source=PAYMENT_PROCESSOR,
+        received_at=received_at,
+        user_id=user_id,
+        properties={k: v for k, v in properties.items() if v is not None},
+    )
+
+
+def subscription_events(
+    subscription: Mapping[str, Any],
+    *,
+    stripe_type: str,
+    previous: Mapping[str, Any] | None,
+    workspace_id: str,
+    user_id: str | None,
+    received_at: datetime,
+) -> list[CanonicalEvent]:
+    """The lifecycle events a subscription event states: a trial begun, converted, or a
+    cancellation (auto-renew off or the subscription ended)."""
+    sub_id = _id(subscription)
+    if sub_id is None or not subscription.get("livemode"):
+        return []  # test-mode subscriptions are tests, not revenue or lifecycle
+    status = subscription.get("status")
+    props = {"product_id": product_of(subscription), "subscription_id": sub_id}
+    out: list[CanonicalEvent | None] = []
+    common: dict[str, Any] = {
+        "workspace_id": workspace_id,
+        "received_at": received_at,
+        "user_id": user_id,
+        "properties": props,
+    }
+    if stripe_type == "customer.subscription.created" and status == "trialing":
+        started = moment(subscription.get("trial_start")) or moment(subscription.get("created"))
+        if started is not None:
+            out.append(_event(raw=sub_id, event_type=t.TRIAL_START, occurred_at=started, **common))
+    was = previous.get("status") if previous else None
+    if stripe_type == "customer.subscription.updated" and was == "trialing" and status == "active":
+        converted = moment(subscription.get("trial_end")) or period(subscription)[0]
+        if converted is not None:
+            out.append(_event(raw=sub_id, event_type=t.TRIAL_CONVERTED, occurred_at=converted, **common))
+    cancelling = bool(subscription.get("cancel_at_period_end")) or status == "canceled"
+    at = moment(subscription.get("canceled_at"))
+    if cancelling and at is not None:
+        raw = f"{sub_id}:{int(at.timestamp())}"
+        out.append(_event(raw=raw, event_type=t.CANCELLATION, occurred_at=at, **common))
+    return [e for e in out if e is not None]
+
+
+def invoice_subscription(invoice: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The subscription an invoice bills and the user its metadata names: `subscription` and
+    `subscription_details` (older API versions) or `parent.subscription_details` (newer)."""
+    details = invoice.get("subscription_details")
+    parent = invoice.get("parent")
+    if isinstance(parent, Mapping) and isinstance(parent.get("subscription_details"), Mapping):
+        details = parent["subscription_details"]
+    sub = _id(invoice.get("subscription"))
+    if sub is None and isinstance(details, Mapping):
+        sub = _id(details.get("subscription"))
+    return sub, _metadata_user(details) or _metadata_user(invoice)
+
+
+def invoice_events(
+    invoice: Mapping[str, Any], *, workspace_id: str, user_id: str | None, received_at: datetime
+) -> list[CanonicalEvent]:
+    """A paid invoice's revenue event (nothing for an unpaid, free or test-mode one)."""
+    inv_id = _id(invoice)
+    amount, currency = invoice.get("amount_paid"), invoice.get("currency")
+    if inv_id is None or not invoice.get("livemode") or invoice.get("status") != "paid":
+        return []
+    if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0 or not isinstance(currency, str):
+        return []
+    transitions = invoice.get("status_transitions")
+    paid_at = moment(transitions.get("paid_at")) if isinstance(transitions, Mapping) else None
+    occurred = paid_at or moment(invoice.get("created"))
+    if occurred is None:
+        return []
+    sub, _ = invoice_subscription(invoice)
+    if sub is None:
+        kind = t.PURCHASE
+    else:
+        kind = t.SUBSCRIPTION_START if invoice.get("billing_reason") == "subscription_create" else t.RENEWAL
+    found = _event(
+        workspace_id=workspace_id,
+        raw=inv_id,
+        event_type=kind,
+        occurred_at=occurred,
+        received_at=received_at,
+        user_id=user_id,
+        properties={
+            "revenue": major_units(amount, currency),
+            "currency": currency.upper(),
+            "subscription_id": sub,
+            "invoice_id": inv_id,
+            "billing_reason": invoice.get("billing_reason"),
+        },
+    )
+    return [found] if found is not None else []
+
+
+def one_time_key(obj: Mapping[str, Any]) -> str | None:
+    """What names a one-time payment: its PaymentIntent, else the charge itself."""
+    return _id(obj.get("payment_intent")) or _id(obj)
+
+
+def refund_events(
+    charge: Mapping[str, Any], *, workspace_id: str, user_id: str | None, received_at: datetime, stated_at: datetime
+) -> list[CanonicalEvent]:
+    """A refunded charge's `refund`, the refunded amount negative, at its latest refund's time
+    (the event's own time when the charge's refunds are not included, as in API versions since
+    2022-11-15)."""
+    charge_id = _id(charge)
+    amount, currency = charge.get("amount_refunded"), charge.get("currency")
+    if charge_id is None or not charge.get("livemode"):
+        return []
+    if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0 or not isinstance(currency, str):
+        return []
+    found = _event(
+        workspace_id=workspace_id,
+        raw=charge_id,
+        event_type=t.REFUND,
+        occurred_at=refund_time(charge, stated_at),
+        received_at=received_at,
+        user_id=user_id,
+        properties={
+            "revenue": -major_units(amount, currency),
+            "currency": currency.upper(),
+            "charge_id": charge_id,
+            "payment_intent": _id(charge.get("payment_intent")),
+            "fully_refunded": bool(charge.get("refunded")),
+        },
+    )
+    return [found] if found is not None else []
+
+
+def refund_time(charge: Mapping[str, Any], fallback: datetime) -> datetime:
+    refunds = charge.get("refunds")
+    data = refunds.get("data") if isinstance(refunds, Mapping) else None
+    times = [moment(r.get("created")) for r in data if isinstance(r, Mapping)] if isinstance(data, list) else []
+    known = [x for x in times if x is not None]
+    return max(known) if known else fallback
+
+
+def revoked(fact_state: Mapping[str, Any], *, store_key: str, revoked_at: datetime, stated_at: datetime) -> StoreFact:
+    """A one-time purchase FloKit recorded (`fact_state`: its grant's columns), fully refunded."""
+    return StoreFact(
+        source=PAYMENT_PROCESSOR,
+        store_key=store_key,
+        product_id=fact_state.get("product_id"),
+        kind=fact_state.get("kind") or "lifetime",
+        channel="web",
+        environment=fact_state.get("environment") or "production",
+        stated_at=stated_at,
+        expires_at=fact_state.get("expires_at"),
+        revoked_at=revoked_at,
+        revocation_reason="refund",
+        auto_renew=False,
+    )
+
+
+def purchase_fact(invoice: Mapping[str, Any], *, stated_at: datetime) -> StoreFact | None:
+    """A paid invoice without a subscription: a one-time purchase (lifetime), named by its
+    PaymentIntent so that the charge's refund finds it."""
+    sub, user = invoice_subscription(invoice)
+    if sub is not None or invoice.get("status") != "paid":
+        return None
+    key = _id(invoice.get("payment_intent")) or _payment_intent_of_payments(invoice) or _id(invoice)
+    if key is None:
+        return None
+    product = None
+    lines = invoice.get("lines")
+    data = lines.get("data") if isinstance(lines, Mapping) else None
+    for line in data if isinstance(data, list) else []:
+        if isinstance(line, Mapping):
+            price = line.get("price")
+            pricing = line.get("pricing")
+            if isinstance(price, Mapping):
+                product = _id(price.get("product")) or _id(price)
+            elif isinstance(pricing, Mapping) and isinstance(pricing.get("price_details"), Mapping):
+                product = _id(pricing["price_details"].get("product"))
+            if product:
+                break
+    return StoreFact(
+        source=PAYMENT_PROCESSOR,
+        store_key=key,
+        product_id=product,
+        kind="lifetime",
+        channel="web",
+        environment="production" if invoice.get("livemode") else "sandbox",
+        stated_at=stated_at,
+        transaction_id=_id(invoice),
+        user_hint=user or _metadata_user(invoice.get("customer")),
+    )
+
+
+def _payment_intent_of_payments(invoice: Mapping[str, Any]) -> str | None:
+    """Newer API versions list an invoice's payments (`payments.data[].payment.payment_intent`)."""
+    payments = invoice.get("payments")
+    data = payments.get("data") if isinstance(payments, Mapping) else None
+    for entry in data if isinstance(data, list) else []:
+        payment = entry.get("payment") if isinstance(entry, Mapping) else None
+        if isinstance(payment, Mapping):
+            found = _id(payment.get("payment_intent"))
+            if found:
+                return found
+    return None
