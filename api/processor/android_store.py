@@ -7,6 +7,7 @@ The push is `{"message": {"data": <base64 DeveloperNotification>, "messageId", "
   (`id_token.verify_token`, certificates from `FLOKIT_GOOGLE_OIDC_CERTS_URL`) against the
   audience FloKit has for the app the notification's `packageName` names (`--android-push-audience`),
   issued by Google, for a verified e-mail. A token minted for another app's audience is refused.
+The body is parsed only once the sender is authenticated (401 first, then 400).
 - a per-app secret in the push URL (`?token=...`, `--new-android-push-token`): the app is the
   token's, and the notification's `packageName` must be that app's.
 
@@ -75,45 +76,53 @@ def _message_id(message: Mapping[str, Any]) -> str:
     return found
 
 
-def _by_push_token(ctx: Context, token: str, package: str) -> AppStores:
+def _by_push_token(ctx: Context, token: str) -> AppStores:
     with ctx.database.read() as conn:
         app = stores.app_for_push_token(conn, token)
     if app is None:
         raise Unverified("Unknown push token")
-    if app.android_package != package:
-        raise Unverified("The notification is for another package than the push token's app")
     return app
 
 
-def _by_oidc(ctx: Context, bearer: str, package: str) -> AppStores:
-    with ctx.database.read() as conn:
-        app = stores.app_for_package(conn, package)
-    if app is None or not app.android_push_audience:
-        raise Unverified("No app with a push audience for this package")
+def _oidc_claims(ctx: Context, bearer: str) -> Mapping[str, Any]:
+    """The token's claims once its signature (Google's certificates), expiry, issuer and verified
+    e-mail check out. The audience is checked against the app the notification names, which is
+    only read after this (an unauthenticated body is not parsed)."""
     request = google_auth_httplib2.Request(httplib2.Http(timeout=ctx.settings.passthrough_timeout_s))
     try:
-        claims = id_token.verify_token(
-            bearer, request, audience=app.android_push_audience, certs_url=ctx.settings.google_oidc_certs_url
-        )
+        claims = id_token.verify_token(bearer, request, audience=None, certs_url=ctx.settings.google_oidc_certs_url)
     except auth_exceptions.TransportError as e:
         raise StoreUnavailable(f"Google's OIDC certificates could not be read: {e}") from None
     except (ValueError, auth_exceptions.GoogleAuthError):
-        raise Unverified("The push's OIDC token does not verify for this app's audience") from None
+        raise Unverified("The push's OIDC token does not verify") from None
     if claims.get("iss") not in GOOGLE_ISSUERS or claims.get("email_verified") is not True:
         raise Unverified("The push's OIDC token is not Google's for a verified account")
+    return claims
+
+
+def _by_audience(ctx: Context, claims: Mapping[str, Any], package: str) -> AppStores:
+    with ctx.database.read() as conn:
+        app = stores.app_for_package(conn, package)
+    audience = claims.get("aud")
+    audiences = audience if isinstance(audience, list) else [audience]
+    if app is None or not app.android_push_audience or app.android_push_audience not in audiences:
+        raise Unverified("The push's OIDC token was not issued for the audience of this package's app")
     return app
 
 
 class AndroidStore:
     def verify(self, incoming: Incoming, ctx: Context) -> Verified:
-        message, data = _message(incoming.body)
-        package = data["packageName"]
         tokens = parse_qs(incoming.query_string).get("token")
         authorization = incoming.header("Authorization") or ""
         if tokens:
-            app = _by_push_token(ctx, tokens[0], package)
+            app = _by_push_token(ctx, tokens[0])
+            message, data = _message(incoming.body)
+            if data["packageName"] != app.android_package:
+                raise Unverified("The notification is for another package than the push token's app")
         elif authorization[:7].lower() == "bearer " and authorization[7:].strip():
-            app = _by_oidc(ctx, authorization[7:].strip(), package)
+            claims = _oidc_claims(ctx, authorization[7:].strip())
+            message, data = _message(incoming.body)
+            app = _by_audience(ctx, claims, data["packageName"])
         else:
             raise Unverified("Expected a Pub/Sub OIDC token (Authorization: Bearer) or the app's push token (?token=)")
         return self._verified(app, message, data)

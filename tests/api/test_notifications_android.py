@@ -234,11 +234,12 @@ def test_the_push_token_in_the_url_authenticates_its_own_app_only(
     assert grant(db, workspace, "tok-1") is not None
 
 
-def test_a_malformed_push_is_400(gateway: FlaskClient, db: Database) -> None:
-    answer = gateway.post(
-        PATH, data=json.dumps({"message": {"data": "%%%"}}), headers={"Content-Type": "application/json"}
-    )
+def test_an_authenticated_but_malformed_push_is_400(gateway: FlaskClient, play: FakeGooglePlay, db: Database) -> None:
+    bearer = {"Authorization": f"Bearer {play.mint_id_token(PUSH_AUDIENCE)}", "Content-Type": "application/json"}
+    answer = gateway.post(PATH, data=json.dumps({"message": {"data": "%%%"}}), headers=bearer)
     assert answer.status_code == 400
+    # Unauthenticated, the body is not even read.
+    assert gateway.post(PATH, data=b"{}", headers={"Content-Type": "application/json"}).status_code == 401
     assert stored(db) == 0
 
 
