@@ -23,6 +23,7 @@ from tests.providers.google_play_fake import (
     PUSH_AUDIENCE,
     FakeGooglePlay,
     developer_notification,
+    product,
     provision,
     push_body,
     settings_for,
@@ -269,3 +270,39 @@ def test_replay_applies_stored_notifications_again_without_their_time_bound_toke
     result = replay(ctx, provider="android_store", since=NOW - DAY)
     assert (result.applied, result.failed) == (1, 0), result.errors
     assert grant(db, workspace, "tok-1").expires_at > NOW
+
+
+def test_a_recovery_from_account_hold_restores_access(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ON_HOLD", expires=NOW - DAY, acknowledged=True)
+    buy(gateway, play, workspace, "tok-1")
+    assert not entitled(gateway, workspace)
+    play.subscriptions["tok-1"] = subscription(
+        "SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 30 * DAY, order=ORDER + "..1", acknowledged=True
+    )
+    assert push(gateway, play, sub_note("tok-1", RECOVERED), "msg-recovered").status_code == 200
+    assert entitled(gateway, workspace)
+
+
+def test_one_time_products_are_read_acknowledged_and_voided(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.products[("lifetime_unlock", "tok-p")] = product(account_id="user-1")
+    note = {"oneTimeProductNotification": {"version": "1.0", "notificationType": 1, "purchaseToken": "tok-p",
+                                           "sku": "lifetime_unlock"}}  # fmt: skip
+    assert push(gateway, play, note, "msg-otp").status_code == 200
+    assert play.calls.acknowledged == [("products", "lifetime_unlock", "tok-p")]
+    assert grant(db, workspace, "tok-p").kind == "lifetime"
+    answer = gateway.post(
+        "/api/paywall/receipt",
+        json={"provider": "android_store", "packageName": play.package, "purchaseToken": "tok-p",
+              "productId": "lifetime_unlock"},
+        headers={"x-user-id": "user-1", "x-app-key": workspace["app_key"]},
+    )  # fmt: skip
+    assert answer.status_code == 200 and entitled(gateway, workspace)
+    void = {"voidedPurchaseNotification": {"purchaseToken": "tok-p", "orderId": "GPA.3301-9999-8888-77777",
+                                           "productType": 2, "refundType": 1}}  # fmt: skip
+    assert push(gateway, play, void, "msg-otp-void").status_code == 200
+    assert not entitled(gateway, workspace)
+    assert "gp:GPA.3301-9999-8888-77777:refund" in events(db)
