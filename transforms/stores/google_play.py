@@ -7,9 +7,11 @@ signal to read it): `purchases.subscriptionsv2.get` answers a `SubscriptionPurch
 
 Access by `subscriptionState` (developer.android.com, "Subscription lifecycle"):
 - ACTIVE: until the line items' latest `expiryTime`.
-- IN_GRACE_PERIOD: a renewal payment failed and Google retries while the user keeps access;
-  Google extends `expiryTime` to the grace period's end, so that time is both the expiry and
-  `grace_ends_at` (the paid period's own end is not in the resource).
+- IN_GRACE_PERIOD: a renewal payment failed and Google retries while the user keeps access.
+  Google moves `expiryTime` to the grace period's end (as Play subscriptions show it through
+  RevenueCat, community.revenuecat.com "SUBSCRIPTION_EXTENDED ... grace period"; no Google page
+  stating it was found), so that time is both the expiry and `grace_ends_at` (the paid
+  period's own end is not in the resource).
 - CANCELED: auto-renew off, access until `expiryTime` (`auto_renew` False).
 - ON_HOLD, PAUSED, EXPIRED, PENDING, PENDING_PURCHASE_CANCELED: no access now. Their
   `expiryTime` may lie ahead (a pause starts at the period's end), so the fact ends access at
