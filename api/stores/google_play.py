@@ -145,9 +145,9 @@ def store_key(ctx: Context, client: Client, app_id: str, token: str, purchase: M
     Every grant is recorded under its chain's first token, so the first token on the way back
     that the ledger holds is the key (usually the one the purchase links to, no API call).
     Google names one hop per resource: when the ledger knows none, earlier tokens are read in
-    turn, and the earliest Google still answers for is the key (tokens stay readable until 60
-    days after expiry; by then the ledger has the chain's grant). Any token of a chain thus
-    resolves to one key, whichever of them is seen first."""
+    turn, and the earliest token named is the key, even one Google no longer answers for
+    (tokens stay readable until 60 days after expiry). Any token of a chain thus resolves to
+    one key, whichever of them is seen first."""
     seen = [token]
     linked = purchase.get("linkedPurchaseToken")
     while isinstance(linked, str) and linked and linked not in seen and len(seen) <= MAX_CHAIN:
@@ -190,7 +190,7 @@ def read_subscription(ctx: Context, client: Client, app: AppStores, token: str, 
     acknowledge = None
     if gp.subscription_pending_acknowledgement(purchase) and fact.product_id:
         product = fact.product_id
-        acknowledge = _after_commit(lambda: client.acknowledge_subscription(product, token), token)
+        acknowledge = _acknowledging(lambda: client.acknowledge_subscription(product, token), token)
     return Read(Effect(app.app_id, fact, events), acknowledge)
 
 
@@ -204,14 +204,15 @@ def read_product(ctx: Context, client: Client, app: AppStores, product_id: str, 
 
     acknowledge = None
     if gp.product_pending_acknowledgement(purchase):
-        acknowledge = _after_commit(lambda: client.acknowledge_product(product_id, token), token)
+        acknowledge = _acknowledging(lambda: client.acknowledge_product(product_id, token), token)
     return Read(Effect(app.app_id, fact, events), acknowledge)
 
 
-def _after_commit(step: Callable[[], None], token: str) -> Callable[[], None]:
-    """Acknowledging runs once the ledger holds the purchase; a failure is logged, not answered
-    (the purchase is recorded, and the next receipt or notification of it acknowledges again,
-    within Google's three days)."""
+def _acknowledging(step: Callable[[], None], token: str) -> Callable[[], None]:
+    """The acknowledgement as a step that never fails its caller: a receipt runs it once the
+    ledger committed, a notification before applying (the purchase is Google's either way). A
+    failure is logged, not answered: the purchase stays pending at Google, so the next receipt
+    or notification of it acknowledges again, within Google's three days."""
 
     def run() -> None:
         try:

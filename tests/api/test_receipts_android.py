@@ -270,3 +270,16 @@ def test_a_service_account_google_refuses_is_502(
     answer = client.post("/api/paywall/receipt", json=receipt("tok-active"), headers=headers(workspace))
     assert answer.status_code == 502
     assert play.calls.token_refused == 1 and play.calls.gets == []
+
+
+def test_a_failed_acknowledgement_keeps_the_verdict_and_is_retried_by_the_next_receipt(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any]
+) -> None:
+    play.subscriptions["tok-ack"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 20 * DAY)
+    play.acknowledge_status = 503
+    first = gateway.post("/api/paywall/receipt", json=receipt("tok-ack"), headers=headers(workspace))
+    assert first.status_code == 200 and first.json["active"] is True
+    assert play.calls.acknowledged == []
+    play.acknowledge_status = None
+    gateway.post("/api/paywall/receipt", json=receipt("tok-ack"), headers=headers(workspace))
+    assert play.calls.acknowledged == [("subscriptions", "pro_monthly", "tok-ack")]

@@ -156,6 +156,7 @@ class FakeGooglePlay:
         self.products: dict[tuple[str, str], dict[str, Any]] = {}
         self.calls = Calls()
         self.delay_s = 0.0
+        self.acknowledge_status: int | None = None  # answer acknowledgements with this error status
         self._issued: set[str] = set()
         self._lock = threading.Lock()
         self._account_key, self._account_pem = _rsa_pem()
@@ -285,6 +286,8 @@ class FakeGooglePlay:
         return self._error(404, "NOT_FOUND", "Not Found")
 
     def _acknowledge(self, kind: str, product_id: str, token: str) -> Response:
+        if self.acknowledge_status is not None:
+            return self._error(self.acknowledge_status, "UNAVAILABLE", "The service is currently unavailable.")
         if kind == "subscriptions":
             sub = self.subscriptions.get(token)
             if sub is None or sub["lineItems"][0]["productId"] != product_id:
