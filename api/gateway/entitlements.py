@@ -40,6 +40,9 @@ class ReceiptBody(BaseModel):
     )
     packageName: str | None = Field(None, min_length=1, max_length=255)
     purchaseToken: str | None = Field(None, min_length=1, max_length=4096)
+    productId: str | None = Field(
+        None, min_length=1, max_length=255, description="Google Play one-time products: the product id."
+    )
 
     @model_validator(mode="after")
     def _provider_fields(self) -> ReceiptBody:
@@ -90,7 +93,7 @@ def _verify(body: ReceiptBody) -> VerifiedPurchase:
             assert body.signedTransactionInfo is not None
             return apple.verify_receipt(ctx, body.signedTransactionInfo)
         assert body.packageName is not None and body.purchaseToken is not None
-        return google_play.verify_receipt(ctx, body.packageName, body.purchaseToken)
+        return google_play.verify_receipt(ctx, body.packageName, body.purchaseToken, body.productId)
     except ReceiptRejected as e:
         raise ApiError(422, str(e)) from None
     except (StoreUnavailable, StoreTimeout) as e:

@@ -1,10 +1,286 @@
-"""Placeholder until the store's verification lands (issue 17)."""
+"""Google Play purchases, read with the Play Developer API (`google-api-python-client`).
+
+Each app's service account (`flokit admin apps stores --android-service-account FILE`) signs
+its own OAuth token requests (`google-auth`, at the key file's `token_uri`); the API is at
+`FLOKIT_GOOGLE_PLAY_API_URL`. Both can be on 127.0.0.1 (the tests' fakes).
+
+Every call has `passthrough_timeout_s` (the spec's 10 s downstream limit) as its socket timeout,
+set on the `httplib2.Http` each call gets: httplib2 objects are not thread-safe and have no
+per-request timeout, so the built service (static discovery, parsed once per app) is cached and
+each call runs on a fresh `AuthorizedHttp`. No answer in time: `StoreTimeout` (504); a refused
+connection, a 5xx or a 429: `StoreUnavailable` (502); 400/404/410 (a token Google does not know
+for this app): the purchase is not vouched for.
+"""
 
 from __future__ import annotations
 
-from api.processor.framework import Context
+import hashlib
+import http.client
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import google_auth_httplib2  # type: ignore[import-untyped]  # no type information shipped
+import httplib2  # type: ignore[import-untyped]
+from google.auth import exceptions as auth_exceptions
+from google.oauth2 import service_account
+from googleapiclient import discovery  # type: ignore[import-untyped]
+from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
+
+from api.processor.framework import Context, StoreTimeout, StoreUnavailable
 from api.stores import ReceiptRejected, VerifiedPurchase
+from transforms.entitlements.effects import Effect
+from transforms.entitlements.facts import ANDROID_STORE, StoreFact
+from transforms.stores import google_play as gp
+from warehouse.db import utcnow
+from warehouse.entitlements import ledger, stores
+from warehouse.entitlements.stores import AppStores
+
+log = logging.getLogger("flokit.stores.google_play")
+
+SCOPE = "https://www.googleapis.com/auth/androidpublisher"
+NOT_FOUND = (400, 404, 410)  # an invalid or unknown token, or one past its 60 days after expiry
+MAX_CHAIN = 10  # linkedPurchaseToken hops followed to find a subscription's first token
 
 
-def verify_receipt(ctx: Context, *args: str) -> VerifiedPurchase:
-    raise ReceiptRejected("Verification with this store is not available yet")
+class NotFound(Exception):
+    """Google does not know this token (for this app and product)."""
+
+
+@dataclass
+class Client:
+    """One app's Play Developer API: the service built once, credentials refreshed as needed."""
+
+    package: str
+    service: Any
+    credentials: service_account.Credentials
+    timeout: float
+
+    def _http(self) -> google_auth_httplib2.AuthorizedHttp:
+        return google_auth_httplib2.AuthorizedHttp(self.credentials, http=httplib2.Http(timeout=self.timeout))
+
+    def call(self, request: Any) -> dict[str, Any]:
+        """Execute one API request: the store's answer, or the error it maps to."""
+        try:
+            answer: dict[str, Any] = request.execute(http=self._http(), num_retries=0)
+        except HttpError as e:
+            status = int(e.resp.status)
+            if status in NOT_FOUND:
+                raise NotFound(e.reason or str(status)) from None
+            if status in (401, 403):
+                raise StoreUnavailable(
+                    f"Google Play refused the app's service account ({status}): grant it access to the app in "
+                    "Play Console (Users and permissions)"
+                ) from None
+            raise StoreUnavailable(f"Google Play answered {status}") from None
+        except TimeoutError:  # socket.timeout
+            raise StoreTimeout(f"Google Play did not answer within {self.timeout:g} s") from None
+        except auth_exceptions.RefreshError as e:
+            raise StoreUnavailable(f"Google's token endpoint refused the app's service account: {e}") from None
+        except auth_exceptions.TransportError as e:
+            if isinstance(e.__cause__ or e.__context__, TimeoutError):
+                raise StoreTimeout(f"Google did not answer within {self.timeout:g} s") from None
+            raise StoreUnavailable(f"Google is unreachable: {e}") from None
+        except (OSError, httplib2.HttpLib2Error, http.client.HTTPException) as e:
+            raise StoreUnavailable(f"Google Play is unreachable: {type(e).__name__}") from None
+        return answer
+
+    def subscription(self, token: str) -> dict[str, Any]:
+        purchases = self.service.purchases().subscriptionsv2()
+        return self.call(purchases.get(packageName=self.package, token=token))
+
+    def product(self, product_id: str, token: str) -> dict[str, Any]:
+        purchases = self.service.purchases().products()
+        return self.call(purchases.get(packageName=self.package, productId=product_id, token=token))
+
+    def acknowledge_subscription(self, product_id: str, token: str) -> None:
+        purchases = self.service.purchases().subscriptions()
+        self.call(purchases.acknowledge(packageName=self.package, subscriptionId=product_id, token=token, body={}))
+
+    def acknowledge_product(self, product_id: str, token: str) -> None:
+        purchases = self.service.purchases().products()
+        self.call(purchases.acknowledge(packageName=self.package, productId=product_id, token=token, body={}))
+
+
+def client_for(ctx: Context, app: AppStores) -> Client:
+    """The app's client, cached per process under its credentials (a rotated key builds anew)."""
+    if not ctx.settings.instance_key:
+        raise ReceiptRejected("No instance key is configured here to unseal the app's Google credentials")
+    with ctx.database.read() as conn:
+        info = stores.android_credentials(conn, app_id=app.app_id, instance_key=ctx.settings.instance_key)
+    if info is None or not app.android_package:
+        raise ReceiptRejected(
+            f"No tenant provisioned for this Android app: set its package and service account with "
+            f"`flokit admin apps stores --app {app.app_id}`"
+        )
+    digest = hashlib.sha256(json.dumps(info, sort_keys=True).encode("utf-8")).hexdigest()
+    key = f"google_play:{app.app_id}:{digest}:{ctx.settings.google_play_api_url}:{ctx.settings.passthrough_timeout_s}"
+    found = ctx.cache.get(key)
+    if isinstance(found, Client):
+        return found
+    try:
+        credentials = service_account.Credentials.from_service_account_info(info, scopes=[SCOPE])
+    except (ValueError, KeyError) as e:
+        raise ReceiptRejected(f"The app's Google service account key cannot be used: {e}") from None
+    timeout = ctx.settings.passthrough_timeout_s
+    service = discovery.build(
+        "androidpublisher",
+        "v3",
+        http=google_auth_httplib2.AuthorizedHttp(credentials, http=httplib2.Http(timeout=timeout)),
+        client_options={"api_endpoint": ctx.settings.google_play_api_url},
+        static_discovery=True,
+        cache_discovery=False,
+    )
+    client = Client(app.android_package, service, credentials, timeout)
+    ctx.cache[key] = client
+    return client
+
+
+def store_key(ctx: Context, client: Client, app_id: str, token: str, purchase: Mapping[str, Any]) -> str:
+    """The subscription's lasting key: the first purchase token of its `linkedPurchaseToken` chain.
+
+    Every grant is recorded under its chain's first token, so the first token on the way back
+    that the ledger holds is the key (usually the one the purchase links to, no API call).
+    Google names one hop per resource: when the ledger knows none, earlier tokens are read in
+    turn, and the earliest token named is the key, even one Google no longer answers for
+    (tokens stay readable until 60 days after expiry). Any token of a chain thus resolves to
+    one key, whichever of them is seen first."""
+    seen = [token]
+    linked = purchase.get("linkedPurchaseToken")
+    while isinstance(linked, str) and linked and linked not in seen and len(seen) <= MAX_CHAIN:
+        with ctx.database.read() as conn:
+            grant = ledger.grant_for(conn, app_id=app_id, source=ANDROID_STORE, store_key=linked)
+        if grant is not None:
+            return str(grant.store_key)
+        seen.append(linked)
+        try:
+            linked = client.subscription(linked).get("linkedPurchaseToken")
+        except NotFound:
+            break
+    return seen[-1]
+
+
+@dataclass(frozen=True)
+class Read:
+    """A purchase as Google states it now, mapped: its effect and whether it awaits acknowledgement."""
+
+    effect: Effect | None  # None: nothing to apply (a subscription replaced by a newer purchase)
+    acknowledge: Callable[[], None] | None
+    note: str = ""
+
+
+def read_subscription(ctx: Context, client: Client, app: AppStores, token: str, *, now: datetime) -> Read:
+    """`subscriptionsv2.get`, mapped (`NotFound` propagates)."""
+    purchase = client.subscription(token)
+    if gp.replaced(purchase):
+        return Read(None, None, "replaced by a newer purchase, whose notifications carry its state")
+    try:
+        fact = gp.subscription_fact(
+            purchase, store_key=store_key(ctx, client, app.app_id, token, purchase), stated_at=now
+        )
+    except gp.UnexpectedPayload as e:
+        raise StoreUnavailable(f"Google Play answered an unreadable subscription: {e}") from None
+
+    def events(user: str | None) -> list[Any]:
+        return gp.subscription_events(purchase, fact, workspace_id=app.workspace_id, user_id=user, received_at=now)
+
+    acknowledge = None
+    if gp.subscription_pending_acknowledgement(purchase) and fact.product_id:
+        product = fact.product_id
+        acknowledge = _acknowledging(lambda: client.acknowledge_subscription(product, token), token)
+    return Read(Effect(app.app_id, fact, events), acknowledge)
+
+
+def read_product(ctx: Context, client: Client, app: AppStores, product_id: str, token: str, *, now: datetime) -> Read:
+    """`products.get`, mapped (`NotFound` propagates)."""
+    purchase = client.product(product_id, token)
+    fact = gp.product_fact(purchase, purchase_token=token, product_id=product_id, stated_at=now)
+
+    def events(user: str | None) -> list[Any]:
+        return gp.product_events(purchase, fact, workspace_id=app.workspace_id, user_id=user, received_at=now)
+
+    acknowledge = None
+    if gp.product_pending_acknowledgement(purchase):
+        acknowledge = _acknowledging(lambda: client.acknowledge_product(product_id, token), token)
+    return Read(Effect(app.app_id, fact, events), acknowledge)
+
+
+def _acknowledging(step: Callable[[], None], token: str) -> Callable[[], None]:
+    """The acknowledgement as a step that never fails its caller: a receipt runs it once the
+    ledger committed, a notification before applying (the purchase is Google's either way). A
+    failure is logged, not answered: the purchase stays pending at Google, so the next receipt
+    or notification of it acknowledges again, within Google's three days."""
+
+    def run() -> None:
+        try:
+            step()
+        except Exception as e:  # StoreUnavailable, StoreTimeout: the verdict stands
+            log.warning("acknowledging a Google Play purchase failed", extra={"token_sha256": _digest(token),
+                                                                                "error": str(e)})  # fmt: skip
+
+    return run
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
+
+
+def app_for_package(ctx: Context, package_name: str) -> AppStores:
+    with ctx.database.read() as conn:
+        app = stores.app_for_package(conn, package_name)
+    if app is None:
+        raise ReceiptRejected(f"No tenant provisioned for Android package {package_name!r}")
+    return app
+
+
+def verify_receipt(
+    ctx: Context, package_name: str, purchase_token: str, product_id: str | None = None
+) -> VerifiedPurchase:
+    """The purchase behind `purchase_token`, as Google states it now.
+
+    Subscriptions need only the token (`subscriptionsv2.get`); a one-time product's
+    `products.get` also needs its product id, which the receipt then carries as `productId`
+    (Play Billing's `Purchase.getProducts()`). A subscription that another purchase replaced is
+    refused: its successor's token states the purchase."""
+    app = app_for_package(ctx, package_name)
+    client = client_for(ctx, app)
+    now = utcnow()
+    try:
+        read = read_subscription(ctx, client, app, purchase_token, now=now)
+    except NotFound:
+        if not product_id:
+            raise ReceiptRejected(
+                "Google Play knows no subscription with this purchase token for this app (for a one-time product, "
+                "send its productId)"
+            ) from None
+        try:
+            read = read_product(ctx, client, app, product_id, purchase_token, now=now)
+        except NotFound:
+            raise ReceiptRejected("Google Play knows no purchase with this token for this app and product") from None
+    if read.effect is None:
+        raise ReceiptRejected("This subscription was replaced by a newer purchase: verify that purchase's token")
+    return VerifiedPurchase(stores=app, effect=read.effect, after_commit=read.acknowledge)
+
+
+def fact_of_grant(grant: Any) -> StoreFact:
+    """The ledger's state of a purchase, as a fact (what a voided notification amends)."""
+    return StoreFact(
+        source=grant.source,
+        store_key=grant.store_key,
+        product_id=grant.product_id,
+        kind=grant.kind,
+        channel=grant.channel,
+        environment=grant.environment,
+        stated_at=grant.stated_at,
+        expires_at=grant.expires_at,
+        grace_ends_at=grant.grace_ends_at,
+        revoked_at=grant.revoked_at,
+        revocation_reason=grant.revocation_reason,
+        in_trial=bool(grant.in_trial),
+        auto_renew=grant.auto_renew,
+        account_token=grant.account_token,
+        transaction_id=grant.transaction_id,
+    )

@@ -1,0 +1,308 @@
+"""Google Play real-time developer notifications through the gateway path `/webhooks/android_store`.
+
+Pub/Sub's push is played with real OIDC id tokens signed by the fake's key (served at the
+configured certificates URL) or with the app's push token in the URL; the processor reads the
+purchase's state from the fake Play Developer API, as Google says to.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from cryptography.hazmat.primitives.asymmetric import rsa
+from flask.testing import FlaskClient
+
+from api.app import create_app
+from api.processor.framework import Context, replay
+from tests.providers.google_play_fake import (
+    PUSH_AUDIENCE,
+    FakeGooglePlay,
+    developer_notification,
+    product,
+    provision,
+    push_body,
+    settings_for,
+    subscription,
+)
+from warehouse.db import Database
+from warehouse.entitlements import ledger
+from warehouse.entitlements.tables import store_notifications
+from warehouse.events.tables import landed_events
+from warehouse.settings import Settings
+
+PATH = "/webhooks/android_store"
+NOW = datetime.now(UTC)
+DAY = timedelta(days=1)
+ORDER = "GPA.3301-0000-1111-22222"
+# RTDN SubscriptionNotification.notificationType values (Google's RTDN reference).
+RECOVERED, RENEWED, CANCELED, PURCHASED, EXPIRED = 1, 2, 3, 4, 13
+
+
+@pytest.fixture
+def play() -> Iterator[FakeGooglePlay]:
+    with FakeGooglePlay() as fake:
+        yield fake
+
+
+@pytest.fixture
+def push_token(db: Database, workspace: dict[str, Any], play: FakeGooglePlay) -> str:
+    return provision(db, workspace["app_id"], play)
+
+
+@pytest.fixture
+def gateway(settings: Settings, play: FakeGooglePlay, push_token: str) -> FlaskClient:
+    return create_app(settings_for(settings, play)).test_client()
+
+
+def stranger() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def sub_note(token: str, kind: int) -> dict[str, Any]:
+    return {"subscriptionNotification": {"version": "1.0", "notificationType": kind, "purchaseToken": token}}
+
+
+def push(client: FlaskClient, play: FakeGooglePlay, note: dict[str, Any], message_id: str, *,
+         bearer: str | None = None, query: str = "", package: str | None = None) -> Any:  # fmt: skip
+    body = push_body(developer_notification(package or play.package, **note), message_id)
+    auth = bearer if bearer is not None else play.mint_id_token(PUSH_AUDIENCE)
+    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {auth}"} if auth else {})
+    return client.post(PATH + query, data=body, headers=headers)
+
+
+def buy(client: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], token: str, user: str = "user-1") -> None:
+    answer = client.post(
+        "/api/paywall/receipt",
+        json={"provider": "android_store", "packageName": play.package, "purchaseToken": token},
+        headers={"x-user-id": user, "x-app-key": workspace["app_key"]},
+    )
+    assert answer.status_code == 200, answer.json
+
+
+def entitled(client: FlaskClient, workspace: dict[str, Any], user: str = "user-1") -> bool:
+    answer = client.get("/api/paywall/entitlement", headers={"x-user-id": user, "x-app-key": workspace["app_key"]})
+    return bool(answer.json["active"])
+
+
+def stored(db: Database) -> int:
+    with db.read() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(store_notifications)).scalar_one())
+
+
+def events(db: Database) -> dict[str, Any]:
+    with db.read() as conn:
+        return {r.event_id: r for r in conn.execute(sa.select(landed_events))}
+
+
+def grant(db: Database, workspace: dict[str, Any], key: str) -> Any:
+    with db.read() as conn:
+        return ledger.grant_for(conn, app_id=workspace["app_id"], source="android_store", store_key=key)
+
+
+def test_a_renewal_reads_the_state_from_google_and_extends_access(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + DAY)
+    buy(gateway, play, workspace, "tok-1")
+    renewed_until = NOW + 31 * DAY
+    play.subscriptions["tok-1"] = subscription(
+        "SUBSCRIPTION_STATE_ACTIVE", expires=renewed_until, order=ORDER + "..0", acknowledged=True
+    )
+
+    answer = push(gateway, play, sub_note("tok-1", RENEWED), "msg-renew-1")
+
+    assert answer.status_code == 200, answer.json
+    assert answer.json["status"] == "applied"
+    assert abs(grant(db, workspace, "tok-1").expires_at - renewed_until) < timedelta(milliseconds=1)
+    with db.read() as conn:
+        two_days_on = ledger.current(conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"],
+                                     user_id="user-1", now=NOW + 2 * DAY)  # fmt: skip
+    assert two_days_on.active  # would have lapsed without the renewal
+    renewal = events(db)[f"gp:{ORDER}..0:renewal"]
+    assert renewal.user_id == "user-1" and renewal.properties["revenue"] == 9.99
+    assert play.calls.gets.count("subscriptionsv2:tok-1") == 2  # the receipt's read, then the signal's
+
+
+def test_a_duplicate_message_is_applied_once(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + DAY, acknowledged=True)
+    first = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-dup")
+    again = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-dup")
+    assert (first.status_code, first.json["status"]) == (200, "applied")
+    assert (again.status_code, again.json["status"]) == (200, "duplicate")
+    assert stored(db) == 1
+    assert play.calls.gets.count("subscriptionsv2:tok-1") == 1
+
+
+def test_a_purchase_announced_before_its_receipt_is_recorded_acknowledged_and_linked_later(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.subscriptions["tok-new"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 30 * DAY)
+    assert push(gateway, play, sub_note("tok-new", PURCHASED), "msg-new").status_code == 200
+    assert grant(db, workspace, "tok-new").user_id is None
+    assert play.calls.acknowledged == [("subscriptions", "pro_monthly", "tok-new")]
+    buy(gateway, play, workspace, "tok-new")
+    assert grant(db, workspace, "tok-new").user_id == "user-1"
+    assert entitled(gateway, workspace)
+    assert len(play.calls.acknowledged) == 1
+
+
+def test_a_cancellation_keeps_access_until_expiry_and_lands_once(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 9 * DAY)
+    buy(gateway, play, workspace, "tok-1")
+    cancelled_at = (NOW - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    play.subscriptions["tok-1"] = subscription(
+        "SUBSCRIPTION_STATE_CANCELED", expires=NOW + 9 * DAY, auto_renew=False, acknowledged=True,
+        canceled={"userInitiatedCancellation": {"cancelTime": cancelled_at}},
+    )  # fmt: skip
+    assert push(gateway, play, sub_note("tok-1", CANCELED), "msg-cxl").status_code == 200
+    assert entitled(gateway, workspace)
+    assert grant(db, workspace, "tok-1").auto_renew is False
+    assert events(db)[f"gp:{ORDER}:cancellation"].user_id == "user-1"
+    play.subscriptions["tok-1"] = subscription(
+        "SUBSCRIPTION_STATE_EXPIRED", expires=NOW - timedelta(seconds=1), auto_renew=False, acknowledged=True,
+        canceled={"userInitiatedCancellation": {}},
+    )  # fmt: skip
+    assert push(gateway, play, sub_note("tok-1", EXPIRED), "msg-exp").status_code == 200
+    assert not entitled(gateway, workspace)
+
+
+def test_a_voided_purchase_is_inactive_at_once_with_a_refund(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 20 * DAY)
+    buy(gateway, play, workspace, "tok-1")
+    assert entitled(gateway, workspace)
+    void = {"voidedPurchaseNotification": {"purchaseToken": "tok-1", "orderId": ORDER, "productType": 1,
+                                           "refundType": 1}}  # fmt: skip
+    answer = push(gateway, play, void, "msg-void")
+    assert answer.status_code == 200, answer.json
+    assert not entitled(gateway, workspace)
+    revoked = grant(db, workspace, "tok-1")
+    assert revoked.revoked_at is not None and revoked.product_id == "pro_monthly"
+    refund = events(db)[f"gp:{ORDER}:refund"]
+    assert refund.user_id == "user-1" and refund.properties["revenue"] is None
+
+
+def test_a_test_notification_is_200_and_not_stored(gateway: FlaskClient, play: FakeGooglePlay, db: Database) -> None:
+    answer = push(gateway, play, {"testNotification": {"version": "1.0"}}, "msg-test")
+    assert answer.status_code == 200 and answer.json["status"] == "ignored"
+    assert stored(db) == 0
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        pytest.param(lambda play: play.mint_id_token("https://someone-else.test/push"), id="other-audience"),
+        pytest.param(lambda play: play.mint_id_token(PUSH_AUDIENCE, expires_in=-600), id="expired"),
+        pytest.param(lambda play: play.mint_id_token(PUSH_AUDIENCE, email_verified=False), id="unverified-email"),
+        pytest.param(lambda play: play.mint_id_token(PUSH_AUDIENCE, issuer="https://evil.test"), id="other-issuer"),
+        pytest.param(lambda play: play.mint_id_token(PUSH_AUDIENCE, key=stranger()), id="other-key"),
+        pytest.param(lambda play: "", id="none"),
+    ],
+)
+def test_an_unverifiable_push_is_401_and_nothing_is_stored_or_applied(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database, token: Any
+) -> None:
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + DAY)
+    answer = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-bad", bearer=token(play))
+    assert answer.status_code == 401
+    assert stored(db) == 0
+    assert grant(db, workspace, "tok-1") is None
+    assert play.calls.gets == []
+
+
+def test_the_push_token_in_the_url_authenticates_its_own_app_only(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database, push_token: str
+) -> None:
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + DAY, acknowledged=True)
+    wrong = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-q1", bearer="", query="?token=not-the-token")
+    assert wrong.status_code == 401
+    other_package = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-q2", bearer="",
+                         query=f"?token={push_token}", package="com.other.app")  # fmt: skip
+    assert other_package.status_code == 401
+    assert stored(db) == 0
+    right = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-q3", bearer="", query=f"?token={push_token}")
+    assert right.status_code == 200, right.json
+    assert grant(db, workspace, "tok-1") is not None
+
+
+def test_an_authenticated_but_malformed_push_is_400(gateway: FlaskClient, play: FakeGooglePlay, db: Database) -> None:
+    bearer = {"Authorization": f"Bearer {play.mint_id_token(PUSH_AUDIENCE)}", "Content-Type": "application/json"}
+    answer = gateway.post(PATH, data=json.dumps({"message": {"data": "%%%"}}), headers=bearer)
+    assert answer.status_code == 400
+    # Unauthenticated, the body is not even read.
+    assert gateway.post(PATH, data=b"{}", headers={"Content-Type": "application/json"}).status_code == 401
+    assert stored(db) == 0
+
+
+def test_google_unreachable_is_5xx_and_the_notification_waits_for_replay(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + DAY, acknowledged=True)
+    play.delay_s = 4.0  # longer than the 3 s the gateway waits
+    answer = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-slow")
+    assert answer.status_code == 504
+    assert stored(db) == 1 and grant(db, workspace, "tok-1") is None
+    play.delay_s = 0
+    retried = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-slow")  # Pub/Sub redelivers
+    assert retried.status_code == 200 and retried.json["status"] == "applied"
+    assert grant(db, workspace, "tok-1") is not None
+
+
+def test_replay_applies_stored_notifications_again_without_their_time_bound_token(
+    settings: Settings, gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + DAY, acknowledged=True)
+    play.delay_s = 4.0
+    assert push(gateway, play, sub_note("tok-1", PURCHASED), "msg-replay").status_code == 504
+    play.delay_s = 0
+    # Replayed later, once the OIDC token has long expired: the stored bytes were verified on receipt.
+    ctx = Context(settings=settings_for(settings, play), database=db)
+    result = replay(ctx, provider="android_store", since=NOW - DAY)
+    assert (result.applied, result.failed) == (1, 0), result.errors
+    assert grant(db, workspace, "tok-1").expires_at > NOW
+
+
+def test_a_recovery_from_account_hold_restores_access(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ON_HOLD", expires=NOW - DAY, acknowledged=True)
+    buy(gateway, play, workspace, "tok-1")
+    assert not entitled(gateway, workspace)
+    play.subscriptions["tok-1"] = subscription(
+        "SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 30 * DAY, order=ORDER + "..1", acknowledged=True
+    )
+    assert push(gateway, play, sub_note("tok-1", RECOVERED), "msg-recovered").status_code == 200
+    assert entitled(gateway, workspace)
+
+
+def test_one_time_products_are_read_acknowledged_and_voided(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    play.products[("lifetime_unlock", "tok-p")] = product(account_id="user-1")
+    note = {"oneTimeProductNotification": {"version": "1.0", "notificationType": 1, "purchaseToken": "tok-p",
+                                           "sku": "lifetime_unlock"}}  # fmt: skip
+    assert push(gateway, play, note, "msg-otp").status_code == 200
+    assert play.calls.acknowledged == [("products", "lifetime_unlock", "tok-p")]
+    assert grant(db, workspace, "tok-p").kind == "lifetime"
+    answer = gateway.post(
+        "/api/paywall/receipt",
+        json={"provider": "android_store", "packageName": play.package, "purchaseToken": "tok-p",
+              "productId": "lifetime_unlock"},
+        headers={"x-user-id": "user-1", "x-app-key": workspace["app_key"]},
+    )  # fmt: skip
+    assert answer.status_code == 200 and entitled(gateway, workspace)
+    void = {"voidedPurchaseNotification": {"purchaseToken": "tok-p", "orderId": "GPA.3301-9999-8888-77777",
+                                           "productType": 2, "refundType": 1}}  # fmt: skip
+    assert push(gateway, play, void, "msg-otp-void").status_code == 200
+    assert not entitled(gateway, workspace)
+    assert "gp:GPA.3301-9999-8888-77777:refund" in events(db)
