@@ -8,9 +8,8 @@ import sqlalchemy as sa
 
 from tests.transforms.test_paywall import document
 from warehouse import audit
-from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
-from warehouse.paywalls import configs, entitlements
+from warehouse.paywalls import configs
 from warehouse.tables import apps
 
 
@@ -66,15 +65,3 @@ def test_concurrent_publishes_get_distinct_versions(db: Database, workspace: dic
     with db.read() as conn:
         live = configs.live(conn, app_id=app_id, paywall_id="race")
     assert live is not None and live.version == 8
-
-
-def test_an_entitlement_is_read_only_within_its_workspace(db: Database, workspace: dict[str, Any]) -> None:
-    ws, app = workspace["workspace_id"], workspace["app_id"]
-    with db.write() as conn:
-        entitlements.record(
-            conn, workspace_id=ws, app_id=app, user_id="u1", active=True, provider="ios_store", product_id="p"
-        )
-        other = bootstrap(conn, name="Other Co")["workspace_id"]
-    with db.read() as conn:
-        assert entitlements.current(conn, workspace_id=ws, app_id=app, user_id="u1").active is True
-        assert entitlements.current(conn, workspace_id=other, app_id=app, user_id="u1").source == "none"
