@@ -263,9 +263,39 @@ KINDS: dict[str, IntegrationKind] = {
             ),
         ),
         IntegrationKind(
-            "ios_store_connect", vendor="App Store", produces="events", default_base_url="", available=False
+            "ios_store_connect",
+            vendor="App Store",
+            produces="events",
+            default_base_url="https://api.storekit.apple.com",
+            fields=(
+                Field(
+                    "issuer_id",
+                    required=True,
+                    doc="the In-App Purchase key's issuer id (App Store Connect, Users and Access, Integrations)",
+                ),
+                Field("key_id", required=True, doc="the In-App Purchase key's id"),
+                Field("private_key", required=True, secret=True, doc="the In-App Purchase key (.p8 file's text, PEM)"),
+                Field(
+                    "app_id",
+                    required=True,
+                    doc="the FloKit app (app_...) whose store identities (bundle id, environment) the history is for",
+                ),
+            ),
         ),
-        IntegrationKind("android_store", vendor="Google Play", produces="events", default_base_url="", available=False),
+        IntegrationKind(
+            "android_store",
+            vendor="Google Play",
+            produces="events",
+            default_base_url="https://androidpublisher.googleapis.com",
+            fields=(
+                Field(
+                    "app_id",
+                    required=True,
+                    doc="the FloKit app (app_...) whose package and service account (`flokit admin apps stores`) "
+                    "the sync uses",
+                ),
+            ),
+        ),
     )
 }
 INTEGRATION_TYPES = tuple(KINDS)

@@ -33,7 +33,9 @@ from warehouse.webhooks.outbox import emit_event
 SEAL_PURPOSE = "integration-credentials"
 # Types whose `app_id` option names a FloKit app (the ledger their notifications update); other
 # types' `app_id` is the provider's own (AppsFlyer's app id).
-FLOKIT_APP_TYPES = frozenset({"payment_processor", "subscription_provider_a", "subscription_provider_b"})
+FLOKIT_APP_TYPES = frozenset(
+    {"payment_processor", "subscription_provider_a", "subscription_provider_b", "ios_store_connect", "android_store"}
+)
 HISTORY_LIMIT = 20
 
 

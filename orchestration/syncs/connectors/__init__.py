@@ -41,12 +41,16 @@ _MODULES: dict[str, str] = {
     "subscription_provider_b": "orchestration.syncs.connectors.subscription_provider_b",
     "warehouse": "orchestration.syncs.connectors.warehouse",
     "payment_processor": "orchestration.syncs.connectors.payment_processor",
+    "ios_store_connect": "orchestration.syncs.connectors.ios_store_connect",
+    "android_store": "orchestration.syncs.connectors.android_store",
 }
 # Types that can be connected before their sync exists (their notifications are processed on
 # their own): `--check` and every sync answer this, as a failure the operator can read.
 _NOT_BUILT: dict[str, str] = {
     "payment_processor": "the payment processor (Stripe) sync is not built yet; its webhook notifications "
     "are processed without it",
+    "ios_store_connect": "the App Store notification history sync is not built yet",
+    "android_store": "the Google Play sync is not built yet",
 }
 
 
