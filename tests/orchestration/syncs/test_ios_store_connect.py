@@ -24,12 +24,14 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from orchestration.syncs.connectors.ios_store_connect import CONNECTOR, STATE_KEY, AppStoreConnect
-from tests.api.ios_support import active, landed, notify, pki_settings_fields, receipt, set_up_ios
+from orchestration.syncs.execute import execute_sync
+from tests.api.ios_support import INSTANCE_KEY, active, landed, notify, pki_settings_fields, receipt, set_up_ios
 from tests.providers.apple_pki import BUNDLE_ID, DAY_MS, ApplePki, now_ms, renewal, transaction
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database, utcnow
 from warehouse.entitlements import ledger
+from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
 from warehouse.settings import Settings
@@ -476,3 +478,43 @@ def test_an_app_without_a_bundle_id_or_of_another_workspace_is_a_config_failure(
         _sync(fake, db, elsewhere, key, tmp_path)
     assert failure.value.code == "config" and "not an app of this workspace" in failure.value.message
     assert fake.seen == []
+
+
+def test_run_by_the_framework_the_cursor_persists_and_a_refused_key_puts_the_integration_in_error(
+    db: Database,
+    ios: dict[str, Any],
+    fake: FakeAppStore,
+    key: tuple[str, ec.EllipticCurvePublicKey],
+    pki: ApplePki,
+    tmp_path: Path,
+) -> None:
+    fake.history = [pki.notification("SUBSCRIBED", "INITIAL_BUY", txn=_purchase(8))]
+
+    def run(private_key: str) -> tuple[Any, str]:
+        with db.write() as conn:
+            integration = repo.connect(
+                conn,
+                workspace_id=ios["workspace_id"],
+                integration_type=TYPE,
+                config=_config(fake, ios, private_key),
+                instance_key=INSTANCE_KEY,
+                actor="ops@example.com",
+            )
+            sync, _ = repo.request_sync(conn, integration_id=integration.id)
+        outcome = execute_sync(db, Lake(tmp_path / "lake"), INSTANCE_KEY, sync.id, "run-1")
+        return outcome, integration.id
+
+    outcome, integration_id = run(key[0])
+    assert outcome is not None and outcome.status == "succeeded" and outcome.records == 1
+    with db.write() as conn:
+        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+    fake.seen.clear()
+    again = execute_sync(db, Lake(tmp_path / "lake"), INSTANCE_KEY, sync.id, "run-2")
+    assert again is not None and again.status == "succeeded" and again.records == 0
+    assert fake.seen[0]["body"]["startDate"] > _ms_ago(1)  # from the persisted cursor, not 180 days back
+    with db.write() as conn:
+        repo.disconnect(conn, integration_id=integration_id, actor="ops@example.com")
+    refused, refused_id = run(_p8()[0])
+    assert refused is not None and refused.status == "failed" and refused.error_code == "auth"
+    with db.read() as conn:
+        assert repo.get_integration(conn, integration_id=refused_id).status == "error"
