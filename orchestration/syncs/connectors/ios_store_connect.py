@@ -13,9 +13,9 @@ online checks `FLOKIT_APPLE_ONLINE_CHECKS`) and mapped by the notifications' own
 notification that did arrive and its history record land once, and re-applying a statement the
 ledger has already seen changes nothing (the newest statement wins).
 
-The window runs from the previous sync's `endDate` (`target.state`), less an hour of overlap
-(a record dated just before the previous end may reach Apple's history after it was read), to
-now; the first sync reads everything Apple keeps. A record whose signature does not verify is
+The window runs from the previous sync's `endDate` (`target.state`), less an hour of overlap, to
+now (Apple does not say how soon a notification shows in the history, and reading one twice is
+harmless); the first sync reads everything Apple keeps. A record whose signature does not verify is
 not Apple's word for this app: it is skipped, counted and logged, never applied.
 
 Apple's library (`AppStoreServerAPIClient`: the ES256 JWT, the request, the decoding) raises
@@ -56,8 +56,8 @@ from warehouse.settings import Settings
 TYPE = "ios_store_connect"
 STATE_KEY = "notification_history"  # state: {"end_ms": the last window's endDate, ...counts}
 RETENTION_DAYS = {"Production": 180, "Sandbox": 30}  # Get Notification History's documented reach
-# Not the very edge of the retention: Apple's clock and ours differ, and a startDate beyond the
-# 180 days is refused (InvalidStartDateError).
+# Not the very edge of the retention: Apple's clock and ours differ, and a startDate beyond it is
+# refused (StartDateTooFarInPastError, 4000012).
 RETENTION_MARGIN = timedelta(minutes=10)
 OVERLAP = timedelta(hours=1)
 CHECK_SPAN = timedelta(hours=1)
