@@ -141,3 +141,30 @@ def test_one_integration_per_workspace_and_type_and_one_spend_source(db: Databas
     with db.write() as conn:
         repo.disconnect(conn, integration_id=first, actor="ops@example.com")
     assert connect(db, ws) == first  # connected again: same id
+
+
+def test_the_app_store_sync_counts_the_stores_events(client: FlaskClient, db: Database, workspace: dict) -> None:
+    """`ios_store_connect` lands events as `ios_store` (the ids the receipts and notifications
+    share), and its `sync_stats` count them; another workspace's do not count."""
+    from datetime import UTC, datetime, timedelta
+
+    from transforms.events import canonical_event
+    from warehouse.events.landing import land
+
+    pem = "-----BEGIN PRIVATE KEY-----\nMIGTAgEAMBMG\n-----END PRIVATE KEY-----\n"
+    raw = {"issuer_id": "i", "key_id": "k", "private_key": pem, "app_id": workspace["app_id"]}
+    integration_id = connect(db, workspace["workspace_id"], "ios_store_connect", raw)
+    now = datetime.now(UTC)
+    with db.write() as conn:
+        other = bootstrap(conn, name="Other")["workspace_id"]
+        events = [
+            canonical_event(
+                source="ios_store", workspace_id=ws, event_type="renewal", occurred_at=now - timedelta(days=2),
+                received_at=now, event_id=f"ios:{n}:renewal", user_id="u1",
+            )
+            for n, ws in ((1, workspace["workspace_id"]), (2, workspace["workspace_id"]), (3, other))
+        ]  # fmt: skip
+        land(conn, events)
+    detail = client.get(f"/v1/integrations/{integration_id}", headers=bearer(workspace["api_key_read_only"]))
+    stats = detail.json["integration"]["sync_stats"]
+    assert (stats["events_total"], stats["events_last_24h"]) == (2, 2)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-FieldKind = Literal["string", "integer", "url", "string_list"]
+FieldKind = Literal["string", "integer", "url", "string_list", "pem"]
 # What a sync of the type brings in, which is what its `sync_stats` count (docs/spec-decisions.md).
 Produces = Literal["events", "spend", "exports"]
 # Scheduled syncs run this often unless the type says otherwise (stored per integration at
@@ -274,7 +274,13 @@ KINDS: dict[str, IntegrationKind] = {
                     doc="the In-App Purchase key's issuer id (App Store Connect, Users and Access, Integrations)",
                 ),
                 Field("key_id", required=True, doc="the In-App Purchase key's id"),
-                Field("private_key", required=True, secret=True, doc="the In-App Purchase key (.p8 file's text, PEM)"),
+                Field(
+                    "private_key",
+                    kind="pem",
+                    required=True,
+                    secret=True,
+                    doc="the In-App Purchase key (.p8 file's text)",
+                ),
                 Field(
                     "app_id",
                     required=True,
@@ -365,6 +371,11 @@ def _check(f: Field, value: Any) -> Any:
         return value
     if not isinstance(value, str):
         raise ConfigProblem(f.name, "must be a string")
+    if f.kind == "pem":  # a key file's text, pasted whole: its final newline is part of the file
+        value = value.strip()
+        if not (value.startswith("-----BEGIN ") and "\n-----END " in value) or len(value) > MAX_STRING:
+            raise ConfigProblem(f.name, "must be a PEM key file's text (-----BEGIN ... -----END ...)")
+        return value
     if len(value) > MAX_STRING or value != value.strip():
         raise ConfigProblem(f.name, f"must be at most {MAX_STRING} characters, without surrounding spaces")
     if f.kind == "url":

@@ -1,7 +1,9 @@
 """`sync_stats`: what arrived through an integration (docs/spec-decisions.md says what counts).
 
 - Event kinds count the canonical events landed with the integration's type as `source`: for
-  the attribution providers that includes the vendor's ingest callbacks to the workspace. They
+  the attribution providers that includes the vendor's ingest callbacks to the workspace; the
+  store kinds count the store's events (`EVENT_SOURCE`), from receipts, notifications and syncs
+  alike, which share their ids and so land once. They
   are read where the events are: the lake's `canonical_events` (projected to four columns and
   filtered by workspace and source, so Parquet statistics skip most of it) and the landed rows
   not yet in the lake.
@@ -57,11 +59,16 @@ def sync_stats(conn: Connection, lake: Lake, integration: Integration, now: date
     return SyncStats(events_total=total, events_last_24h=recent, earliest_event_at=earliest)
 
 
+# The `source` of the events a kind's sync lands, where it is not the type itself.
+EVENT_SOURCE = {"ios_store_connect": "ios_store"}
+
+
 def _events(conn: Connection, lake: Lake, integration: Integration, now: datetime) -> tuple[int, int, datetime | None]:
     since = now - DAY
+    source = EVENT_SOURCE.get(integration.type, integration.type)
     in_lake = (
         scan_days(lake, CANONICAL_EVENTS)
-        .filter((pl.col("workspace_id") == integration.workspace_id) & (pl.col("source") == integration.type))
+        .filter((pl.col("workspace_id") == integration.workspace_id) & (pl.col("source") == source))
         .select(
             pl.len().alias("total"),
             (pl.col("received_at") >= since).sum().alias("recent"),
@@ -78,7 +85,7 @@ def _events(conn: Connection, lake: Lake, integration: Integration, now: datetim
         ).where(
             landed_events.c.in_lake.is_(False),
             landed_events.c.workspace_id == integration.workspace_id,
-            landed_events.c.source == integration.type,
+            landed_events.c.source == source,
         )
     ).one()
     earliest = [e for e in (in_lake["earliest"], pending[2]) if e is not None]

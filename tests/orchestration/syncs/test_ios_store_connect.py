@@ -52,7 +52,7 @@ def _p8() -> tuple[str, ec.EllipticCurvePublicKey]:
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode()
-    return pem.strip(), key.public_key()  # the config refuses surrounding whitespace (the file's last newline)
+    return pem, key.public_key()  # with its final newline, as the .p8 file has it
 
 
 def _signed_ms(payload: str) -> int:

@@ -60,3 +60,14 @@ def test_types_without_a_connector_cannot_be_connected_and_unknown_types_are_nam
 def test_a_hint_never_shows_more_than_four_characters_of_a_long_secret() -> None:
     assert secret_hint("sk_live_0123456789abcdef") == "…cdef"
     assert secret_hint("short") == "…"
+
+
+def test_a_pem_key_is_taken_as_the_file_has_it() -> None:
+    """A .p8 file ends with a newline; pasted whole, it is accepted (and kept without it)."""
+    pem = "-----BEGIN PRIVATE KEY-----\nMIGTAgEAMBMG\n-----END PRIVATE KEY-----\n"
+    config = validate_config(
+        "ios_store_connect", {"issuer_id": "i", "key_id": "k", "private_key": pem, "app_id": "app_x"}
+    )
+    assert config.get("private_key") == pem.strip()
+    with pytest.raises(ConfigProblem, match="private_key: must be a PEM key file's text"):
+        validate_config("ios_store_connect", {"issuer_id": "i", "key_id": "k", "private_key": "abc", "app_id": "a"})
