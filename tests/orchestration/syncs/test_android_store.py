@@ -103,8 +103,9 @@ def buy(client: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], to
 
 def entitled(client: FlaskClient, workspace: dict[str, Any], user: str) -> bool:
     answer = client.get("/api/paywall/entitlement", headers={"x-user-id": user, "x-app-key": workspace["app_key"]})
-    assert answer.status_code == 200, answer.json
-    return bool(answer.json["active"])
+    body = answer.json
+    assert answer.status_code == 200 and body is not None, body
+    return bool(body["active"])
 
 
 def events(db: Database) -> list[Any]:
@@ -366,4 +367,12 @@ def test_a_queued_sync_runs_with_the_instance_key_and_records_what_it_wrote(
     assert not entitled(gateway, workspace, "user-1")
     with db.read() as conn:
         state = conn.execute(sa.select(integrations.c.sync_state).where(integrations.c.id == integration.id)).scalar()
-    assert "voided_since" in state["google_play"]
+    assert state is not None and "voided_since" in state["google_play"]
+
+
+def test_an_app_with_nothing_voided_or_ending_syncs_to_nothing(
+    play: FakeGooglePlay, push_token: str, db: Database, workspace: dict[str, Any], tmp_path: Path
+) -> None:
+    target = sync(play, db, workspace, tmp_path)
+    assert target.records == 0 and events(db) == [] and grants(db) == []
+    assert len(play.calls.voided_lists) == 1 and play.calls.gets == []
