@@ -44,7 +44,7 @@ from api.processor.framework import (
 )
 from api.stores import ReceiptRejected
 from api.stores import google_play as play
-from transforms.entitlements.effects import Effect, Effects
+from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import ANDROID_STORE
 from transforms.stores import google_play as gp
 from warehouse.db import utcnow
@@ -207,17 +207,13 @@ def _voided(
             key = token
         with ctx.database.read() as conn:
             grant = ledger.grant_for(conn, app_id=app.app_id, source=ANDROID_STORE, store_key=key)
-    previous = play.fact_of_grant(grant) if grant is not None else None
+    previous = gp.fact_of_grant(grant) if grant is not None else None
     refund_type = void.get("refundType") if isinstance(void.get("refundType"), int) else None
-    fact = gp.voided_fact(
-        previous, store_key=key, product_type=product_type, voided_at=voided_at, refund_type=refund_type
-    )
     order = void.get("orderId") if isinstance(void.get("orderId"), str) and void.get("orderId") else None
-
-    def events(user: str | None) -> list[Any]:
-        return list(gp.refund_events(fact, order, workspace_id=app.workspace_id, user_id=user, received_at=now))
-
-    return Effects(effects=[Effect(app.app_id, fact, events)], note="voided purchase revoked")
+    effect = gp.voided_effect(previous, app_id=app.app_id, workspace_id=app.workspace_id, store_key=key,
+                              product_type=product_type, voided_at=voided_at, refund_type=refund_type,
+                              order_id=order, received_at=now)  # fmt: skip
+    return Effects(effects=[effect], note="voided purchase revoked")
 
 
 def handler_for(path: str) -> Handler:

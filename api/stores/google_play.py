@@ -23,17 +23,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import google_auth_httplib2  # type: ignore[import-untyped]  # no type information shipped
 import httplib2  # type: ignore[import-untyped]
 from google.auth import exceptions as auth_exceptions
 from google.oauth2 import service_account
-from googleapiclient import discovery  # type: ignore[import-untyped]
 from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
 
 from api.processor.framework import Context, StoreTimeout, StoreUnavailable
 from api.stores import ReceiptRejected, VerifiedPurchase
 from transforms.entitlements.effects import Effect
-from transforms.entitlements.facts import ANDROID_STORE, StoreFact
+from transforms.entitlements.facts import ANDROID_STORE
 from transforms.stores import google_play as gp
 from warehouse.db import utcnow
 from warehouse.entitlements import ledger, stores
@@ -41,9 +39,7 @@ from warehouse.entitlements.stores import AppStores
 
 log = logging.getLogger("flokit.stores.google_play")
 
-SCOPE = "https://www.googleapis.com/auth/androidpublisher"
 NOT_FOUND = (400, 404, 410)  # an invalid or unknown token, or one past its 60 days after expiry
-MAX_CHAIN = 10  # linkedPurchaseToken hops followed to find a subscription's first token
 
 
 class NotFound(Exception):
@@ -59,8 +55,8 @@ class Client:
     credentials: service_account.Credentials
     timeout: float
 
-    def _http(self) -> google_auth_httplib2.AuthorizedHttp:
-        return google_auth_httplib2.AuthorizedHttp(self.credentials, http=httplib2.Http(timeout=self.timeout))
+    def _http(self) -> Any:
+        return gp.authorized_http(self.credentials, self.timeout)
 
     def call(self, request: Any) -> dict[str, Any]:
         """Execute one API request: the store's answer, or the error it maps to."""
@@ -121,46 +117,31 @@ def client_for(ctx: Context, app: AppStores) -> Client:
     found = ctx.cache.get(key)
     if isinstance(found, Client):
         return found
-    try:
-        credentials = service_account.Credentials.from_service_account_info(info, scopes=[SCOPE])
-    except (ValueError, KeyError) as e:
-        raise ReceiptRejected(f"The app's Google service account key cannot be used: {e}") from None
     timeout = ctx.settings.passthrough_timeout_s
-    service = discovery.build(
-        "androidpublisher",
-        "v3",
-        http=google_auth_httplib2.AuthorizedHttp(credentials, http=httplib2.Http(timeout=timeout)),
-        client_options={"api_endpoint": ctx.settings.google_play_api_url},
-        static_discovery=True,
-        cache_discovery=False,
-    )
+    try:
+        credentials, service = gp.service_for(info, api_url=ctx.settings.google_play_api_url, timeout=timeout)
+    except ValueError as e:
+        raise ReceiptRejected(f"The app's Google service account key cannot be used: {e}") from None
     client = Client(app.android_package, service, credentials, timeout)
     ctx.cache[key] = client
     return client
 
 
 def store_key(ctx: Context, client: Client, app_id: str, token: str, purchase: Mapping[str, Any]) -> str:
-    """The subscription's lasting key: the first purchase token of its `linkedPurchaseToken` chain.
+    """The subscription's lasting key (`gp.resolve_store_key`), from the ledger, else through Google."""
 
-    Every grant is recorded under its chain's first token, so the first token on the way back
-    that the ledger holds is the key (usually the one the purchase links to, no API call).
-    Google names one hop per resource: when the ledger knows none, earlier tokens are read in
-    turn, and the earliest token named is the key, even one Google no longer answers for
-    (tokens stay readable until 60 days after expiry). Any token of a chain thus resolves to
-    one key, whichever of them is seen first."""
-    seen = [token]
-    linked = purchase.get("linkedPurchaseToken")
-    while isinstance(linked, str) and linked and linked not in seen and len(seen) <= MAX_CHAIN:
+    def held(linked: str) -> str | None:
         with ctx.database.read() as conn:
             grant = ledger.grant_for(conn, app_id=app_id, source=ANDROID_STORE, store_key=linked)
-        if grant is not None:
-            return str(grant.store_key)
-        seen.append(linked)
+        return None if grant is None else str(grant.store_key)
+
+    def linked_of(linked: str) -> object:
         try:
-            linked = client.subscription(linked).get("linkedPurchaseToken")
+            return client.subscription(linked).get("linkedPurchaseToken")
         except NotFound:
-            break
-    return seen[-1]
+            return None
+
+    return gp.resolve_store_key(token, purchase, held=held, linked_of=linked_of)
 
 
 @dataclass(frozen=True)
@@ -263,24 +244,3 @@ def verify_receipt(
     if read.effect is None:
         raise ReceiptRejected("This subscription was replaced by a newer purchase: verify that purchase's token")
     return VerifiedPurchase(stores=app, effect=read.effect, after_commit=read.acknowledge)
-
-
-def fact_of_grant(grant: Any) -> StoreFact:
-    """The ledger's state of a purchase, as a fact (what a voided notification amends)."""
-    return StoreFact(
-        source=grant.source,
-        store_key=grant.store_key,
-        product_id=grant.product_id,
-        kind=grant.kind,
-        channel=grant.channel,
-        environment=grant.environment,
-        stated_at=grant.stated_at,
-        expires_at=grant.expires_at,
-        grace_ends_at=grant.grace_ends_at,
-        revoked_at=grant.revoked_at,
-        revocation_reason=grant.revocation_reason,
-        in_trial=bool(grant.in_trial),
-        auto_renew=grant.auto_renew,
-        account_token=grant.account_token,
-        transaction_id=grant.transaction_id,
-    )

@@ -73,6 +73,7 @@ def execute_sync(
         integration_type=integration.type,
         state=started.state,
         now=now(),
+        instance_key=instance_key,
     )
     log(f"sync {sync_id}: {integration.type} integration {integration.id} of workspace {integration.workspace_id}")
     try:

@@ -8,8 +8,14 @@ Real HTTP with the documented shapes, so FloKit runs Google's own client librari
   scope); an access token is issued, and the API accepts only issued tokens (401 otherwise).
 - The API paths as the discovery document (`androidpublisher.v3.json`, shipped with
   google-api-python-client) builds them: `purchases.subscriptionsv2.get`, `purchases.products.get`,
-  and the two `:acknowledge` calls (recorded, and the purchase becomes acknowledged). An unknown
-  token answers Google's error shape `{"error": {"code": 404, "message", "status": "NOT_FOUND"}}`.
+  the two `:acknowledge` calls (recorded, and the purchase becomes acknowledged), and
+  `purchases.voidedpurchases.list` (`VoidedPurchasesListResponse`: `voidedPurchases`,
+  `tokenPagination.nextPageToken`; `startTime` filters on `voidedTimeMillis` and is ignored once a
+  page `token` is given; `type=0` leaves subscriptions out; `voided_page_cap` answers fewer than
+  `maxResults`, as Google may). An unknown token answers Google's error shape
+  `{"error": {"code": 404, "message", "status": "NOT_FOUND"}}`.
+- Failures: `fail_next` answers the next API calls with these statuses (and headers, e.g.
+  `Retry-After`) in turn; `api_status` answers every API call with that status.
 - `GET /oauth2/v1/certs`: `{key id: PEM certificate}` like Google's, for OIDC id tokens the fake
   mints as Pub/Sub would (`mint_id_token`).
 `delay_s` holds every API answer that long (a store that is silent).
@@ -104,6 +110,27 @@ def subscription(
     return body
 
 
+def voided(
+    token: str,
+    order: str,
+    *,
+    voided_at: datetime,
+    purchased: datetime | None = None,
+    reason: int = 1,
+    source: int = 0,
+) -> dict[str, Any]:
+    """A `VoidedPurchase` as `purchases.voidedpurchases.list` answers it."""
+    return {
+        "kind": "androidpublisher#voidedPurchase",
+        "purchaseToken": token,
+        "orderId": order,
+        "purchaseTimeMillis": str(int((purchased or voided_at - timedelta(days=5)).timestamp() * 1000)),
+        "voidedTimeMillis": str(int(voided_at.timestamp() * 1000)),
+        "voidedSource": source,
+        "voidedReason": reason,
+    }
+
+
 def product(
     *,
     product_id: str = "lifetime_unlock",
@@ -140,6 +167,7 @@ class Calls:
     tokens_issued: int = 0
     token_refused: int = 0
     gets: list[str] = field(default_factory=list)
+    voided_lists: list[dict[str, str]] = field(default_factory=list)  # each list call's query
     acknowledged: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, product, token)
 
 
@@ -157,6 +185,11 @@ class FakeGooglePlay:
         self.calls = Calls()
         self.delay_s = 0.0
         self.acknowledge_status: int | None = None  # answer acknowledgements with this error status
+        self.voided: list[dict[str, Any]] = []  # VoidedPurchase resources, oldest first
+        self.voided_subscription_tokens: set[str] = set()  # which voided tokens are subscriptions (type=0)
+        self.voided_page_cap = 1000
+        self.fail_next: list[tuple[int, dict[str, str]]] = []
+        self.api_status: int | None = None
         self._issued: set[str] = set()
         self._lock = threading.Lock()
         self._account_key, self._account_pem = _rsa_pem()
@@ -243,9 +276,25 @@ class FakeGooglePlay:
         return Response(json.dumps(body), status=status, content_type="application/json; charset=UTF-8")
 
     @classmethod
-    def _error(cls, code: int, status: str, message: str) -> Response:
-        return cls._json(code, {"error": {"code": code, "message": message, "status": status,
-                                          "errors": [{"message": message, "domain": "global"}]}})  # fmt: skip
+    def _error(cls, code: int, status: str, message: str, headers: dict[str, str] | None = None) -> Response:
+        response = cls._json(code, {"error": {"code": code, "message": message, "status": status,
+                                              "errors": [{"message": message, "domain": "global"}]}})  # fmt: skip
+        for name, value in (headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    # Google's canonical error statuses and messages for the injected failures.
+    _FAILURES = {
+        401: ("UNAUTHENTICATED", "Request had invalid authentication credentials."),
+        403: ("PERMISSION_DENIED", "The current user has insufficient permissions to perform the requested operation."),
+        429: ("RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Queries' and limit 'Queries per minute'."),
+        500: ("INTERNAL", "Internal error encountered."),
+        503: ("UNAVAILABLE", "The service is currently unavailable."),
+    }
+
+    def _failure(self, status: int, headers: dict[str, str] | None = None) -> Response:
+        name, message = self._FAILURES.get(status, ("UNKNOWN", "Unknown error."))
+        return self._error(status, name, message, headers)
 
     def _respond(self, request: Request) -> Response:
         if request.path == "/token" and request.method == "POST":
@@ -257,12 +306,44 @@ class FakeGooglePlay:
         auth = request.headers.get("Authorization", "")
         if not auth.startswith("Bearer ") or auth[7:] not in self._issued:
             return self._error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
+        with self._lock:
+            injected = self.fail_next.pop(0) if self.fail_next else None
+        if injected is not None:
+            return self._failure(*injected)
+        if self.api_status is not None:
+            return self._failure(self.api_status)
         if self.delay_s:
             time.sleep(self.delay_s)
         parts = [unquote(p) for p in request.path[len(API) :].split("/")]
         if parts[0] != self.package or parts[1] != "purchases":
             return self._error(403, "PERMISSION_DENIED", "The caller does not have permission")
+        if request.method == "GET" and parts[2:] == ["voidedpurchases"]:
+            return self._voided_list(dict(request.args))
         return self._purchases(request.method, parts[2:])
+
+    def _voided_list(self, query: dict[str, str]) -> Response:
+        with self._lock:
+            self.calls.voided_lists.append(query)
+            size = min(int(query.get("maxResults", 1000)), self.voided_page_cap)
+            if "token" in query:
+                offset, start = (int(x) for x in base64.urlsafe_b64decode(query["token"]).decode().split(":"))
+            else:
+                offset, start = 0, int(query.get("startTime", 0))
+            kinds = int(query.get("type", 0))
+            matching = [
+                v for v in self.voided
+                if int(v["voidedTimeMillis"]) >= start
+                and (kinds == 1 or v["purchaseToken"] not in self.voided_subscription_tokens)
+            ]  # fmt: skip
+            page = matching[offset : offset + size]
+            body: dict[str, Any] = {
+                "pageInfo": {"totalResults": len(matching), "resultPerPage": len(page), "startIndex": offset},
+                "voidedPurchases": page,
+            }
+            if offset + size < len(matching):
+                token = base64.urlsafe_b64encode(f"{offset + size}:{start}".encode()).decode()
+                body["tokenPagination"] = {"nextPageToken": token}
+        return self._json(200, body)
 
     def _purchases(self, method: str, parts: list[str]) -> Response:
         with self._lock:

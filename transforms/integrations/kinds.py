@@ -300,6 +300,18 @@ KINDS: dict[str, IntegrationKind] = {
                     doc="the FloKit app (app_...) whose package and service account (`flokit admin apps stores`) "
                     "the sync uses",
                 ),
+                Field(
+                    "requests_per_minute",
+                    kind="integer",
+                    default=2900,
+                    minimum=1,
+                    maximum=100_000,
+                    doc=(
+                        "pace of the Play Developer API calls: Google's default quota is 3000 queries a minute "
+                        "per bucket, shared with every other user of the service account's Cloud project; "
+                        "lower it when the app's own backend calls the API too"
+                    ),
+                ),
             ),
         ),
     )

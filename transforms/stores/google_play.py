@@ -3,7 +3,9 @@
 The Play Developer API is the source of truth (a real-time developer notification is only a
 signal to read it): `purchases.subscriptionsv2.get` answers a `SubscriptionPurchaseV2`,
 `purchases.products.get` a `ProductPurchase`. This module maps both, and a voided purchase, to a
-`StoreFact`; the HTTP calls live in `api.stores.google_play`.
+`StoreFact`; the HTTP calls live in `api.stores.google_play` (receipts, notifications) and
+`orchestration.syncs.connectors.android_store` (the sync), which build their API client with
+`service_for` and resolve a purchase's key with `resolve_store_key`.
 
 Access by `subscriptionState` (developer.android.com, "Subscription lifecycle"):
 - ACTIVE: until the line items' latest `expiryTime`.
@@ -38,16 +40,24 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+import google_auth_httplib2  # type: ignore[import-untyped]  # no type information shipped
+import httplib2  # type: ignore[import-untyped]
+from google.oauth2 import service_account
+from googleapiclient import discovery  # type: ignore[import-untyped]
+
 from transforms import event_types as t
+from transforms.entitlements.effects import Effect
 from transforms.entitlements.facts import ANDROID_STORE, StoreFact
 from transforms.events import CanonicalEvent, canonical_event, lake_can_hold
 
+SCOPE = "https://www.googleapis.com/auth/androidpublisher"
+MAX_CHAIN = 10  # linkedPurchaseToken hops followed to find a subscription's first token
 ID_PREFIX = "gp"
 MAX_EVENT_ID = 80
 PLATFORM = "android"
@@ -376,3 +386,102 @@ def refund_events(
     event = _event(t.REFUND, order_id, fact, workspace_id=workspace_id, user_id=user_id,
                    occurred_at=fact.revoked_at, received_at=received_at)  # fmt: skip
     return [event] if event is not None else []
+
+
+def service_for(info: Mapping[str, Any], *, api_url: str, timeout: float) -> tuple[service_account.Credentials, Any]:
+    """The app's service-account credentials and the androidpublisher v3 service built on them.
+
+    Construction only (the discovery document ships with google-api-python-client, so nothing
+    is fetched; the OAuth token is requested on the first call). Each call should then run on
+    its own `AuthorizedHttp` (`authorized_http`): httplib2 objects are not thread-safe. A key
+    file that is not a usable service-account key raises `ValueError`."""
+    try:
+        credentials = service_account.Credentials.from_service_account_info(dict(info), scopes=[SCOPE])
+    except KeyError as e:
+        raise ValueError(f"the key file lacks {e}") from None
+    service = discovery.build(
+        "androidpublisher",
+        "v3",
+        http=authorized_http(credentials, timeout),
+        client_options={"api_endpoint": api_url},
+        static_discovery=True,
+        cache_discovery=False,
+    )
+    return credentials, service
+
+
+def authorized_http(credentials: service_account.Credentials, timeout: float) -> Any:
+    """A fresh authorized transport for one call, `timeout` seconds on its socket."""
+    return google_auth_httplib2.AuthorizedHttp(credentials, http=httplib2.Http(timeout=timeout))
+
+
+def resolve_store_key(
+    token: str,
+    purchase: Mapping[str, Any],
+    *,
+    held: Callable[[str], str | None],
+    linked_of: Callable[[str], object],
+) -> str:
+    """The subscription's lasting key: the first purchase token of its `linkedPurchaseToken` chain.
+
+    Every grant is recorded under its chain's first token, so the first token on the way back
+    that the ledger holds (`held`: its key, or None) is the key (usually the one the purchase
+    links to, no API call). Google names one hop per resource: when the ledger knows none,
+    earlier tokens are read in turn (`linked_of`: that token's `linkedPurchaseToken`, or None
+    when Google no longer answers for it), and the earliest token named is the key. Any token
+    of a chain thus resolves to one key, whichever of them is seen first."""
+    seen = [token]
+    linked = purchase.get("linkedPurchaseToken")
+    while isinstance(linked, str) and linked and linked not in seen and len(seen) <= MAX_CHAIN:
+        key = held(linked)
+        if key is not None:
+            return key
+        seen.append(linked)
+        linked = linked_of(linked)
+    return seen[-1]
+
+
+def fact_of_grant(grant: Any) -> StoreFact:
+    """The ledger's state of a purchase (a grant row), as a fact (what a voided purchase amends)."""
+    return StoreFact(
+        source=grant.source,
+        store_key=grant.store_key,
+        product_id=grant.product_id,
+        kind=grant.kind,
+        channel=grant.channel,
+        environment=grant.environment,
+        stated_at=grant.stated_at,
+        expires_at=grant.expires_at,
+        grace_ends_at=grant.grace_ends_at,
+        revoked_at=grant.revoked_at,
+        revocation_reason=grant.revocation_reason,
+        in_trial=bool(grant.in_trial),
+        auto_renew=grant.auto_renew,
+        account_token=grant.account_token,
+        transaction_id=grant.transaction_id,
+    )
+
+
+def voided_effect(
+    previous: StoreFact | None,
+    *,
+    app_id: str,
+    workspace_id: str,
+    store_key: str,
+    product_type: int | None,
+    voided_at: datetime,
+    refund_type: int | None,
+    order_id: str | None,
+    received_at: datetime,
+) -> Effect:
+    """A voided purchase as the ledger's effect: the purchase revoked (`voided_fact`) and its
+    `refund` event, identical whether a `voidedPurchaseNotification` or the sync's
+    `voidedpurchases.list` reported it (the event id is the order's, so it lands once)."""
+    fact = voided_fact(
+        previous, store_key=store_key, product_type=product_type, voided_at=voided_at, refund_type=refund_type
+    )
+
+    def events(user: str | None) -> list[CanonicalEvent]:
+        return list(refund_events(fact, order_id, workspace_id=workspace_id, user_id=user, received_at=received_at))
+
+    return Effect(app_id, fact, events)

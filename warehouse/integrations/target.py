@@ -57,6 +57,9 @@ class SyncTarget:
     duplicates: int = 0
     skipped_settled: int = 0
     earliest: datetime | None = None
+    # The instance key, for a connector whose credentials are sealed elsewhere (an app's Google
+    # service account in `app_stores`); None where the caller has none.
+    instance_key: str | None = field(default=None, repr=False)
 
     @property
     def source(self) -> str:

@@ -1,0 +1,409 @@
+"""Google Play (android_store): what the real-time developer notifications missed, reconciled.
+
+Google has no method that lists an app's subscriptions (design/integrations.md §1.8), so the
+sync reconciles what it can name, with the app's own service account (`flokit admin apps
+stores --android-service-account`, sealed in `app_stores`; the integration names the app):
+- `purchases.voidedpurchases.list` (`type=1`: subscriptions too; `maxResults=1000`, token
+  paging): each voided purchase is revoked, with its `refund` event, exactly as a
+  `voidedPurchaseNotification` of it would be (`transforms.stores.google_play.voided_effect`,
+  the same fact and event id, so a notification and a sync of one void land once). Google
+  filters `startTime` on when its systems saw the void, not on the `voidedTimeMillis` it
+  answers, and never further back than 30 days: the cursor is the previous sync's start, an
+  overlap of a day earlier (re-applying a void changes nothing).
+- The purchases whose access ends within `REREAD_WINDOW` of now (ended or about to) are read
+  again with `purchases.subscriptionsv2.get` and applied like a notification's read: a renewal
+  the notifications missed extends access, an expiry ends it.
+
+The list answers no product type: a token the ledger does not hold is looked up as a
+subscription (to find its chain's first token, as the notification path does), and one Google
+knows no subscription for is recorded as a voided one-time product. Subscriptions replaced by
+an upgrade or downgrade are keyed under their chain's first token, which Google answers as
+replaced: their successor's state is not reachable from the ledger (it keeps no latest token)
+and is left to the notifications.
+
+Calls are paced evenly under `requests_per_minute` (Google's default quota: 3000 queries a
+minute per bucket). A 429 waits what `Retry-After` says (else backs off) within a retry
+budget, then fails `rate_limited`; a 5xx or a timeout is retried, then `provider_error`;
+401/403, or a token endpoint that refuses the key, fail `auth` with Google's own words; an app
+without a package or service account fails `config`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httplib2  # type: ignore[import-untyped]
+from google.auth import exceptions as auth_exceptions
+from google.oauth2 import service_account
+from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
+
+from orchestration.syncs.connectors import Connector, Log
+from orchestration.syncs.http import Pacer
+from transforms.entitlements.effects import Effect, Effects
+from transforms.entitlements.facts import ANDROID_STORE
+from transforms.integrations.errors import ErrorCode, SyncFailure, truncate
+from transforms.integrations.kinds import ValidConfig
+from transforms.sealing import SealError
+from transforms.stores import google_play as gp
+from warehouse.db import Database, database_for
+from warehouse.entitlements import ledger, stores
+from warehouse.entitlements.apply import apply_effects
+from warehouse.entitlements.expiring import grants_ending_between
+from warehouse.integrations.target import SyncTarget
+from warehouse.settings import Settings
+
+PAGE_SIZE = 1000  # voidedpurchases.list's maximum
+VOIDED_HORIZON = timedelta(days=30)  # how far back Google lets startTime reach
+# Our clock and Google's differ: a startTime of exactly 30 days ago could be refused as older.
+HORIZON_MARGIN = timedelta(minutes=10)
+CURSOR_OVERLAP = timedelta(days=1)
+REREAD_WINDOW = timedelta(days=3)
+APPLY_BATCH = 100  # purchases applied per transaction (a failure mid-way keeps what was applied)
+NOT_FOUND = (400, 404, 410)  # a token Google does not know (for this app), or no longer does
+STATE_KEY = "google_play"
+CURSOR = "voided_since"  # ISO time: the start of the last successful sync
+FULL_REFUND = 1  # voidedPurchaseNotification.refundType REFUND_TYPE_FULL_REFUND
+PACING_MARGIN = 0.97
+
+
+def _retry_after(resp: Mapping[str, Any]) -> float | None:
+    """`Retry-After` (delay-seconds or an HTTP-date) from httplib2's lower-cased headers."""
+    value = str(resp.get("retry-after") or "").strip()
+    if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    return max(0.0, number) if math.isfinite(number) else None
+
+
+def _google_words(error: HttpError) -> str:
+    """Google's error message (`error.message` of its JSON error body)."""
+    try:
+        reason = error.reason
+    except Exception:  # the client parses the body lazily; a proxy's page has no message
+        reason = None
+    return truncate(str(reason or error.resp.reason or error.resp.status))
+
+
+class _NotFound(Exception):
+    pass
+
+
+@dataclass
+class PlayApi:
+    """One app's Play Developer API with the sync's pacing and retry rules."""
+
+    package: str
+    credentials: service_account.Credentials
+    service: Any
+    pacer: Pacer
+    attempts: int = 5
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    max_wait_s: float = 120.0
+    timeout_s: float = 60.0
+    sleep: Callable[[float], None] = time.sleep
+    log: Log = lambda _line: None
+    calls: int = 0
+    rate_limited: int = 0
+
+    def call(self, request: Any, *, what: str) -> dict[str, Any]:
+        """Execute `request` (retried by the rules above): Google's answer, `_NotFound`, or `SyncFailure`."""
+        wait = 0.0
+        for attempt in range(1, self.attempts + 1):
+            if wait:
+                self.log(f"Google Play: waiting {wait:.2f} s before retrying {what} (attempt {attempt})")
+                self.sleep(wait)
+            self.pacer.wait()
+            self.calls += 1
+            last = attempt == self.attempts
+            try:
+                answer = request.execute(http=gp.authorized_http(self.credentials, self.timeout_s), num_retries=0)
+            except HttpError as e:
+                status = int(e.resp.status)
+                words = _google_words(e)
+                if status in NOT_FOUND:
+                    raise _NotFound(words) from None
+                if status in (401, 403):
+                    raise SyncFailure(
+                        "auth",
+                        f"{what}: Google Play answered {status}: {words} (the service account needs access to the "
+                        "app in Play Console, with the permissions 'View app information' and 'View financial "
+                        "data')",
+                        status=status,
+                    ) from None
+                if status == 429:
+                    self.rate_limited += 1
+                    asked = _retry_after(e.resp)
+                    if asked is not None:
+                        self.pacer.push_back(asked)
+                    if last or (asked is not None and asked > self.max_wait_s):
+                        raise SyncFailure(
+                            "rate_limited",
+                            f"{what}: Google Play answered 429 after {attempt} attempt(s): {words}",
+                            status=429,
+                        ) from None
+                    wait = asked if asked is not None else self._backoff(attempt)
+                    continue
+                if status >= 500 and not last:
+                    wait = self._backoff(attempt)
+                    continue
+                code: ErrorCode = "provider_error" if status >= 500 else "config"
+                raise SyncFailure(
+                    code, f"{what}: Google Play answered {status} after {attempt} attempt(s): {words}", status=status
+                ) from None
+            except auth_exceptions.RefreshError as e:
+                raise SyncFailure(
+                    "auth", f"{what}: Google's token endpoint refused the app's service account key: {e}"
+                ) from None
+            except (auth_exceptions.TransportError, OSError, httplib2.HttpLib2Error, http.client.HTTPException) as e:
+                if last:
+                    raise SyncFailure(
+                        "provider_error", f"{what}: Google Play did not answer ({type(e).__name__}: {e})"
+                    ) from None
+                wait = self._backoff(attempt)
+                continue
+            if not isinstance(answer, dict):
+                raise SyncFailure("bad_response", f"{what}: not a JSON object: {truncate(repr(answer), 200)}")
+            return answer
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _backoff(self, attempt: int) -> float:
+        return float(min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s))
+
+    def voided_pages(self, start: datetime, *, page_size: int = PAGE_SIZE) -> Iterator[list[dict[str, Any]]]:
+        """`voidedpurchases.list` from `start` (subscriptions too), page by page."""
+        voided = self.service.purchases().voidedpurchases()
+        token: str | None = None
+        seen: set[str] = set()
+        page = 0
+        while True:
+            page += 1
+            params: dict[str, Any] = {"packageName": self.package, "type": 1, "maxResults": page_size}
+            if token is None:
+                params["startTime"] = str(int(start.timestamp() * 1000))
+            else:
+                params["token"] = token
+            what = f"listing the voided purchases of {self.package} (page {page})"
+            try:
+                body = self.call(voided.list(**params), what=what)
+            except _NotFound as e:
+                raise SyncFailure("config", f"{what}: Google Play refused the request: {e}") from None
+            items = body.get("voidedPurchases", [])
+            if not isinstance(items, list):
+                raise SyncFailure("bad_response", f"{what}: voidedPurchases is not a list")
+            yield [i for i in items if isinstance(i, dict)]
+            paging = body.get("tokenPagination")
+            token = paging.get("nextPageToken") if isinstance(paging, Mapping) else None
+            if not token:
+                return
+            if not isinstance(token, str) or token in seen:
+                raise SyncFailure("bad_response", f"{what}: nextPageToken {token!r} does not move on")
+            seen.add(token)
+
+    def subscription(self, token: str) -> dict[str, Any] | None:
+        """`subscriptionsv2.get`, or None when Google knows no subscription with this token."""
+        request = self.service.purchases().subscriptionsv2().get(packageName=self.package, token=token)
+        try:
+            return self.call(request, what=f"reading a subscription of {self.package}")
+        except _NotFound:
+            return None
+
+
+@dataclass
+class PlayClient:
+    """The integration's client: its app and pace. The app's credentials live in the database,
+    sealed under the instance key, so the API is bound to them (`bind`) where those are known:
+    the sync's target, or this process's settings for `--check`."""
+
+    app_id: str
+    base_url: str
+    requests_per_minute: int = 2900
+    timeout_s: float = 60.0
+    backoff_s: float = 1.0
+    _pacer: Pacer | None = field(default=None, repr=False)
+
+    def pacer(self) -> Pacer:
+        if self._pacer is None:
+            self._pacer = Pacer(self.requests_per_minute * PACING_MARGIN)
+        return self._pacer
+
+    def bind(self, database: Database, instance_key: str | None, *, workspace_id: str | None, log: Log) -> PlayApi:
+        """The API as the app's service account, or `config` when the app is not set up for it."""
+        setup = f"set them with `flokit admin apps stores --app {self.app_id} --android-package ... "
+        setup += "--android-service-account KEY.json`"
+        if not instance_key:
+            raise SyncFailure("config", "no instance key here to unseal the app's Google service account")
+        try:
+            with database.read() as conn:
+                app = stores.stores_of(conn, self.app_id)
+                info = stores.android_credentials(conn, app_id=self.app_id, instance_key=instance_key)
+        except SealError as e:
+            raise SyncFailure(
+                "config", f"the app's Google service account cannot be unsealed with this instance key ({e}); {setup}"
+            ) from None
+        if app is None or (workspace_id is not None and app.workspace_id != workspace_id):
+            raise SyncFailure("config", f"app {self.app_id} has no store identities in this workspace; {setup}")
+        if not app.android_package or info is None:
+            raise SyncFailure("config", f"app {self.app_id} has no Android package or service account; {setup}")
+        try:
+            credentials, service = gp.service_for(info, api_url=self.base_url.rstrip("/") + "/", timeout=self.timeout_s)
+        except ValueError as e:
+            raise SyncFailure("config", f"the app's Google service account key cannot be used: {e}; {setup}") from None
+        return PlayApi(
+            app.android_package, credentials, service, self.pacer(), backoff_s=self.backoff_s,
+            timeout_s=self.timeout_s, log=log,
+        )  # fmt: skip
+
+
+def client(config: ValidConfig) -> PlayClient:
+    return PlayClient(
+        app_id=config.get("app_id"),
+        base_url=config.get("base_url"),
+        requests_per_minute=config.get("requests_per_minute") or 2900,
+    )
+
+
+def check(play: PlayClient) -> str:
+    """One voided-purchases page of one: the key signs, the app is reachable, the account may read
+    financial data. Run by the CLI, so the app's credentials come from this process's settings."""
+    settings = Settings.from_env()
+    api = play.bind(database_for(settings.database_url), settings.instance_key, workspace_id=None, log=lambda _l: None)
+    start = datetime.now(UTC) - VOIDED_HORIZON + HORIZON_MARGIN
+    first = next(api.voided_pages(start, page_size=1))
+    found = "voided purchases in the last 30 days" if first else "no voided purchase in the last 30 days"
+    return f"Google Play app {api.package}: the service account can read its purchases; {found}"
+
+
+def _voided_effect(api: PlayApi, target: SyncTarget, app_id: str, item: Mapping[str, Any]) -> Effect | None:
+    """A listed voided purchase as the effect its `voidedPurchaseNotification` would have."""
+    token = item.get("purchaseToken")
+    if not isinstance(token, str) or not token:
+        return None
+    voided_at = gp.parse_millis(item.get("voidedTimeMillis")) or target.now
+
+    def held(key: str) -> str | None:
+        with target.database.read() as conn:
+            grant = ledger.grant_for(conn, app_id=app_id, source=ANDROID_STORE, store_key=key)
+        return None if grant is None else str(grant.store_key)
+
+    key, product_type = token, None
+    if held(token) is None:
+        purchase = api.subscription(token)
+        if purchase is None:
+            product_type = gp.VOIDED_ONE_TIME  # Google knows no subscription with this token
+        else:
+            product_type = gp.VOIDED_SUBSCRIPTION
+
+            def linked_of(linked: str) -> object:
+                found = api.subscription(linked)
+                return None if found is None else found.get("linkedPurchaseToken")
+
+            key = gp.resolve_store_key(token, purchase, held=held, linked_of=linked_of)
+    with target.database.read() as conn:
+        grant = ledger.grant_for(conn, app_id=app_id, source=ANDROID_STORE, store_key=key)
+    order = item.get("orderId") if isinstance(item.get("orderId"), str) and item.get("orderId") else None
+    return gp.voided_effect(
+        gp.fact_of_grant(grant) if grant is not None else None,
+        app_id=app_id,
+        workspace_id=target.workspace_id,
+        store_key=key,
+        product_type=product_type,
+        voided_at=voided_at,
+        # Without includeQuantityBasedPartialRefund the list holds full voids only.
+        refund_type=FULL_REFUND,
+        order_id=order,
+        received_at=target.now,
+    )
+
+
+def _reread_effect(api: PlayApi, target: SyncTarget, app_id: str, store_key: str) -> tuple[Effect | None, str]:
+    """A known subscription as Google states it now (as a notification's read would apply it)."""
+    purchase = api.subscription(store_key)
+    if purchase is None:
+        return None, "unknown"
+    if gp.replaced(purchase):
+        return None, "replaced"
+    try:
+        fact = gp.subscription_fact(purchase, store_key=store_key, stated_at=target.now)
+    except gp.UnexpectedPayload as e:
+        raise SyncFailure("bad_response", f"Google Play answered an unreadable subscription: {e}") from None
+
+    def events(user: str | None) -> list[Any]:
+        return gp.subscription_events(
+            purchase, fact, workspace_id=target.workspace_id, user_id=user, received_at=target.now
+        )
+
+    return Effect(app_id, fact, events), "read"
+
+
+def _apply(target: SyncTarget, effects: list[Effect]) -> int:
+    if not effects:
+        return 0
+    outcome = apply_effects(
+        target.database, workspace_id=target.workspace_id, effects=Effects(effects=effects), notification_id=None
+    )
+    target.records += outcome.events_written
+    return outcome.grants
+
+
+def sync(play: PlayClient, target: SyncTarget, config: ValidConfig, log: Log) -> None:
+    api = play.bind(target.database, target.instance_key, workspace_id=target.workspace_id, log=log)
+    app_id = play.app_id
+    state: dict[str, Any] = dict(target.state.get(STATE_KEY) or {})
+    horizon = target.now - VOIDED_HORIZON + HORIZON_MARGIN
+    since = horizon
+    if isinstance(state.get(CURSOR), str):
+        since = max(horizon, datetime.fromisoformat(state[CURSOR]) - CURSOR_OVERLAP)
+    voided = changed = 0
+    for page in api.voided_pages(since):
+        effects = [e for e in (_voided_effect(api, target, app_id, item) for item in page) if e is not None]
+        voided += len(effects)
+        changed += _apply(target, effects)
+
+    with target.database.read() as conn:
+        due = grants_ending_between(
+            conn, app_id=app_id, source=ANDROID_STORE, start=target.now - REREAD_WINDOW, end=target.now + REREAD_WINDOW
+        )
+    counts = {"read": 0, "replaced": 0, "unknown": 0}
+    batch: list[Effect] = []
+    for grant in due:
+        effect, outcome = _reread_effect(api, target, app_id, str(grant.store_key))
+        counts[outcome] += 1
+        if effect is not None:
+            batch.append(effect)
+        if len(batch) >= APPLY_BATCH:
+            changed += _apply(target, batch)
+            batch = []
+    changed += _apply(target, batch)
+
+    target.state[STATE_KEY] = {
+        CURSOR: target.now.isoformat(),
+        "voided": voided,
+        "reread": counts["read"],
+        "requests": api.calls,
+        "rate_limited": api.rate_limited,
+    }
+    log(
+        f"Google Play app {api.package}: {voided} voided purchase(s) since {since.isoformat()}, "
+        f"{len(due)} purchase(s) ending within {REREAD_WINDOW.days} days re-read ({counts['replaced']} replaced, "
+        f"{counts['unknown']} unknown to Google), {changed} grant(s) changed, {target.records} new event(s), "
+        f"{api.calls} request(s) ({api.rate_limited} answered 429)"
+    )
+
+
+CONNECTOR = Connector(type=ANDROID_STORE, client=client, check=check, sync=sync)
