@@ -49,7 +49,6 @@ _MODULES: dict[str, str] = {
 _NOT_BUILT: dict[str, str] = {
     "payment_processor": "the payment processor (Stripe) sync is not built yet; its webhook notifications "
     "are processed without it",
-    "android_store": "the Google Play sync is not built yet",
 }
 
 
