@@ -37,8 +37,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
+
+from tests.providers.serving import ThreadedFake
 
 GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"  # what google-auth puts in `aud`
 SCOPE = "https://www.googleapis.com/auth/androidpublisher"
@@ -157,11 +158,6 @@ def product(
     return body
 
 
-class _Quiet(WSGIRequestHandler):
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        pass
-
-
 @dataclass
 class Calls:
     tokens_issued: int = 0
@@ -171,7 +167,7 @@ class Calls:
     acknowledged: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, product, token)
 
 
-class FakeGooglePlay:
+class FakeGooglePlay(ThreadedFake):
     """`with FakeGooglePlay(package) as play:` serves until the block ends; `play.subscriptions`
     and `play.products` hold what the API answers, keyed by purchase token."""
 
@@ -195,14 +191,8 @@ class FakeGooglePlay:
         self._account_key, self._account_pem = _rsa_pem()
         self._oidc_key, self._oidc_pem = _rsa_pem()
         self._oidc_cert = _self_signed(self._oidc_key)
-        self._server: BaseWSGIServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- what FloKit is configured with --------------------------------------------------------
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "start the fake first"
-        return f"http://127.0.0.1:{self._server.server_port}"
 
     @property
     def api_url(self) -> str:
@@ -256,20 +246,6 @@ class FakeGooglePlay:
         return jwt.encode(signer, claims).decode()
 
     # -- serving -------------------------------------------------------------------------------
-    def __enter__(self) -> FakeGooglePlay:
-        self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._server is not None and self._thread is not None
-        self._server.shutdown()
-        self._thread.join(5)
-        self._server.server_close()
-
-    def _app(self, environ: dict[str, Any], start_response: Any) -> Any:
-        return self._respond(Request(environ))(environ, start_response)
 
     @staticmethod
     def _json(status: int, body: dict[str, Any]) -> Response:

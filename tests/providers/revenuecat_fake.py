@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
+
+from tests.providers.serving import ThreadedFake
 
 ANCHOR = datetime(2026, 11, 20, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -200,13 +201,6 @@ def generated(index: int, seed: int = 16) -> FakeCustomer:
     return customer
 
 
-class _Quiet(WSGIRequestHandler):
-    """No access log line per request (a benchmark makes tens of thousands)."""
-
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        pass
-
-
 @dataclass
 class Stats:
     requests: int = 0
@@ -217,7 +211,7 @@ class Stats:
     paths: list[str] = field(default_factory=list)
 
 
-class FakeRevenueCat:
+class FakeRevenueCat(ThreadedFake):
     """`with FakeRevenueCat(customers=...) as fake:` serves on `fake.url` until the block ends."""
 
     def __init__(
@@ -266,8 +260,6 @@ class FakeRevenueCat:
         self.stats = Stats()
         self._window: deque[float] = deque()
         self._lock = threading.Lock()
-        self._server: BaseWSGIServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- data --------------------------------------------------------------------------------
     def customer_ids(self) -> list[str]:
@@ -288,25 +280,6 @@ class FakeRevenueCat:
         return None
 
     # -- serving -----------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "start the fake first"
-        return f"http://127.0.0.1:{self._server.server_port}"
-
-    def __enter__(self) -> FakeRevenueCat:
-        self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._server is not None and self._thread is not None
-        self._server.shutdown()
-        self._thread.join(5)
-        self._server.server_close()
-
-    def _app(self, environ: dict[str, Any], start_response: Any) -> Any:
-        return self._respond(Request(environ))(environ, start_response)
 
     def _json(self, status: int, body: dict[str, Any], usage: int, headers: dict[str, str] | None = None) -> Response:
         response = Response(status=status, content_type="application/json")
