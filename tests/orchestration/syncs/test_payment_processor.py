@@ -19,11 +19,14 @@ from werkzeug import Request, Response
 
 from orchestration.syncs.connectors import connector_for
 from orchestration.syncs.connectors.payment_processor import CONNECTOR, StripeSync
+from orchestration.syncs.execute import SyncOutcome, execute_sync
+from tests.api.notifications_support import KEY as NOTIFICATIONS_KEY
 from tests.api.notifications_support import connect, landed, localstripe, settings
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database
 from warehouse.entitlements import ledger
+from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
 
@@ -260,6 +263,7 @@ class StripeFake:
     def __init__(self, server: HTTPServer) -> None:
         self.lists: dict[str, list[dict[str, Any]]] = {"events": [], "subscriptions": [], "invoices": [], "refunds": []}
         self.customers: dict[str, dict[str, Any]] = {}
+        self.key = KEY
         self.failures: list[Response] = []
         self.seen: list[tuple[float, str]] = []  # (when, path?query) of every request
         self.url = server.url_for("").rstrip("/")
@@ -267,7 +271,7 @@ class StripeFake:
 
     def handle(self, request: Request) -> Response:
         self.seen.append((time.monotonic(), request.full_path))
-        if request.headers.get("Authorization") != f"Bearer {KEY}":
+        if request.headers.get("Authorization") != f"Bearer {self.key}":
             return _error(401, "Invalid API Key provided: sk_live_****wrong")
         if self.failures:
             return self.failures.pop(0)
@@ -518,3 +522,30 @@ def test_a_one_time_purchase_is_granted_by_the_sweep_and_revoked_by_its_refund_e
     _sync(_config(workspace, fake.url), again)
     assert not _active(db, workspace, "user-9")
     assert _kinds(db) == [("user-9", "purchase", 49.99), ("user-9", "refund", -49.99)]
+
+
+def test_a_queued_sync_runs_to_its_end_keeps_its_cursor_and_a_refused_key_puts_the_integration_in_error(
+    db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
+) -> None:
+    fake.lists["subscriptions"] = [_subscription()]
+    raw = {"secret_key": KEY, "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"], "base_url": fake.url}
+    integration_id = connect(db, workspace["workspace_id"], TYPE, raw)
+
+    def run() -> SyncOutcome:
+        with db.write() as conn:
+            sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        outcome = execute_sync(db, Lake(tmp_path / "lake"), NOTIFICATIONS_KEY, sync.id, "run-1")
+        assert outcome is not None
+        return outcome
+
+    assert run().status == "succeeded" and _active(db, workspace, "user-7")
+    swept = len(fake.paths("/v1/subscriptions"))
+    assert run().status == "succeeded"
+    assert len(fake.paths("/v1/subscriptions")) == swept  # the stored cursor: no second sweep
+
+    fake.key = "sk_live_rolled_since"  # the key was rolled in Stripe's dashboard
+    refused = run()
+    assert (refused.status, refused.error_code) == ("failed", "auth")
+    with db.read() as conn:
+        integration = repo.get_integration(conn, integration_id=integration_id)
+    assert integration.status == "error" and "Invalid API Key provided" in (integration.error_message or "")
