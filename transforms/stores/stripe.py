@@ -27,6 +27,10 @@ Conventions FloKit sets (README, "Stripe"):
   ends at `ended_at` (else when the event was created).
 - `cancel_at_period_end` (or a `cancel_at`): auto-renew off, access until the period's end.
 
+What an event changes (`event_effects`) is decided here, for the webhook handler and the sync
+alike (`orchestration/syncs/connectors/payment_processor.py` maps the objects it lists as the
+events of the same objects), given what they read (`Reads`: the ledger, a Customer).
+
 Canonical events (ids `stripe:<object id>:<type>`, deterministic so the sync's later reading of
 the same objects lands once):
 - a paid invoice with `amount_paid` > 0: `subscription_start` (`billing_reason`

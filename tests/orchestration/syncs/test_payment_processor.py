@@ -5,6 +5,7 @@ list and error shapes for what localstripe cannot do (429 with and without `Retr
 
 from __future__ import annotations
 
+import email.utils
 import json
 import re
 import time
@@ -18,7 +19,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from orchestration.syncs.connectors import connector_for
-from orchestration.syncs.connectors.payment_processor import CONNECTOR, StripeSync
+from orchestration.syncs.connectors.payment_processor import CONNECTOR, StripeSync, retry_after
 from orchestration.syncs.execute import SyncOutcome, execute_sync
 from tests.api.notifications_support import KEY as NOTIFICATIONS_KEY
 from tests.api.notifications_support import connect, landed, localstripe, settings
@@ -549,3 +550,10 @@ def test_a_queued_sync_runs_to_its_end_keeps_its_cursor_and_a_refused_key_puts_t
     with db.read() as conn:
         integration = repo.get_integration(conn, integration_id=integration_id)
     assert integration.status == "error" and "Invalid API Key provided" in (integration.error_message or "")
+
+
+def test_retry_after_in_seconds_or_as_an_http_date() -> None:
+    assert retry_after({"retry-after": "2"}) == 2.0  # header names are case-insensitive
+    in_a_minute = email.utils.formatdate(time.time() + 60, usegmt=True)
+    assert 55 <= (retry_after({"Retry-After": in_a_minute}) or 0) <= 60
+    assert retry_after({"Retry-After": "soon"}) is None and retry_after(None) is None
