@@ -557,3 +557,26 @@ def test_retry_after_in_seconds_or_as_an_http_date() -> None:
     in_a_minute = email.utils.formatdate(time.time() + 60, usegmt=True)
     assert 55 <= (retry_after({"Retry-After": in_a_minute}) or 0) <= 60
     assert retry_after({"Retry-After": "soon"}) is None and retry_after(None) is None
+
+
+def test_a_restricted_key_without_the_permission_is_an_auth_failure(
+    db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
+) -> None:
+    fake.failures = [
+        _error(403, "The provided key 'rk_live_****1234' does not have the required permissions for this endpoint")
+    ]
+    with pytest.raises(SyncFailure) as failure:
+        _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path))
+    assert failure.value.code == "auth" and failure.value.status == 403
+    assert "does not have the required permissions" in failure.value.message
+
+
+def test_a_trialing_subscription_read_by_the_sweep_grants_and_lands_its_trial_start_once(
+    db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
+) -> None:
+    trialing = {**_subscription("trialing"), "trial_start": NOW - 3600, "trial_end": NOW + 6 * 86400}
+    fake.lists["subscriptions"] = [trialing]
+    fake.lists["events"] = [_event(1, "customer.subscription.created", trialing, at=NOW - 3600)]
+    _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path))
+    assert _active(db, workspace, "user-7")
+    assert [e["event_id"] for e in landed(db)] == ["stripe:sub_1:trial_start"]
