@@ -15,8 +15,7 @@ state. The mapping and its conventions: `transforms.stores.stripe`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,9 +32,8 @@ from api.processor.framework import (
     Verified,
 )
 from api.processor.tenant import integration_tenant, tenant_of
-from transforms.entitlements.effects import Effect, Effects
+from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
-from transforms.events import CanonicalEvent
 from transforms.stores import stripe as mapping
 from warehouse.entitlements import ledger
 from warehouse.entitlements.notifications import StoredNotification
@@ -85,80 +83,37 @@ class StripeHandler:
         event: Mapping[str, Any] = verified.payload
         workspace_id, app_id = verified.workspace_id, verified.app_id
         assert workspace_id is not None and app_id is not None
-        kind = event["type"]
-        obj: Mapping[str, Any] = event["data"]["object"]
         previous = event["data"].get("previous_attributes")
-        stated_at = mapping.moment(event.get("created")) or datetime.now(UTC)
-        now = datetime.now(UTC)
-
-        if kind in mapping.SUBSCRIPTION_EVENTS:
-            fact = mapping.subscription_fact(obj, stated_at=stated_at)
-            if fact is None:
-                return Effects(note=f"{kind}: no subscription id")
-            customer = mapping.customer_id(obj)
-            if fact.user_hint is None and customer and _linked_user(ctx, app_id, fact.store_key) is None:
-                fact = replace(fact, user_hint=_customer_user(ctx, verified, customer))
-
-            def lifecycle(user: str | None) -> Sequence[CanonicalEvent]:
-                return mapping.subscription_events(
-                    obj,
-                    stripe_type=kind,
-                    previous=previous if isinstance(previous, Mapping) else None,
-                    workspace_id=workspace_id,
-                    user_id=user,
-                    received_at=now,
-                )
-
-            return Effects(effects=[Effect(app_id, fact, lifecycle)], note=f"{kind} {fact.store_key}")
-
-        if kind == "invoice.paid":
-            sub, named = mapping.invoice_subscription(obj)
-            if sub is None:
-                purchase = mapping.purchase_fact(obj, stated_at=stated_at)
-                if purchase is not None:
-
-                    def revenue(user: str | None) -> Sequence[CanonicalEvent]:
-                        return mapping.invoice_events(obj, workspace_id=workspace_id, user_id=user, received_at=now)
-
-                    return Effects(
-                        effects=[Effect(app_id, purchase, revenue)], note=f"one-time purchase {purchase.store_key}"
-                    )
-            user = _linked_user(ctx, app_id, sub) or named
-            found = mapping.invoice_events(obj, workspace_id=workspace_id, user_id=user, received_at=now)
-            return Effects(events=found, note=f"invoice {obj.get('id')} of {sub}")
-
-        if kind == "charge.refunded":
-            key = mapping.one_time_key(obj)
-            with ctx.database.read() as conn:
-                grant = ledger.grant_for(conn, app_id=app_id, source=PAYMENT_PROCESSOR, store_key=key) if key else None
-            at = mapping.refund_time(obj, stated_at)
-            if grant is not None and key is not None and obj.get("refunded") is True:
-                fact = mapping.revoked(dict(grant._mapping), store_key=key, revoked_at=at, stated_at=max(stated_at, at))
-
-                def refund(user: str | None) -> Sequence[CanonicalEvent]:
-                    return mapping.refund_events(
-                        obj, workspace_id=workspace_id, user_id=user, received_at=now, stated_at=stated_at
-                    )
-
-                return Effects(effects=[Effect(app_id, fact, refund)], note=f"refund revokes {key}")
-            user = (grant.user_id if grant is not None else None) or mapping.subscription_user(obj)
-            found = mapping.refund_events(
-                obj, workspace_id=workspace_id, user_id=user, received_at=now, stated_at=stated_at
-            )
-            return Effects(events=found, note=f"refund of charge {obj.get('id')}")
-
-        if kind == "invoice.payment_failed":
-            return Effects(note="payment failed: the subscription's own update (past_due) carries the state")
-        return Effects(note=f"{kind} is not read by FloKit; stored only")
+        return mapping.event_effects(
+            event["type"],
+            event["data"]["object"],
+            previous=previous if isinstance(previous, Mapping) else None,
+            stated_at=mapping.moment(event.get("created")) or datetime.now(UTC),
+            received_at=datetime.now(UTC),
+            workspace_id=workspace_id,
+            app_id=app_id,
+            reads=_Reads(ctx, verified, app_id),
+        )
 
 
-def _linked_user(ctx: Context, app_id: str, subscription_id: str | None) -> str | None:
-    """Who the ledger links the subscription to (its first statement named them)."""
-    if subscription_id is None:
-        return None
-    with ctx.database.read() as conn:
-        grant = ledger.grant_for(conn, app_id=app_id, source=PAYMENT_PROCESSOR, store_key=subscription_id)
-    return grant.user_id if grant is not None else None
+class _Reads:
+    """The ledger and Stripe, as the mapping reads them (`mapping.Reads`)."""
+
+    def __init__(self, ctx: Context, verified: Verified, app_id: str) -> None:
+        self.ctx, self.verified, self.app_id = ctx, verified, app_id
+
+    def linked_user(self, subscription_id: str) -> str | None:
+        grant = self.grant(subscription_id)
+        user = grant.get("user_id") if grant is not None else None
+        return user if isinstance(user, str) else None
+
+    def customer_user(self, customer_id: str) -> str | None:
+        return _customer_user(self.ctx, self.verified, customer_id)
+
+    def grant(self, store_key: str) -> Mapping[str, Any] | None:
+        with self.ctx.database.read() as conn:
+            found = ledger.grant_for(conn, app_id=self.app_id, source=PAYMENT_PROCESSOR, store_key=store_key)
+        return dict(found._mapping) if found is not None else None
 
 
 def _customer_user(ctx: Context, verified: Verified, customer: str) -> str | None:

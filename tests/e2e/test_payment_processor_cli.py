@@ -1,5 +1,6 @@
 """`flokit admin integrations connect --type payment_processor` as an operator runs it: the Stripe
-keys and the app its purchases entitle; `--check` says plainly that the sync is not built yet."""
+keys and the app its purchases entitle; `--check` lists the account's events with the key (against
+a Stripe that refuses it, and against localstripe on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_httpserver import HTTPServer
 
+from tests.api.notifications_support import localstripe
 from tests.support import BIN, ROOT
 
 pytestmark = pytest.mark.e2e
@@ -52,14 +55,23 @@ def test_connect_takes_the_stripe_keys_and_the_app_and_refuses_what_is_missing(
     assert missing.returncode == 1 and "webhook_secret: is required" in missing.stderr
     foreign = connect(env, tmp_path, ws, config | {"app_id": "app_of_another_workspace"})
     assert foreign.returncode == 1 and "no app app_of_another_workspace" in foreign.stderr
-    checked = connect(env, tmp_path, ws, config, "--check")
-    assert (
-        checked.returncode == 1 and "sync is not built yet" in checked.stderr and "nothing was saved" in checked.stderr
+    refusing = HTTPServer(host="127.0.0.1", port=0)
+    refusing.expect_request("/v1/events").respond_with_json(
+        {"error": {"message": "Invalid API Key provided: sk_test_****ghij", "type": "invalid_request_error"}},
+        status=401,
     )
+    refusing.start()
+    try:
+        checked = connect(env, tmp_path, ws, config | {"base_url": refusing.url_for("").rstrip("/")}, "--check")
+    finally:
+        refusing.stop()
+    assert checked.returncode == 1 and "check failed (auth)" in checked.stderr, checked.stderr
+    assert "Invalid API Key provided" in checked.stderr and "nothing was saved" in checked.stderr
 
-    connected = connect(env, tmp_path, ws, config, "--json")
+    connected = connect(env, tmp_path, ws, config | {"base_url": localstripe()}, "--check", "--json")
     assert connected.returncode == 0, connected.stderr
     shown = json.loads(connected.stdout)
+    assert shown["check"] == "Stripe: the key can list events; none in the last 30 days"
     assert (shown["type"], shown["status"]) == ("payment_processor", "connected")
     assert shown["options"]["app_id"] == workspace["app_id"]
     assert set(shown["credentials"]) == {"secret_key", "webhook_secret"}

@@ -27,6 +27,10 @@ Conventions FloKit sets (README, "Stripe"):
   ends at `ended_at` (else when the event was created).
 - `cancel_at_period_end` (or a `cancel_at`): auto-renew off, access until the period's end.
 
+What an event changes (`event_effects`) is decided here, for the webhook handler and the sync
+alike (`orchestration/syncs/connectors/payment_processor.py` maps the objects it lists as the
+events of the same objects), given what they read (`Reads`: the ledger, a Customer).
+
 Canonical events (ids `stripe:<object id>:<type>`, deterministic so the sync's later reading of
 the same objects lands once):
 - a paid invoice with `amount_paid` > 0: `subscription_start` (`billing_reason`
@@ -45,11 +49,13 @@ the same objects lands once):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from transforms import event_types as t
+from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR, StoreFact
 from transforms.events import CanonicalEvent, lake_can_hold
 
@@ -79,6 +85,8 @@ SUBSCRIPTION_EVENTS = frozenset(
 )
 INVOICE_EVENTS = frozenset({"invoice.paid", "invoice.payment_failed"})
 CHARGE_EVENTS = frozenset({"charge.refunded"})
+# The types that change something (`event_effects`): what the sync asks `GET /v1/events` for.
+APPLIED_EVENTS = SUBSCRIPTION_EVENTS | {"invoice.paid"} | CHARGE_EVENTS
 
 
 def moment(seconds: object) -> datetime | None:
@@ -419,3 +427,93 @@ def _payment_intent_of_payments(invoice: Mapping[str, Any]) -> str | None:
             if found:
                 return found
     return None
+
+
+class Reads(Protocol):
+    """What mapping an event needs to know besides the event: the ledger's view of a purchase
+    and, for a subscription nobody is linked to yet, the Customer's metadata. The webhook handler
+    reads them through its context, the sync through its database and Stripe client."""
+
+    def linked_user(self, subscription_id: str) -> str | None:
+        """The user the ledger links the subscription to (its first statement named them)."""
+
+    def customer_user(self, customer_id: str) -> str | None:
+        """The user the Customer's metadata names (None: it names none, or Stripe has no such
+        customer)."""
+
+    def grant(self, store_key: str) -> Mapping[str, Any] | None:
+        """The ledger's grant of a purchase (its columns, with `user_id`), or None."""
+
+
+def event_effects(
+    stripe_type: str,
+    obj: Mapping[str, Any],
+    *,
+    previous: Mapping[str, Any] | None,
+    stated_at: datetime,
+    received_at: datetime,
+    workspace_id: str,
+    app_id: str,
+    reads: Reads,
+) -> Effects:
+    """What one Stripe event (or the sync's reading of the same object) changes: shared by the
+    webhook handler and the sync so that both state the same facts with the same event ids."""
+    if stripe_type in SUBSCRIPTION_EVENTS:
+        fact = subscription_fact(obj, stated_at=stated_at)
+        if fact is None:
+            return Effects(note=f"{stripe_type}: no subscription id")
+        customer = customer_id(obj)
+        if fact.user_hint is None and customer and reads.linked_user(fact.store_key) is None:
+            fact = replace(fact, user_hint=reads.customer_user(customer))
+
+        def lifecycle(user: str | None) -> Sequence[CanonicalEvent]:
+            return subscription_events(
+                obj,
+                stripe_type=stripe_type,
+                previous=previous,
+                workspace_id=workspace_id,
+                user_id=user,
+                received_at=received_at,
+            )
+
+        return Effects(effects=[Effect(app_id, fact, lifecycle)], note=f"{stripe_type} {fact.store_key}")
+
+    if stripe_type == "invoice.paid":
+        sub, named = invoice_subscription(obj)
+        if sub is None:
+            purchase = purchase_fact(obj, stated_at=stated_at)
+            if purchase is not None:
+
+                def revenue(user: str | None) -> Sequence[CanonicalEvent]:
+                    return invoice_events(obj, workspace_id=workspace_id, user_id=user, received_at=received_at)
+
+                return Effects(
+                    effects=[Effect(app_id, purchase, revenue)], note=f"one-time purchase {purchase.store_key}"
+                )
+        user = (reads.linked_user(sub) if sub is not None else None) or named
+        found = invoice_events(obj, workspace_id=workspace_id, user_id=user, received_at=received_at)
+        return Effects(events=found, note=f"invoice {obj.get('id')} of {sub}")
+
+    if stripe_type == "charge.refunded":
+        key = one_time_key(obj)
+        grant = reads.grant(key) if key else None
+        at = refund_time(obj, stated_at)
+        if grant is not None and key is not None and obj.get("refunded") is True:
+            fact = revoked(grant, store_key=key, revoked_at=at, stated_at=max(stated_at, at))
+
+            def refund(user: str | None) -> Sequence[CanonicalEvent]:
+                return refund_events(
+                    obj, workspace_id=workspace_id, user_id=user, received_at=received_at, stated_at=stated_at
+                )
+
+            return Effects(effects=[Effect(app_id, fact, refund)], note=f"refund revokes {key}")
+        granted = grant.get("user_id") if grant is not None else None
+        user = (granted if isinstance(granted, str) else None) or subscription_user(obj)
+        found = refund_events(
+            obj, workspace_id=workspace_id, user_id=user, received_at=received_at, stated_at=stated_at
+        )
+        return Effects(events=found, note=f"refund of charge {obj.get('id')}")
+
+    if stripe_type == "invoice.payment_failed":
+        return Effects(note="payment failed: the subscription's own update (past_due) carries the state")
+    return Effects(note=f"{stripe_type} is not read by FloKit; stored only")
