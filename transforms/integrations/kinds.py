@@ -57,8 +57,6 @@ class IntegrationKind:
     cadence_hours: int = DEFAULT_CADENCE_HOURS
     # Fields that must be given together, as one option of the config (all or none).
     groups: tuple[tuple[str, ...], ...] = ()
-    # Not connectable yet: the type is in the spec, its connector is in a later issue.
-    available: bool = True
     base_url_aliases: tuple[str, ...] = ()
 
     def all_fields(self) -> tuple[Field, ...]:
@@ -331,8 +329,6 @@ def kind_of(integration_type: str) -> IntegrationKind:
 def validate_config(integration_type: str, raw: object) -> ValidConfig:
     """Check a config file's content against the type's fields; defaults filled in."""
     kind = kind_of(integration_type)
-    if not kind.available:
-        raise ConfigProblem("type", f"{integration_type} ({kind.vendor}) has no connector yet; it cannot be connected")
     if not isinstance(raw, Mapping):
         raise ConfigProblem("", "the config must be a JSON object")
     fields = kind.all_fields()

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig
 from warehouse.integrations.target import SyncTarget
 
@@ -44,27 +43,13 @@ _MODULES: dict[str, str] = {
     "ios_store_connect": "orchestration.syncs.connectors.ios_store_connect",
     "android_store": "orchestration.syncs.connectors.android_store",
 }
-# Types that can be connected before their sync exists (their notifications are processed on
-# their own): `--check` and every sync answer this, as a failure the operator can read.
-_NOT_BUILT: dict[str, str] = {
-    "payment_processor": "the payment processor (Stripe) sync is not built yet; its webhook notifications "
-    "are processed without it",
-}
 
 
 def connector_for(integration_type: str) -> Connector:
-    """The type's connector; `LookupError` when the type has none (yet), `SyncFailure` for a
-    connectable type whose sync is not built yet (a clear refusal where a sync or check runs)."""
+    """The type's connector; `LookupError` when the type has none."""
     module = _MODULES.get(integration_type)
     if module is None:
         raise LookupError(f"integration type {integration_type!r} has no connector")
-    try:
-        loaded = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        if integration_type in _NOT_BUILT:
-            raise SyncFailure("provider_error", _NOT_BUILT[integration_type]) from None
-        raise LookupError(f"integration type {integration_type!r} has no connector yet") from None
+    loaded = importlib.import_module(module)
     connector: Connector = loaded.CONNECTOR
     return connector
