@@ -32,7 +32,12 @@ USER_AGENT = "FloKit-sync/1"
 
 def retry_after_seconds(response: requests.Response) -> float | None:
     """`Retry-After` as RFC 9110 says: delay-seconds or an HTTP-date."""
-    value = response.headers.get("Retry-After", "").strip()
+    return parse_retry_after(response.headers.get("Retry-After"))
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """A `Retry-After` value (delay-seconds or an HTTP-date, RFC 9110) as seconds from now."""
+    value = (value or "").strip()
     if not value:
         return None
     try:

@@ -24,7 +24,6 @@ within a per-request attempt count and a per-sync budget of waiting, beyond whic
 
 from __future__ import annotations
 
-import email.utils
 import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -35,6 +34,7 @@ from typing import Any, TypeVar
 import stripe
 
 from orchestration.syncs.connectors import Connector, Log
+from orchestration.syncs.http import parse_retry_after
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
 from transforms.integrations.errors import SyncFailure, code_for_status, truncate
@@ -63,21 +63,8 @@ def _no_log(_line: str) -> None:
 
 
 def retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """`Retry-After` (delay-seconds or an HTTP-date, RFC 9110) from a Stripe error's headers."""
-    value = next((v for k, v in (headers or {}).items() if k.lower() == "retry-after"), "").strip()
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    """`Retry-After` from a Stripe error's headers (any spelling of the name)."""
+    return parse_retry_after(next((v for k, v in (headers or {}).items() if k.lower() == "retry-after"), None))
 
 
 def _message(exc: stripe.StripeError) -> str:
