@@ -170,6 +170,7 @@ class PostgresReads:
         self._listener: Any = None  # a psycopg connection in autocommit, LISTENing
         self._open: list[Any] = []  # the listener, for the finalizer (which must not hold self)
         self._retry_at = 0.0
+        self._failing = False  # the last attempt to listen failed (and was logged)
         weakref.finalize(self, _close_all, self._open)
 
     def _listen(self) -> None:
@@ -184,8 +185,11 @@ class PostgresReads:
             conn = dialect.loaded_dbapi.connect(*cargs, **options)
             conn.execute(f"LISTEN {CHANNEL}")
         except Exception as exc:  # the database is away: reads go to it uncached (and fail there if it is)
-            log.warning("entitlement cache: cannot listen for changes (%s); reads are uncached", type(exc).__name__)
+            if not self._failing:  # one line per outage, not one a second
+                log.warning("entitlement cache: cannot listen for changes (%s); reads are uncached", type(exc).__name__)
+            self._failing = True
             return
+        self._failing = False
         self._listener = conn
         self._open.append(conn)
         self._rows.clear()
