@@ -170,6 +170,7 @@ class PostgresReads:
         self._listener: Any = None  # a psycopg connection in autocommit, LISTENing
         self._open: list[Any] = []  # the listener, for the finalizer (which must not hold self)
         self._retry_at = 0.0
+        self._poll = select.poll()
         self._failing = False  # the last attempt to listen failed (and was logged)
         weakref.finalize(self, _close_all, self._open)
 
@@ -191,6 +192,8 @@ class PostgresReads:
             return
         self._failing = False
         self._listener = conn
+        self._poll = select.poll()  # not select(): a worker's descriptors may pass FD_SETSIZE
+        self._poll.register(conn.pgconn.socket, select.POLLIN)
         self._open.append(conn)
         self._rows.clear()
         self._generation += 1
@@ -208,7 +211,7 @@ class PostgresReads:
             # After the server's goodbye (`pg_terminate_backend`, a restart) consuming succeeds
             # once with the socket still readable: its EOF, which the next consume raises on.
             for _ in range(DRAIN_ROUNDS):
-                if not select.select([pgconn.socket], [], [], 0)[0]:
+                if not self._poll.poll(0):
                     break
                 pgconn.consume_input()
                 while (notify := pgconn.notifies()) is not None:
