@@ -16,12 +16,16 @@ import pytest
 import requests
 from flask.testing import FlaskClient
 
+from tests.api.notifications_support import KEY, settings
+from tests.api.test_notifications_revenuecat import AUTH, PATH, integration, now_ms, rc_event
 from tests.support import gunicorn_server, wait_for
 from transforms.entitlements.facts import StoreFact
 from warehouse import workspaces
 from warehouse.db import Database
 from warehouse.entitlements import cache, ledger
 from warehouse.settings import Settings
+
+__all__ = ["settings"]  # with an instance key: the processor test unseals an integration's secret
 
 READS = 16  # fresh connections per check: spread over both workers (and this process)
 
@@ -101,6 +105,28 @@ def test_a_refund_and_a_revoked_key_reach_every_worker_at_once(
             workspaces.revoke_app(conn, app_id=workspace["app_id"])
         next_reads(server.base, workspace, "payer", 401, settings)
         assert client.get("/api/paywall/entitlement", headers=headers(workspace, "payer")).status_code == 401
+
+
+def test_a_refund_through_the_processor_reaches_every_worker(
+    settings: Settings, db: Database, workspace: dict, tmp_path: Path
+) -> None:
+    """The path a refund really takes: the provider's webhook, handled by one worker, applied to
+    the ledger; the user's next read on any worker is inactive."""
+    integration_id = integration(db, workspace)
+    at = now_ms() - 60_000
+
+    def post(base: str, event: dict[str, Any]) -> None:
+        body: dict[str, Any] = {"api_version": "1.0", "event": event}
+        url = f"{base}{PATH}?integration={integration_id}"
+        assert requests.post(url, json=body, headers={"Authorization": AUTH}, timeout=10).status_code == 200
+
+    env = {**os.environ, **settings.child_env(), "FLOKIT_SECRET_KEY": KEY}
+    with gunicorn_server(env, workers=2, log_dir=tmp_path) as server:
+        post(server.base, rc_event("INITIAL_PURCHASE", user="buyer", at=at))
+        assert answers(server.base, workspace, "buyer") == [{"active": True, "source": "iap"}] * READS
+        refund = rc_event("CANCELLATION", user="buyer", at=at + 1000, cancel_reason="CUSTOMER_SUPPORT", price=-10.99)
+        post(server.base, refund)
+        next_reads(server.base, workspace, "buyer", {"active": False, "source": "iap"}, settings)
 
 
 def test_a_period_that_ends_reads_inactive_at_that_moment_with_no_write(
