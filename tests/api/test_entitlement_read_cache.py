@@ -206,6 +206,7 @@ def test_a_lost_listener_makes_reads_uncached_until_it_is_back(
     # Back within a second: listening again, the cache in use and still told of every change.
     wait_for(lambda: read() is not None and len(listeners(db)) == 1, 5, "a new listening connection")
     assert listeners(db) != [pid]
+    # Written by this process: its own next read is never earlier than the write, notification or not.
     buy(db, workspace, "payer", fact("2000004"))
     assert read() == read() == {"active": True, "source": "iap"}
     state(db, workspace, fact("2000004", stated_at=datetime.now(UTC), revoked_at=datetime.now(UTC)))

@@ -15,7 +15,9 @@ only ever trusted while the worker can prove nothing changed it since it was rea
   database) until a new one listens again. The window left: PostgreSQL sends listeners the
   notification while the writer's commit returns, not before, so a read on another worker racing
   that commit by a few milliseconds may still answer from the rows before it (measured under
-  load: 6 % of listeners were behind the writer's return, by 5 ms at worst).
+  load: 6 % of listeners were behind the writer's return, by 5 ms at worst). The writing
+  process itself has no window: `notify` marks the rows pending in its own cache, read from the
+  database and not kept until their notification comes back.
 - SQLite (one host by construction): `PRAGMA data_version` on the reader's own pinned
   connection changes whenever another connection committed anything; the cache of that
   connection is dropped then, with no window: the commit is in the shared WAL index before the
@@ -56,6 +58,7 @@ MAX_ENTRIES = 100_000  # per worker; the oldest entry goes first beyond it
 MAX_AGE_S = 60.0  # defence in depth against a write made outside FloKit's code (no notification)
 DRAIN_ROUNDS = 8  # a socket still readable after this many is at its EOF (or flooded: dropped too)
 RECONNECT_EVERY_S = 1.0  # a lost listener is retried at most this often, on the read path
+PENDING_S = 5.0  # how long a change written here waits for its notification (a rollback sends none)
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +174,7 @@ class PostgresReads:
         self._open: list[Any] = []  # the listener, for the finalizer (which must not hold self)
         self._retry_at = 0.0
         self._poll = select.poll()
+        self._pending: dict[str, float] = {}  # payloads this process wrote -> until when to wait for them
         self._failing = False  # the last attempt to listen failed (and was logged)
         weakref.finalize(self, _close_all, self._open)
 
@@ -215,7 +219,9 @@ class PostgresReads:
                     break
                 pgconn.consume_input()
                 while (notify := pgconn.notifies()) is not None:
-                    self._rows.invalidate(notify.extra.decode())
+                    payload = notify.extra.decode()
+                    self._rows.invalidate(payload)
+                    self._pending.pop(payload, None)
                     self._generation += 1
             else:
                 raise ConnectionError("the listening connection stays readable: closed by the server")
@@ -233,11 +239,36 @@ class PostgresReads:
         self._generation += 1
         _close_all(self._open)
 
+    def expect(self, payload: str) -> None:
+        """This process is writing a change of `payload`'s rows: until its notification comes
+        back (so after the commit), those rows are read from the database and not kept. Without
+        it, this process's own next read could still find the rows from before its write: the
+        listener is sent the notification while the commit returns, not before."""
+        with self._lock:
+            self._pending[payload] = time.monotonic() + PENDING_S
+            self._rows.invalidate(payload)
+            self._generation += 1
+
+    def _blocked(self, app_id: str, user_id: str) -> bool:
+        """A change of these rows written here is not back from the listener yet. Caller holds the lock."""
+        if not self._pending:
+            return False
+        now = time.monotonic()
+        for payload in (f"{app_id}:{user_id}", f"{app_id}:{ALL_USERS}"):
+            deadline = self._pending.get(payload)
+            if deadline is not None:
+                if deadline > now:
+                    return True
+                del self._pending[payload]  # never committed (rolled back): nothing will come
+        return False
+
     def read(self, db: Database, *, publishable_key: str, user_id: str) -> Entry | None:
         key = (publishable_key, user_id)
         with self._lock:
             listening = self._drain()
             entry = self._rows.get(key) if listening else None
+            if entry is not None and self._blocked(entry.app_id, user_id):
+                entry = None
             generation = self._generation
         if entry is not None:
             return entry  # no database connection touched
@@ -246,7 +277,7 @@ class PostgresReads:
         if entry is not None and listening:
             with self._lock:
                 # Stored only if nothing was invalidated since before the rows were read.
-                if self._drain() and self._generation == generation:
+                if self._drain() and self._generation == generation and not self._blocked(entry.app_id, user_id):
                     self._rows.put(key, entry)
         return entry
 
@@ -305,4 +336,9 @@ def notify(conn: Connection, app_id: str, user_id: str | None) -> None:
     whole app (its key was revoked)."""
     if conn.dialect.name != "postgresql":
         return
-    conn.execute(sa.select(sa.func.pg_notify(CHANNEL, f"{app_id}:{ALL_USERS if user_id is None else user_id}")))
+    payload = f"{app_id}:{ALL_USERS if user_id is None else user_id}"
+    conn.execute(sa.select(sa.func.pg_notify(CHANNEL, payload)))
+    pid = os.getpid()
+    for owner, reads in list(_READS.values()):
+        if owner == pid and isinstance(reads, PostgresReads):
+            reads.expect(payload)
