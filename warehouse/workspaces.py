@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from transforms.ids import hash_api_key, key_prefix, new_api_key, new_id, new_publishable_key
 from warehouse import audit
 from warehouse.db import utcnow
+from warehouse.entitlements.cache import notify as notify_entitlements
 from warehouse.errors import NotFound
 from warehouse.tables import SCOPES, Scope, api_keys, apps, workspaces
 
@@ -148,6 +149,21 @@ def create_app(conn: Connection, *, workspace_id: str, name: str, actor: str = "
     conn.execute(apps.insert().values(**app.__dict__, created_at=utcnow()))
     audit.record(conn, workspace_id=workspace_id, actor=actor, action="app.created", subject_id=app.id)
     return app
+
+
+def revoke_app(conn: Connection, *, app_id: str, actor: str = "cli") -> None:
+    """The app's publishable key stops working at commit, on every worker: the entitlement
+    read cache (`warehouse.entitlements.cache`) drops the app when this commits."""
+    row = conn.execute(
+        apps.update()
+        .where(apps.c.id == app_id, apps.c.revoked_at.is_(None))
+        .values(revoked_at=utcnow())
+        .returning(apps.c.workspace_id)
+    ).first()
+    if row is None:
+        raise NotFound(f"No active app {app_id}")
+    notify_entitlements(conn, app_id, None)
+    audit.record(conn, workspace_id=row.workspace_id, actor=actor, action="app.revoked", subject_id=app_id)
 
 
 def app_by_id(conn: Connection, app_id: str) -> App | None:

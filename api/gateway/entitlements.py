@@ -155,9 +155,8 @@ def private(response: Response) -> Response:
 
 def _entitlement(user: str) -> Response:
     key = request.headers.get("x-app-key", "").strip()
-    if key:  # the hot path: key and entitlement in one query
-        with state().db.driver_read() as conn:
-            found = ledger.current_for_key(conn, publishable_key=key, user_id=user)
+    if key:  # the hot path: the key's app and the user's purchases, cached per worker until a change
+        found = ledger.current_for_key_cached(state().db, publishable_key=key, user_id=user)
         if found is None:
             raise ApiError(401, "Invalid x-app-key (unknown or revoked)")
         count_app_client(key)

@@ -11,13 +11,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from transforms.entitlements.facts import StoreFact
+from warehouse import workspaces
 from warehouse.db import Database
 from warehouse.entitlements import ledger
-from warehouse.tables import apps
 
 NOW = datetime.now(UTC)
 
@@ -185,5 +184,5 @@ def test_entitlement_reads_need_a_key_or_token_and_a_user(client: FlaskClient, d
     mine = {"x-app-key": workspace["app_key"], "x-user-id": "u"}
     assert client.get("/api/paywall/entitlement", headers=mine).status_code == 200
     with db.write() as conn:
-        conn.execute(sa.update(apps).where(apps.c.id == workspace["app_id"]).values(revoked_at=sa.func.now()))
+        workspaces.revoke_app(conn, app_id=workspace["app_id"])
     assert client.get("/api/paywall/entitlement", headers=mine).status_code == 401  # a revoked key

@@ -28,8 +28,9 @@ from sqlalchemy.engine import Connection, Row
 from transforms.entitlements.facts import StoreFact
 from transforms.entitlements.identity import token_names_user
 from transforms.ids import new_id
-from warehouse.db import utcnow
+from warehouse.db import Database, utcnow
 from warehouse.driver import driver_statement
+from warehouse.entitlements import cache
 from warehouse.entitlements.tables import entitlement_grants as g
 from warehouse.tables import apps
 
@@ -109,6 +110,8 @@ def _claim(
         .where(g.c.app_id == app_id, g.c.source == fact.source, g.c.store_key == fact.store_key)
         .with_for_update()
     ).one()
+    if inserted is not None and user_id is not None:
+        cache.notify(conn, app_id, user_id)
     return row, inserted is not None
 
 
@@ -128,6 +131,9 @@ def _update(conn: Connection, row: Row[Any], fact: StoreFact, *, user_id: str | 
     if changes:
         changes["updated_at"] = utcnow()
         conn.execute(sa.update(g).where(g.c.id == row.id).values(**changes))
+        # Every worker's cached rows of the user (and of the previous user, on a transfer).
+        for user in {row.user_id, user_id} - {None}:
+            cache.notify(conn, row.app_id, user)
     return newer and any(k in _STATE for k in changes)
 
 
@@ -222,3 +228,14 @@ def current_for_key(
     if channel is None:
         return Entitlement(False, SOURCE_NONE)
     return Entitlement(bool(active), channel)
+
+
+def current_for_key_cached(db: Database, *, publishable_key: str, user_id: str) -> Entitlement | None:
+    """`current_for_key` from this worker's cache of the ledger rows (`warehouse.entitlements.cache`):
+    the rows are reused only while no change to them can have committed, and the verdict is
+    computed from them now."""
+    entry = cache.reads_for(db).read(db, publishable_key=publishable_key, user_id=user_id)
+    if entry is None:
+        return None
+    active, channel = cache.verdict(entry.grants, cache.bound_now(db.engine.dialect))
+    return Entitlement(False, SOURCE_NONE) if channel is None else Entitlement(active, channel)
