@@ -12,7 +12,7 @@ import fcntl
 import os
 import select
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -238,6 +238,7 @@ class Database:
         path = sqlite_path(url)
         self._writers = WriterQueue(path) if path is not None else None
         self._pins = PinnedConnections(self.engine, autocommit=not self.is_sqlite)
+        self._closers: list[Callable[[], None]] = []
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -304,7 +305,14 @@ class Database:
         with self.engine.connect() as conn, conn.begin():
             yield conn
 
+    def on_dispose(self, close: Callable[[], None]) -> None:
+        """Run `close` when this database is disposed (connections held beside the engine's pool,
+        such as a cache's listening connection)."""
+        self._closers.append(close)
+
     def dispose(self) -> None:
+        while self._closers:
+            self._closers.pop()()
         self._pins.close_all()
         self.engine.dispose()
 

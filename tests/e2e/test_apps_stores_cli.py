@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.e2e import test_integrations_cli as cli
-from warehouse.db import Database
+from warehouse.db import database_for
 from warehouse.entitlements.tables import app_stores
 
 pytestmark = pytest.mark.e2e
@@ -70,7 +70,9 @@ def test_set_show_and_refuse(env: dict[str, str], tmp_path: Path) -> None:
     assert "android_push_token" not in json.loads(again.stdout) and token not in again.stdout
     assert json.loads(again.stdout)["android"]["push_token_set"] is True
     # At rest the key is sealed: the private key's text is nowhere in the row.
-    with Database(env["FLOKIT_DATABASE_URL"]).read() as conn:
+    # database_for: the cached engine the fixture closes (no connection left for the garbage
+    # collector to find open during a later test).
+    with database_for(env["FLOKIT_DATABASE_URL"]).read() as conn:
         row = conn.execute(sa.select(app_stores).where(app_stores.c.app_id == app_id)).one()
     assert "PRIVATE KEY" not in row.android_credentials and token not in str(row._mapping)
 

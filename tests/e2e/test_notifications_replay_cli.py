@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from api.app import create_app
 from tests.api.test_notifications_generic import SUBSCRIPTION, iso, post, purchase
 from tests.e2e import test_integrations_cli as cli
-from warehouse.db import Database
+from warehouse.db import database_for
 from warehouse.entitlements import ledger
 from warehouse.entitlements.tables import entitlement_grants
 from warehouse.settings import Settings
@@ -38,7 +38,7 @@ def test_replay_rebuilds_the_ledger_from_stored_notifications(env: dict[str, str
         answer = post(client, SUBSCRIPTION, boot["app_id"], body, secret)
         assert answer.status_code == 200 and answer.json["status"] == "applied", answer.json
 
-    db = Database(env["FLOKIT_DATABASE_URL"])
+    db = database_for(env["FLOKIT_DATABASE_URL"])  # the cached engine, closed by the fixture
 
     def active(user: str) -> bool:
         with db.read() as conn:

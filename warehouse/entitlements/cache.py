@@ -178,6 +178,12 @@ class PostgresReads:
         self._failing = False  # the last attempt to listen failed (and was logged)
         weakref.finalize(self, _close_all, self._open)
 
+    def close(self) -> None:
+        """Close the listening connection (the database is being disposed)."""
+        with self._lock:
+            self._listener = None
+            _close_all(self._open)
+
     def _listen(self) -> None:
         """Open the listening connection (the cache starts empty); on failure, retry later."""
         if time.monotonic() < self._retry_at:
@@ -326,6 +332,8 @@ def reads_for(db: Database) -> PostgresReads | SqliteReads:
             found = _READS.get(db)
             if found is None or found[0] != pid:
                 reads = PostgresReads(db.engine) if db.engine.dialect.name == "postgresql" else SqliteReads()
+                if isinstance(reads, PostgresReads):
+                    db.on_dispose(reads.close)
                 found = _READS[db] = (pid, reads)
     return found[1]
 

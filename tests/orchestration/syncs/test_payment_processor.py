@@ -197,6 +197,14 @@ def test_the_connector_is_registered() -> None:
 NOW = int(time.time())
 
 
+@pytest.fixture(autouse=True)
+def _clock() -> None:
+    """The fake's objects are dated from the test's own start, not the module's import (a whole
+    suite takes half an hour between the two, and the sync compares with the real clock)."""
+    global NOW
+    NOW = int(time.time())
+
+
 def _invoice(n: int, *, at: int, user: str = "user-7", sub: str = "sub_1") -> dict[str, Any]:
     return {
         "id": f"in_{n:04d}",
