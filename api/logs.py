@@ -20,20 +20,30 @@ _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 class JsonFormatter(logging.Formatter):
+    """Every request writes one line (the access log), so the line is built with little work:
+    the timestamp's seconds are formatted once per second, not once per line."""
+
+    _second: tuple[int, str] = (-1, "")
+
     def format(self, record: logging.LogRecord) -> str:
+        second, text = self._second
+        if int(record.created) != second:
+            second = int(record.created)
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, text)
         entry = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "ts": f"{text}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        for key, value in vars(record).items():
+            if key not in _STANDARD:
+                entry[key] = value
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
-
-JsonFormatter.converter = time.gmtime
 
 # Seconds between two lines about the same kind of failure, in each process (gunicorn worker).
 OUTAGE_LOG_INTERVAL_S = 10.0

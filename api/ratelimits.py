@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial, wraps
+from functools import lru_cache, partial, wraps
 from typing import Any, TypeVar, cast
 
 from flask import Flask, current_app, g, request
@@ -54,6 +54,7 @@ EXTENSION = "flokit.rate_limits"
 _ADDRESS = "flokit_rate_limit_address"  # on flask.g: every limit of a request counts the same address
 PUBLIC_ATTR = "__flokit_public__"  # set by `per_address`: the route takes no credentials
 EXEMPT_ENDPOINTS = frozenset({"healthz", "readyz"})  # load balancers poll them
+MAX_FAILING_ADDRESSES = 10_000  # past it, addresses whose failures every window forgot are dropped
 STORE_TIMEOUT_S = 0.25  # a shared store slower than this is treated as down for that request
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -122,6 +123,28 @@ class SweptMemoryStorage(MemoryStorage):
             self._sweep_lock.release()
 
 
+@lru_cache(maxsize=4096)
+def counted_address(peer: str | None, forwarded_for: str | None, trusted_proxies: int) -> str:
+    """The client address the limits count by. An IPv6 client is its /64: one subscriber line
+    or host gets a whole /64, so counting single addresses would let it rotate through them.
+    Cached: a gateway sees the same few addresses (devices behind NAT, its own proxies) again
+    and again, and parsing one is a measurable part of a cached entitlement read. A long
+    X-Forwarded-For (the caller writes its left part) is parsed uncached, so the cache's memory
+    stays bounded by a few hundred bytes an entry."""
+    found = client_address(peer, forwarded_for, trusted_proxies)
+    if not found:
+        return "unknown"
+    try:
+        parsed = ipaddress.ip_address(found)
+    except ValueError:
+        return found
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:  # an IPv4 client on a dual-stack socket
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+    return found
+
+
 class RateLimits:
     def __init__(self, settings: Settings) -> None:
         options: dict[str, float | str | bool] = {}
@@ -139,28 +162,21 @@ class RateLimits:
                 self.rules[kind] = Rule(kind, tuple(parse_many(text)))
         self.trusted_proxies = settings.trusted_proxies
         self._outage = RateLimitedLog(log)
+        # With per-process counters, an address this process never saw fail has no failures to
+        # test: the common case answers from a dict instead of the strategy's window arithmetic.
+        # Value: when its last failure was counted; dropped once every window has forgotten it.
+        self._failed_here: dict[str, float] | None = {} if isinstance(self.storage, SweptMemoryStorage) else None
+        rule = self.rules.get("auth_failures")
+        self._failures_memory_s = 2.0 * max((i.get_expiry() for i in rule.items), default=0) if rule else 0.0
 
     def address(self) -> str:
-        """The client address the limits count by. An IPv6 client is its /64: one subscriber line
-        or host gets a whole /64, so counting single addresses would let it rotate through them."""
+        """The client address the limits count by (`counted_address`), once per request."""
         cached: str | None = g.get(_ADDRESS)
         if cached is None:
-            cached = g.setdefault(_ADDRESS, self._address())
+            forwarded = request.headers.get("X-Forwarded-For")
+            parse = counted_address if forwarded is None or len(forwarded) <= 256 else counted_address.__wrapped__
+            cached = g.setdefault(_ADDRESS, parse(request.remote_addr, forwarded, self.trusted_proxies))
         return cached
-
-    def _address(self) -> str:
-        found = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), self.trusted_proxies)
-        if not found:
-            return "unknown"
-        try:
-            parsed = ipaddress.ip_address(found)
-        except ValueError:
-            return found
-        if isinstance(parsed, ipaddress.IPv6Address):
-            if parsed.ipv4_mapped is not None:  # an IPv4 client on a dual-stack socket
-                return str(parsed.ipv4_mapped)
-            return str(ipaddress.IPv6Network((parsed, 64), strict=False))
-        return found
 
     def hit(self, kind: str, *identifiers: str) -> None:
         """Count one request against `kind` for `identifiers`: 429 when over the limit."""
@@ -168,10 +184,21 @@ class RateLimits:
 
     def check_failures(self) -> None:
         """429 before any credential is checked when this address failed too often lately."""
-        self._apply("auth_failures", self.strategy.test, (self.address(),))
+        address = self.address()
+        if self._failed_here is not None and address not in self._failed_here:
+            return
+        self._apply("auth_failures", self.strategy.test, (address,))
 
     def record_failure(self) -> None:
-        self._apply("auth_failures", self.strategy.hit, (self.address(),), refuse=False)
+        address = self.address()
+        failed = self._failed_here
+        if failed is not None:
+            now = time.monotonic()
+            if len(failed) >= MAX_FAILING_ADDRESSES:  # a sliding window counter forgets after two windows
+                for stale in [a for a, at in list(failed.items()) if now - at > self._failures_memory_s]:
+                    failed.pop(stale, None)
+            failed[address] = now
+        self._apply("auth_failures", self.strategy.hit, (address,), refuse=False)
 
     def _apply(self, kind: str, ask: Callable[..., bool], identifiers: tuple[str, ...], *, refuse: bool = True) -> None:
         """Ask the strategy (count a hit, or only test) for each of `kind`'s rates; 429 on a no."""

@@ -142,6 +142,34 @@ def test_failed_authentications_lock_an_address_out_of_every_credentialed_route(
     assert client.get("/v1/workspace", headers={**honest, **bearer(workspace["api_key_read_only"])}).status_code == 200
 
 
+def test_the_failure_fast_path_forgets_only_addresses_every_window_forgot(
+    settings: Settings, workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In memory, an address with no failures in this process skips the window arithmetic; the
+    addresses remembered for that are pruned only once their failures expired, so a locked-out
+    address stays locked out however many other addresses fail meanwhile."""
+    monkeypatch.setattr("api.ratelimits.MAX_FAILING_ADDRESSES", 3)
+    client = create_app(replace(settings, trusted_proxies=1, rate_limit_auth_failures="2/second")).test_client()
+    limits = client.application.extensions["flokit.rate_limits"]
+
+    def fail(address: str) -> int:
+        wrong = {"X-Forwarded-For": address, "x-app-key": "pk_wrong", "x-user-id": "u"}
+        return int(client.get(ENTITLEMENT, headers=wrong).status_code)
+
+    def honest(address: str) -> int:
+        return int(client.get(ENTITLEMENT, headers={"X-Forwarded-For": address, **app_headers(workspace)}).status_code)
+
+    for address in ("192.0.2.1", "192.0.2.2"):
+        assert fail(address) == 401
+    time.sleep(2.1)  # both windows (current and previous) of those failures are over
+    assert [fail("192.0.2.3"), fail("192.0.2.3")] == [401, 401]
+    assert honest("192.0.2.3") == 429  # locked out
+    assert fail("192.0.2.4") == 401  # the fourth address prunes the two expired ones, not .3
+    assert set(limits._failed_here) == {"192.0.2.3", "192.0.2.4"}
+    assert honest("192.0.2.3") == 429
+    assert honest("192.0.2.1") == 200
+
+
 def test_a_limit_can_be_turned_off_and_bad_settings_are_refused(tmp_path: Path) -> None:
     env = {"FLOKIT_DATA_DIR": str(tmp_path / "d"), "FLOKIT_RATE_LIMIT_API_KEY": "off"}
     assert Settings.from_env(env).rate_limits()["api_key"] == "off"
