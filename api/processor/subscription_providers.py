@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -147,9 +147,9 @@ class SubscriptionProviderHandler(Generic[E]):
             for user in sources:
                 for row in ledger.grants_of(conn, workspace_id=workspace_id, app_id=app_id, user_id=user):
                     if row.source == self.provider and user != to_user:
-                        fact = revenuecat.transfer_fact(
-                            dict(row._mapping), store_key=row.store_key, to_user=to_user, at=event.at
-                        )
+                        # The purchase's state as the ledger holds it, now stated as moved.
+                        held = ledger.fact_of_grant(row)
+                        fact = replace(held, stated_at=max(event.at, held.stated_at), user_hint=to_user, transfer=True)
                         moved.append(Effect(app_id, fact))
         return Effects(effects=moved, note=f"{event.type} of {len(moved)} purchase(s) to {to_user}")
 
