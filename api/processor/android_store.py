@@ -207,7 +207,7 @@ def _voided(
             key = token
         with ctx.database.read() as conn:
             grant = ledger.grant_for(conn, app_id=app.app_id, source=ANDROID_STORE, store_key=key)
-    previous = gp.fact_of_grant(grant) if grant is not None else None
+    previous = ledger.fact_of_grant(grant) if grant is not None else None
     refund_type = void.get("refundType") if isinstance(void.get("refundType"), int) else None
     order = void.get("orderId") if isinstance(void.get("orderId"), str) and void.get("orderId") else None
     effect = gp.voided_effect(previous, app_id=app.app_id, workspace_id=app.workspace_id, store_key=key,

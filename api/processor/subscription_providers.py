@@ -6,6 +6,10 @@ header value", sent exactly as entered). It is compared in constant time with th
 `webhook_authorization` sealed in the integration the URL names; the integration's `app_id`
 says which app's ledger the events update. The mappings: `transforms.stores.revenuecat` and
 `transforms.stores.adapty`.
+
+The two webhooks differ only in their event mapping, how an event names its retries (its
+dedup key) and RevenueCat's TRANSFER, so one handler serves both, given a `Webhook` that says
+those parts: a fix to authentication or replay then reaches both providers at once.
 """
 
 from __future__ import annotations
@@ -13,14 +17,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from api.processor.framework import Context, Handler, Incoming, Malformed, Unverified, Verified
 from api.processor.tenant import Tenant, integration_tenant, tenant_of
 from transforms.entitlements.effects import Effect, Effects
-from transforms.entitlements.facts import SUBSCRIPTION_PROVIDER_A, SUBSCRIPTION_PROVIDER_B
+from transforms.entitlements.facts import SUBSCRIPTION_PROVIDER_A, SUBSCRIPTION_PROVIDER_B, StoreFact
 from transforms.events import CanonicalEvent
 from transforms.stores import adapty, revenuecat
 from warehouse.entitlements import ledger
@@ -49,69 +54,49 @@ def _authorize(incoming: Incoming, tenant: Tenant) -> str:
     return tenant.app_id
 
 
-class RevenueCatHandler:
-    provider = SUBSCRIPTION_PROVIDER_A
+class _Event(Protocol):
+    @property
+    def type(self) -> str: ...
 
-    def _parse(self, body: bytes) -> revenuecat.Event:
+    @property
+    def at(self) -> datetime: ...
+
+
+E = TypeVar("E", bound=_Event)
+E_in = TypeVar("E_in", bound=_Event, contravariant=True)
+
+
+class _Events(Protocol[E_in]):
+    def __call__(
+        self, event: E_in, /, *, workspace_id: str, user_id: str | None, received_at: datetime
+    ) -> list[CanonicalEvent]: ...
+
+
+@dataclass(frozen=True)
+class Webhook(Generic[E]):
+    """What one provider's webhook has of its own; the rest is `SubscriptionProviderHandler`."""
+
+    provider: str  # the integration type the URL's integration must have, and the facts' source
+    parse: Callable[[object], E | None]  # None: a body with no event (nothing to apply)
+    not_an_event: type[Exception]  # what `parse` raises for a body that is no event (400)
+    # The event's key across retries, from the event and the raw body; None: nothing to apply.
+    dedup_key: Callable[[E, bytes], str | None]
+    ignored: str  # the note of an event with no dedup key
+    fact: Callable[[E], StoreFact | None]
+    events: _Events[E]
+    # A TRANSFER's previous owners and its new one; None: the event is no transfer.
+    transfer: Callable[[E], tuple[Sequence[str], str | None] | None] = lambda _event: None
+
+
+class SubscriptionProviderHandler(Generic[E]):
+    def __init__(self, webhook: Webhook[E]) -> None:
+        self.webhook = webhook
+        self.provider = webhook.provider
+
+    def _parse(self, body: bytes) -> E | None:
         try:
-            return revenuecat.parse(_json(body))
-        except revenuecat.NotAnEvent as e:
-            raise Malformed(str(e)) from None
-
-    def verify(self, incoming: Incoming, ctx: Context) -> Verified:
-        tenant = tenant_of(incoming, ctx, self.provider)
-        app_id = _authorize(incoming, tenant)
-        event = self._parse(incoming.body)
-        dedup = None if event.type == revenuecat.TEST else event.id
-        note = "a TEST event: nothing to apply" if dedup is None else ""
-        return Verified(self.provider, dedup, tenant.workspace_id, app_id, tenant.integration_id, event, note=note)
-
-    def decode(self, stored: StoredNotification, ctx: Context) -> Verified:
-        tenant = integration_tenant(ctx, integration_id=stored.integration_id, integration_type=self.provider)
-        event = self._parse(stored.body)
-        app_id = stored.app_id or tenant.app_id
-        return Verified(self.provider, stored.dedup_key, stored.workspace_id, app_id, stored.integration_id, event)
-
-    def effects(self, verified: Verified, ctx: Context) -> Effects:
-        event: revenuecat.Event = verified.payload
-        workspace_id, app_id = verified.workspace_id, verified.app_id
-        assert workspace_id is not None and app_id is not None
-        now = datetime.now(UTC)
-
-        def landed(user: str | None) -> Sequence[CanonicalEvent]:
-            return revenuecat.events(event, workspace_id=workspace_id, user_id=user, received_at=now)
-
-        if event.type == revenuecat.TRANSFER:
-            return self._transfer(event, ctx, workspace_id, app_id)
-        fact = revenuecat.fact(event)
-        if fact is None:
-            return Effects(events=landed(None), note=f"{event.type}: no purchase state")
-        return Effects(effects=[Effect(app_id, fact, landed)], note=f"{event.type} {fact.store_key}")
-
-    def _transfer(self, event: revenuecat.Event, ctx: Context, workspace_id: str, app_id: str) -> Effects:
-        """The purchases the ledger links to the previous owners, moved to the new one."""
-        sources, to_user = revenuecat.transfer_users(event)
-        if to_user is None:
-            return Effects(note="TRANSFER names no app user to move the purchases to")
-        moved: list[Effect] = []
-        with ctx.database.read() as conn:
-            for user in sources:
-                for row in ledger.grants_of(conn, workspace_id=workspace_id, app_id=app_id, user_id=user):
-                    if row.source == self.provider and user != to_user:
-                        fact = revenuecat.transfer_fact(
-                            dict(row._mapping), store_key=row.store_key, to_user=to_user, at=event.at
-                        )
-                        moved.append(Effect(app_id, fact))
-        return Effects(effects=moved, note=f"TRANSFER of {len(moved)} purchase(s) to {to_user}")
-
-
-class AdaptyHandler:
-    provider = SUBSCRIPTION_PROVIDER_B
-
-    def _parse(self, body: bytes) -> adapty.Event | None:
-        try:
-            return adapty.parse(_json(body))
-        except adapty.NotAnEvent as e:
+            return self.webhook.parse(_json(body))
+        except self.webhook.not_an_event as e:
             raise Malformed(str(e)) from None
 
     def verify(self, incoming: Incoming, ctx: Context) -> Verified:
@@ -122,9 +107,9 @@ class AdaptyHandler:
             return Verified(
                 self.provider, None, tenant.workspace_id, app_id, tenant.integration_id, None, note="no event"
             )
-        # Adapty's `profile_event_id` is its deduplication id; a body without one is named by its bytes.
-        dedup = event.dedup_key or "sha256:" + hashlib.sha256(incoming.body).hexdigest()
-        return Verified(self.provider, dedup, tenant.workspace_id, app_id, tenant.integration_id, event)
+        dedup = self.webhook.dedup_key(event, incoming.body)
+        note = self.webhook.ignored if dedup is None else ""
+        return Verified(self.provider, dedup, tenant.workspace_id, app_id, tenant.integration_id, event, note=note)
 
     def decode(self, stored: StoredNotification, ctx: Context) -> Verified:
         tenant = integration_tenant(ctx, integration_id=stored.integration_id, integration_type=self.provider)
@@ -135,21 +120,68 @@ class AdaptyHandler:
         return Verified(self.provider, stored.dedup_key, stored.workspace_id, app_id, stored.integration_id, event)
 
     def effects(self, verified: Verified, ctx: Context) -> Effects:
-        event: adapty.Event = verified.payload
+        event: E = verified.payload
         workspace_id, app_id = verified.workspace_id, verified.app_id
         assert workspace_id is not None and app_id is not None
         now = datetime.now(UTC)
 
         def landed(user: str | None) -> Sequence[CanonicalEvent]:
-            return adapty.events(event, workspace_id=workspace_id, user_id=user, received_at=now)
+            return self.webhook.events(event, workspace_id=workspace_id, user_id=user, received_at=now)
 
-        fact = adapty.fact(event)
+        transfer = self.webhook.transfer(event)
+        if transfer is not None:
+            return self._transfer(event, *transfer, ctx=ctx, workspace_id=workspace_id, app_id=app_id)
+        fact = self.webhook.fact(event)
         if fact is None:
             return Effects(events=landed(None), note=f"{event.type}: no purchase state")
         return Effects(effects=[Effect(app_id, fact, landed)], note=f"{event.type} {fact.store_key}")
 
+    def _transfer(
+        self, event: E, sources: Sequence[str], to_user: str | None, *, ctx: Context, workspace_id: str, app_id: str
+    ) -> Effects:
+        """The purchases the ledger links to the previous owners, moved to the new one."""
+        if to_user is None:
+            return Effects(note=f"{event.type} names no app user to move the purchases to")
+        moved: list[Effect] = []
+        with ctx.database.read() as conn:
+            for user in sources:
+                for row in ledger.grants_of(conn, workspace_id=workspace_id, app_id=app_id, user_id=user):
+                    if row.source == self.provider and user != to_user:
+                        # The purchase's state as the ledger holds it, now stated as moved.
+                        held = ledger.fact_of_grant(row)
+                        fact = replace(held, stated_at=max(event.at, held.stated_at), user_hint=to_user, transfer=True)
+                        moved.append(Effect(app_id, fact))
+        return Effects(effects=moved, note=f"{event.type} of {len(moved)} purchase(s) to {to_user}")
+
+
+def _revenuecat_transfer(event: revenuecat.Event) -> tuple[Sequence[str], str | None] | None:
+    return revenuecat.transfer_users(event) if event.type == revenuecat.TRANSFER else None
+
+
+REVENUECAT = Webhook[revenuecat.Event](
+    provider=SUBSCRIPTION_PROVIDER_A,
+    parse=revenuecat.parse,
+    not_an_event=revenuecat.NotAnEvent,
+    # The event's `id` is the same on every retry; a TEST event changes nothing.
+    dedup_key=lambda event, _body: None if event.type == revenuecat.TEST else event.id,
+    ignored="a TEST event: nothing to apply",
+    fact=revenuecat.fact,
+    events=revenuecat.events,
+    transfer=_revenuecat_transfer,
+)
+ADAPTY = Webhook[adapty.Event](
+    provider=SUBSCRIPTION_PROVIDER_B,
+    parse=adapty.parse,
+    not_an_event=adapty.NotAnEvent,
+    # Adapty's `profile_event_id` is its deduplication id; a body without one is named by its bytes.
+    dedup_key=lambda event, body: event.dedup_key or "sha256:" + hashlib.sha256(body).hexdigest(),
+    ignored="",
+    fact=adapty.fact,
+    events=adapty.events,
+)
+
 
 def handler_for(path: str) -> Handler:
     if "subscription_provider_a" in path:
-        return RevenueCatHandler()
-    return AdaptyHandler()
+        return SubscriptionProviderHandler(REVENUECAT)
+    return SubscriptionProviderHandler(ADAPTY)

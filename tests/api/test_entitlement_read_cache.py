@@ -18,8 +18,8 @@ from flask.testing import FlaskClient
 
 from tests.api.notifications_support import KEY, settings
 from tests.api.test_notifications_revenuecat import AUTH, PATH, integration, now_ms, rc_event
+from tests.entitlements_support import fact, receipt, statement
 from tests.support import gunicorn_server, wait_for
-from transforms.entitlements.facts import StoreFact
 from warehouse import workspaces
 from warehouse.db import Database
 from warehouse.entitlements import cache, ledger
@@ -28,33 +28,6 @@ from warehouse.settings import Settings
 __all__ = ["settings"]  # with an instance key: the processor test unseals an integration's secret
 
 READS = 16  # fresh connections per check: spread over both workers (and this process)
-
-
-def fact(key: str, **overrides: Any) -> StoreFact:
-    now = datetime.now(UTC)
-    values: dict[str, Any] = {
-        "source": "ios_store",
-        "store_key": key,
-        "product_id": "pro_monthly",
-        "kind": "subscription",
-        "channel": "iap",
-        "environment": "production",
-        "stated_at": now - timedelta(days=1),
-        "expires_at": now + timedelta(days=29),
-    }
-    return StoreFact(**(values | overrides))
-
-
-def buy(db: Database, workspace: dict, user: str, f: StoreFact) -> None:
-    with db.write() as conn:
-        ledger.apply_receipt(
-            conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id=user, fact=f
-        )
-
-
-def state(db: Database, workspace: dict, f: StoreFact) -> None:
-    with db.write() as conn:
-        ledger.apply_statement(conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], fact=f)
 
 
 def headers(workspace: dict, user: str) -> dict[str, str]:
@@ -90,13 +63,13 @@ def next_reads(base: str, workspace: dict, user: str, expected: Any, settings: S
 def test_a_refund_and_a_revoked_key_reach_every_worker_at_once(
     settings: Settings, db: Database, workspace: dict, client: FlaskClient, tmp_path: Path
 ) -> None:
-    buy(db, workspace, "payer", fact("2000001"))
+    receipt(db, workspace, "payer", fact("2000001"))
     active = {"active": True, "source": "iap"}
     with gunicorn_server({**os.environ, **settings.child_env()}, workers=2, log_dir=tmp_path) as server:
         assert answers(server.base, workspace, "payer") == [active] * READS  # every worker has the rows now
         assert client.get("/api/paywall/entitlement", headers=headers(workspace, "payer")).json == active
         now = datetime.now(UTC)
-        state(db, workspace, fact("2000001", stated_at=now, revoked_at=now, revocation_reason="refunded"))
+        statement(db, workspace, fact("2000001", stated_at=now, revoked_at=now, revocation_reason="refunded"))
         inactive = {"active": False, "source": "iap"}
         next_reads(server.base, workspace, "payer", inactive, settings)
         assert client.get("/api/paywall/entitlement", headers=headers(workspace, "payer")).json == inactive
@@ -133,7 +106,7 @@ def test_a_period_that_ends_reads_inactive_at_that_moment_with_no_write(
     client: FlaskClient, db: Database, workspace: dict
 ) -> None:
     ends = datetime.now(UTC) + timedelta(seconds=1.5)
-    buy(db, workspace, "monthly", fact("2000002", expires_at=ends))
+    receipt(db, workspace, "monthly", fact("2000002", expires_at=ends))
     read = lambda: client.get("/api/paywall/entitlement", headers=headers(workspace, "monthly")).json  # noqa: E731
     assert read() == read() == {"active": True, "source": "iap"}  # the second from the cached rows
     time.sleep(max((ends - datetime.now(UTC)).total_seconds(), 0) + 0.05)
@@ -165,7 +138,7 @@ def test_the_verdict_from_cached_rows_is_the_ledgers_at_every_moment(
 
     for i, grant in enumerate(grants):
         values = {k: day(v) if k.endswith("_at") else v for k, v in grant.items()}
-        buy(db, workspace, "u", fact(f"30000{i}", stated_at=base - timedelta(days=9), **values))
+        receipt(db, workspace, "u", fact(f"30000{i}", stated_at=base - timedelta(days=9), **values))
     key = workspace["app_key"]
     for n in range(-4, 8):
         start = base + timedelta(days=n)
@@ -193,7 +166,7 @@ def test_a_lost_listener_makes_reads_uncached_until_it_is_back(
 ) -> None:
     if not database_url.startswith("postgresql"):
         pytest.skip("the listening connection is PostgreSQL's")
-    buy(db, workspace, "payer", fact("2000003"))
+    receipt(db, workspace, "payer", fact("2000003"))
     read = lambda: client.get("/api/paywall/entitlement", headers=headers(workspace, "payer")).json  # noqa: E731
     assert read() == read() == {"active": True, "source": "iap"}
     [pid] = listeners(db)
@@ -201,13 +174,13 @@ def test_a_lost_listener_makes_reads_uncached_until_it_is_back(
         assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone() == (True,)
     # A refund nobody listens for: the cache must not answer from the rows it held.
     now = datetime.now(UTC)
-    state(db, workspace, fact("2000003", stated_at=now, revoked_at=now, revocation_reason="refunded"))
+    statement(db, workspace, fact("2000003", stated_at=now, revoked_at=now, revocation_reason="refunded"))
     assert read() == {"active": False, "source": "iap"}
     # Back within a second: listening again, the cache in use and still told of every change.
     wait_for(lambda: read() is not None and len(listeners(db)) == 1, 5, "a new listening connection")
     assert listeners(db) != [pid]
     # Written by this process: its own next read is never earlier than the write, notification or not.
-    buy(db, workspace, "payer", fact("2000004"))
+    receipt(db, workspace, "payer", fact("2000004"))
     assert read() == read() == {"active": True, "source": "iap"}
-    state(db, workspace, fact("2000004", stated_at=datetime.now(UTC), revoked_at=datetime.now(UTC)))
+    statement(db, workspace, fact("2000004", stated_at=datetime.now(UTC), revoked_at=datetime.now(UTC)))
     assert read() == {"active": False, "source": "iap"}

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from tests.entitlements_support import fact as entitlement_fact
+from tests.entitlements_support import receipt, statement
 from transforms.entitlements.facts import StoreFact
 from warehouse import workspaces
 from warehouse.db import Database
@@ -22,29 +24,7 @@ NOW = datetime.now(UTC)
 
 
 def fact(key: str = "1000001", **overrides: Any) -> StoreFact:
-    values: dict[str, Any] = {
-        "source": "ios_store",
-        "store_key": key,
-        "product_id": "pro_monthly",
-        "kind": "subscription",
-        "channel": "iap",
-        "environment": "production",
-        "stated_at": NOW - timedelta(days=1),
-        "expires_at": NOW + timedelta(days=29),
-    }
-    return StoreFact(**(values | overrides))
-
-
-def receipt(db: Database, workspace: dict, user: str, f: StoreFact) -> ledger.Applied:
-    with db.write() as conn:
-        return ledger.apply_receipt(
-            conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id=user, fact=f
-        )
-
-
-def statement(db: Database, workspace: dict, f: StoreFact) -> ledger.Applied:
-    with db.write() as conn:
-        return ledger.apply_statement(conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], fact=f)
+    return entitlement_fact(key, now=NOW, **overrides)  # the times this suite's checks are relative to
 
 
 def headers(workspace: dict, user: str = "user-7") -> dict[str, str]:

@@ -3,30 +3,22 @@ a workspace never reads another's purchases."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.entitlements_support import fact
 from tests.support import run_together
-from transforms.entitlements.facts import StoreFact
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.entitlements import ledger
 
-NOW = datetime.now(UTC)
-
-
-def fact(key: str = "7000001") -> StoreFact:
-    return StoreFact(
-        source="ios_store", store_key=key, product_id="pro", kind="subscription", channel="iap",
-        environment="production", stated_at=NOW, expires_at=NOW + timedelta(days=30),
-    )  # fmt: skip
-
 
 def test_racing_receipts_for_one_purchase_link_it_once(db: Database, workspace: dict[str, Any]) -> None:
+    purchase = fact("7000001")  # one statement of the purchase, shown by every racer
+
     def claim(user: str) -> Any:
         with db.write() as conn:
             return ledger.apply_receipt(
-                conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id=user, fact=fact()
+                conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id=user, fact=purchase
             )
 
     results = run_together(*[lambda u=f"user-{i}": claim(u) for i in range(6)])
@@ -46,7 +38,7 @@ def test_racing_receipts_for_one_purchase_link_it_once(db: Database, workspace: 
 def test_a_purchase_is_read_only_within_its_workspace(db: Database, workspace: dict[str, Any]) -> None:
     ws, app = workspace["workspace_id"], workspace["app_id"]
     with db.write() as conn:
-        ledger.apply_receipt(conn, workspace_id=ws, app_id=app, user_id="u1", fact=fact())
+        ledger.apply_receipt(conn, workspace_id=ws, app_id=app, user_id="u1", fact=fact("7000001"))
         other = bootstrap(conn, name="Other Co")["workspace_id"]
     with db.read() as conn:
         assert ledger.current(conn, workspace_id=ws, app_id=app, user_id="u1").active is True

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -50,9 +49,9 @@ from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import IOS_STORE, Kind, StoreFact
 from transforms.entitlements.facts import Environment as FactEnvironment
 from transforms.events import CanonicalEvent, canonical_event
+from transforms.stores import event_ids
 
 ID_PREFIX = "ios"
-MAX_EVENT_ID = 80  # the lake's event id limit (as for RevenueCat's `rc:` ids)
 ENVIRONMENTS = ("Production", "Sandbox")  # what an app can be set to (Xcode/LocalTesting are unsigned)
 
 KINDS: dict[str, Kind] = {
@@ -194,10 +193,7 @@ def transaction_fact(
 
 def event_id(transaction_id: str, event_type: str) -> str:
     """`ios:<transactionId>:<type>`, or a digest of the id should it ever make that too long."""
-    full = f"{ID_PREFIX}:{transaction_id}:{event_type}"
-    if len(full) <= MAX_EVENT_ID:
-        return full
-    return f"{ID_PREFIX}:{hashlib.sha256(transaction_id.encode()).hexdigest()[:40]}:{event_type}"
+    return event_ids.event_id(ID_PREFIX, transaction_id, event_type)
 
 
 def period_event_type(txn: JWSTransactionDecodedPayload) -> str:

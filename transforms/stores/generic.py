@@ -38,7 +38,6 @@ install, reattribution, trial_start, ...), "occurred_at" (ISO 8601 or Unix secon
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,10 +55,10 @@ from transforms.ingest.attribution import (
     platform,
     stable_event_id,
 )
+from transforms.stores import event_ids
 
 GENERIC_ATTRIBUTION = "generic-attribution"
 ID_PREFIX = "generic"
-MAX_EVENT_ID = 80
 TYPES = ("purchase", "renewal", "cancellation", "uncancellation", "expiration", "refund", "grace_period")
 MAX_ID = 200
 
@@ -183,10 +182,7 @@ def subscription_fact(event: SubscriptionEvent) -> StoreFact:
 
 
 def event_id(raw: str, event_type: str) -> str:
-    full = f"{ID_PREFIX}:{raw}:{event_type}"
-    if len(full) <= MAX_EVENT_ID:
-        return full
-    return f"{ID_PREFIX}:{hashlib.sha256(raw.encode('utf-8')).hexdigest()[:40]}:{event_type}"
+    return event_ids.event_id(ID_PREFIX, raw, event_type)
 
 
 def subscription_events(

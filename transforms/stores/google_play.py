@@ -38,7 +38,6 @@ not told apart from a renewal (the resource keeps no past offer phase).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -55,11 +54,11 @@ from transforms import event_types as t
 from transforms.entitlements.effects import Effect
 from transforms.entitlements.facts import ANDROID_STORE, StoreFact
 from transforms.events import CanonicalEvent, canonical_event, lake_can_hold
+from transforms.stores import event_ids
 
 SCOPE = "https://www.googleapis.com/auth/androidpublisher"
 MAX_CHAIN = 10  # linkedPurchaseToken hops followed to find a subscription's first token
 ID_PREFIX = "gp"
-MAX_EVENT_ID = 80
 PLATFORM = "android"
 
 ACTIVE = "SUBSCRIPTION_STATE_ACTIVE"
@@ -112,11 +111,7 @@ def parse_millis(value: object) -> datetime | None:
 
 def event_id(order_id: str, event_type: str) -> str:
     """`gp:<orderId>:<type>`, or a hash of the order id when that is longer than the lake allows."""
-    full = f"{ID_PREFIX}:{order_id}:{event_type}"
-    if len(full) <= MAX_EVENT_ID:
-        return full
-    digest = hashlib.sha256(order_id.encode("utf-8")).hexdigest()[:40]
-    return f"{ID_PREFIX}:{digest}:{event_type}"
+    return event_ids.event_id(ID_PREFIX, order_id, event_type)
 
 
 def _line_items(purchase: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -439,27 +434,6 @@ def resolve_store_key(
         seen.append(linked)
         linked = linked_of(linked)
     return seen[-1]
-
-
-def fact_of_grant(grant: Any) -> StoreFact:
-    """The ledger's state of a purchase (a grant row), as a fact (what a voided purchase amends)."""
-    return StoreFact(
-        source=grant.source,
-        store_key=grant.store_key,
-        product_id=grant.product_id,
-        kind=grant.kind,
-        channel=grant.channel,
-        environment=grant.environment,
-        stated_at=grant.stated_at,
-        expires_at=grant.expires_at,
-        grace_ends_at=grant.grace_ends_at,
-        revoked_at=grant.revoked_at,
-        revocation_reason=grant.revocation_reason,
-        in_trial=bool(grant.in_trial),
-        auto_renew=grant.auto_renew,
-        account_token=grant.account_token,
-        transaction_id=grant.transaction_id,
-    )
 
 
 def voided_effect(

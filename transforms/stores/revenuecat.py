@@ -25,7 +25,7 @@ What each type states:
   (a non-renewing subscription). Consumables cannot be told apart and are recorded as
   lifetime (RevenueCat's entitlements make the same choice per product, not per event).
 - TRANSFER: the purchases of the `transferred_from` users move to the first of
-  `transferred_to` (the handler finds them in the ledger; `transfer_fact`).
+  `transferred_to` (the handler finds them in the ledger and restates each as moved).
 - TEST: nothing.
 
 Canonical events reuse the RevenueCat sync's ids (`transforms.integrations.subscription_provider_a.event_id`:
@@ -161,28 +161,6 @@ def transfer_users(event: Event) -> tuple[tuple[str, ...], str | None]:
 
     to = [u for u in ids(event.raw.get("transferred_to")) if not u.startswith("$RCAnonymousID:")]
     return ids(event.raw.get("transferred_from")), (to[0] if to else None)
-
-
-def transfer_fact(grant: Mapping[str, Any], *, store_key: str, to_user: str, at: datetime) -> StoreFact:
-    """A purchase held in the ledger (`grant`: its columns) moved to `to_user`, its state as it was."""
-    return StoreFact(
-        source=SUBSCRIPTION_PROVIDER_A,
-        store_key=store_key,
-        product_id=grant.get("product_id"),
-        kind=grant["kind"],
-        channel=grant["channel"],
-        environment=grant["environment"],
-        stated_at=max(at, grant["stated_at"]),
-        expires_at=grant.get("expires_at"),
-        grace_ends_at=grant.get("grace_ends_at"),
-        revoked_at=grant.get("revoked_at"),
-        revocation_reason=grant.get("revocation_reason"),
-        in_trial=bool(grant.get("in_trial")),
-        auto_renew=grant.get("auto_renew"),
-        transaction_id=grant.get("transaction_id"),
-        user_hint=to_user,
-        transfer=True,
-    )
 
 
 def _number(value: object) -> float | None:

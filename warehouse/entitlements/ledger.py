@@ -165,6 +165,27 @@ def grant_for(conn: Connection, *, app_id: str, source: str, store_key: str) -> 
     ).first()
 
 
+def fact_of_grant(grant: Any) -> StoreFact:
+    """The ledger's state of a purchase (a grant row), as a fact (what a voided purchase amends)."""
+    return StoreFact(
+        source=grant.source,
+        store_key=grant.store_key,
+        product_id=grant.product_id,
+        kind=grant.kind,
+        channel=grant.channel,
+        environment=grant.environment,
+        stated_at=grant.stated_at,
+        expires_at=grant.expires_at,
+        grace_ends_at=grant.grace_ends_at,
+        revoked_at=grant.revoked_at,
+        revocation_reason=grant.revocation_reason,
+        in_trial=bool(grant.in_trial),
+        auto_renew=grant.auto_renew,
+        account_token=grant.account_token,
+        transaction_id=grant.transaction_id,
+    )
+
+
 def grants_of(conn: Connection, *, workspace_id: str, app_id: str, user_id: str) -> list[Row[Any]]:
     """Every purchase linked to the user, newest statement first (the operator's view)."""
     return list(

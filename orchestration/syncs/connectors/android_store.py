@@ -318,7 +318,7 @@ def _voided_effect(api: PlayApi, target: SyncTarget, app_id: str, item: Mapping[
         grant = ledger.grant_for(conn, app_id=app_id, source=ANDROID_STORE, store_key=key)
     order = item.get("orderId") if isinstance(item.get("orderId"), str) and item.get("orderId") else None
     return gp.voided_effect(
-        gp.fact_of_grant(grant) if grant is not None else None,
+        ledger.fact_of_grant(grant) if grant is not None else None,
         app_id=app_id,
         workspace_id=target.workspace_id,
         store_key=key,
