@@ -13,6 +13,7 @@ from flask.testing import FlaskClient
 
 from api.processor.framework import Context, replay
 from tests.api.notifications_support import connect, entitlement, landed, localstripe, settings, stored_count
+from tests.providers.stripe_fake import event, one_time_invoice, refunded_charge, subscription
 from tests.support import free_port
 from warehouse.db import Database
 from warehouse.settings import Settings
@@ -32,51 +33,10 @@ def integration(db: Database, workspace: dict[str, Any]) -> str:
     )
 
 
-def event(kind: str, obj: dict[str, Any], *, event_id: str, created: int | None = None, **extra: Any) -> bytes:
-    return json.dumps(
-        {
-            "id": event_id,
-            "object": "event",
-            "api_version": "2025-03-31.basil",
-            "created": created or int(time.time()),
-            "livemode": True,
-            "type": kind,
-            "data": {"object": obj, **extra},
-        }
-    ).encode()
-
-
-def subscription(status: str, *, user: str = "user-7", period_end: int | None = None, **extra: Any) -> dict[str, Any]:
-    now = int(time.time())
-    end = period_end or now + 30 * 86400
-    # API 2025-03-31 (basil): the period lives on the items.
-    return {
-        "id": "sub_1",
-        "object": "subscription",
-        "customer": "cus_1",
-        "status": status,
-        "livemode": True,
-        "metadata": {"flokit_user_id": user},
-        "cancel_at_period_end": False,
-        "canceled_at": None,
-        "ended_at": None,
-        "created": now - 60,
-        "items": {
-            "object": "list",
-            "data": [
-                {
-                    "id": "si_1",
-                    "current_period_start": now - 60,
-                    "current_period_end": end,
-                    "price": {"id": "price_1", "product": "prod_pro"},
-                }
-            ],
-        },
-        **extra,
-    }
-
-
-def post(client: FlaskClient, integration_id: str, body: bytes, *, secret: str = SECRET, at: int | None = None) -> Any:
+def post(
+    client: FlaskClient, integration_id: str, sent: dict[str, Any], *, secret: str = SECRET, at: int | None = None
+) -> Any:
+    body = json.dumps(sent).encode()
     header = stripe.WebhookSignature.generate_signature_header(body.decode(), secret, timestamp=at)
     return client.post(
         f"{PATH}?integration={integration_id}",
@@ -94,9 +54,9 @@ def test_a_wrong_secret_or_a_stale_signature_is_401_and_nothing_is_stored(
     assert r.status_code == 401 and "Stripe-Signature" in r.json["error"]
     r = post(client, integration_id, body, at=int(time.time()) - 600)
     assert r.status_code == 401
-    r = client.post(f"{PATH}?integration=int_unknown", data=body, headers={"Stripe-Signature": "t=1,v1=00"})
+    r = client.post(f"{PATH}?integration=int_unknown", data=json.dumps(body), headers={"Stripe-Signature": "t=1,v1=00"})
     assert r.status_code == 401
-    r = client.post(PATH, data=body, headers={"Stripe-Signature": "t=1,v1=00"})
+    r = client.post(PATH, data=json.dumps(body), headers={"Stripe-Signature": "t=1,v1=00"})
     assert r.status_code == 401 and "?integration=" in r.json["error"]
     assert stored_count(db) == 0
     assert entitlement(client, workspace, "user-7") == {"active": False, "source": "none"}
@@ -185,34 +145,11 @@ def test_a_refunded_charge_lands_a_negative_refund_and_revokes_a_one_time_purcha
 ) -> None:
     integration_id = integration(db, workspace)
     now = int(time.time())
-    one_time = {
-        "id": "in_9",
-        "object": "invoice",
-        "livemode": True,
-        "status": "paid",
-        "amount_paid": 4999,
-        "currency": "usd",
-        "billing_reason": "manual",
-        "payment_intent": "pi_9",
-        "metadata": {"flokit_user_id": "user-9"},
-        "created": now,
-        "status_transitions": {"paid_at": now},
-        "lines": {"data": [{"price": {"id": "price_life", "product": "prod_lifetime"}}]},
-    }
+    one_time = one_time_invoice("in_9", at=now, payment_intent="pi_9")
     r = post(client, integration_id, event("invoice.paid", one_time, event_id="evt_1", created=now - 60))
     assert r.status_code == 200
     assert entitlement(client, workspace, "user-9") == {"active": True, "source": "web"}
-    charge = {
-        "id": "ch_9",
-        "object": "charge",
-        "livemode": True,
-        "payment_intent": "pi_9",
-        "amount": 4999,
-        "amount_refunded": 4999,
-        "refunded": True,
-        "currency": "usd",
-        "metadata": {},
-    }
+    charge = refunded_charge("ch_9", payment_intent="pi_9", at=now - 60)
     r = post(client, integration_id, event("charge.refunded", charge, event_id="evt_2", created=now - 5))
     assert r.status_code == 200 and r.json["status"] == "applied"
     assert entitlement(client, workspace, "user-9")["active"] is False
