@@ -13,12 +13,22 @@ from flask.testing import FlaskClient
 
 from api.processor.framework import Context, replay
 from tests.api.notifications_support import connect, entitlement, landed, localstripe, settings, stored_count
-from tests.providers.stripe_fake import event, one_time_invoice, refunded_charge, subscription
+from tests.providers.stripe_fake import (
+    KEY,
+    StripeFake,
+    event,
+    invoice_payment,
+    one_time_invoice,
+    refunded_charge,
+    stripe_fake,
+    subscription,
+)
 from tests.support import free_port
 from warehouse.db import Database
+from warehouse.entitlements import ledger
 from warehouse.settings import Settings
 
-__all__ = ["settings"]
+__all__ = ["settings", "stripe_fake"]
 
 SECRET = "whsec_test_0123456789abcdefghijklmnop"
 PATH = "/webhooks/payment_processor"
@@ -209,3 +219,63 @@ def test_a_replay_applies_stored_events_again_long_after_their_signature_expired
     assert (result.applied, result.failed) == (1, 0), result.errors
     assert entitlement(client, workspace, "user-7") == {"active": True, "source": "web"}
     assert stored_count(db) == 1
+
+
+def _grants(db: Database, workspace: dict[str, Any], user: str) -> list[str]:
+    with db.read() as conn:
+        rows = ledger.grants_of(conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id=user)
+    return [r.store_key for r in rows]
+
+
+def test_a_one_time_purchase_whose_invoice_names_no_payment_intent_is_revoked_by_its_charges_refund(
+    client: FlaskClient, db: Database, workspace: dict, stripe_fake: StripeFake
+) -> None:
+    """API versions since 2025-03-31: the invoice in `invoice.paid` has no `payment_intent`; the
+    handler reads the invoice's payments from Stripe, so the grant is the PaymentIntent's, the
+    one the refunded charge names."""
+    config = {"secret_key": KEY, "webhook_secret": SECRET, "app_id": workspace["app_id"]}
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": stripe_fake.url})
+    now = int(time.time())
+    basil = one_time_invoice("in_9", at=now - 60)
+    assert "payment_intent" not in basil and "payments" not in basil
+    stripe_fake.lists["invoice_payments"] = [
+        invoice_payment("inpay_other", invoice="in_8", payment_intent="pi_8", at=now - 90),
+        invoice_payment("inpay_9", invoice="in_9", payment_intent="pi_9", at=now - 60),
+    ]
+    r = post(client, integration_id, event("invoice.paid", basil, event_id="evt_1", created=now - 60))
+    assert r.status_code == 200 and r.json["status"] == "applied", r.json
+    assert entitlement(client, workspace, "user-9") == {"active": True, "source": "web"}
+    assert _grants(db, workspace, "user-9") == ["pi_9"]
+    assert [p for p in stripe_fake.paths("/v1/invoice_payments") if "invoice=in_9" in p]
+
+    refunded = refunded_charge("ch_9", payment_intent="pi_9", at=now - 60)
+    r = post(client, integration_id, event("charge.refunded", refunded, event_id="evt_2", created=now - 5))
+    assert r.status_code == 200 and r.json["status"] == "applied", r.json
+    assert entitlement(client, workspace, "user-9")["active"] is False
+    assert [(e["event_id"], e["user_id"]) for e in landed(db) if e["event_type"] in ("purchase", "refund")] == [
+        ("stripe:in_9:purchase", "user-9"),
+        ("stripe:ch_9:refund", "user-9"),
+    ]
+
+
+def test_stripe_unreachable_for_the_invoices_payments_is_502_and_nothing_is_granted(
+    client: FlaskClient, db: Database, workspace: dict, stripe_fake: StripeFake
+) -> None:
+    config = {"secret_key": KEY, "webhook_secret": SECRET, "app_id": workspace["app_id"]}
+    closed = f"http://127.0.0.1:{free_port()}"
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": closed})
+    now = int(time.time())
+    r = post(client, integration_id, event("invoice.paid", one_time_invoice("in_9", at=now), event_id="evt_1"))
+    assert r.status_code == 502
+    assert entitlement(client, workspace, "user-9")["active"] is False and landed(db) == []
+
+
+def test_stripe_refusing_the_invoices_payments_is_502_too(
+    client: FlaskClient, db: Database, workspace: dict, stripe_fake: StripeFake
+) -> None:
+    config = {"secret_key": KEY, "webhook_secret": SECRET, "app_id": workspace["app_id"]}
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": stripe_fake.url})
+    stripe_fake.key = "sk_live_rolled_since"  # the key was rolled in Stripe's dashboard
+    r = post(client, integration_id, event("invoice.paid", one_time_invoice("in_9", at=int(time.time())), event_id="e"))
+    assert r.status_code == 502 and "Invalid API Key" in r.json["error"]
+    assert entitlement(client, workspace, "user-9")["active"] is False

@@ -25,6 +25,7 @@ from tests.providers.stripe_fake import (
     StripeFake,
     error,
     event,
+    invoice_payment,
     one_time_invoice,
     refunded_charge,
     stripe_fake,
@@ -469,3 +470,92 @@ def test_a_trialing_subscription_read_by_the_sweep_grants_and_lands_its_trial_st
     _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path))
     assert _active(db, workspace, "user-7")
     assert [e["event_id"] for e in landed(db)] == ["stripe:sub_1:trial_start"]
+
+
+# --- one-time purchases on API versions since 2025-03-31 -------------------------------------
+
+
+def _grants(db: Database, workspace: dict[str, Any], user: str) -> list[str]:
+    with db.read() as conn:
+        rows = ledger.grants_of(conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id=user)
+    return [r.store_key for r in rows]
+
+
+def _one_time_sale(fake: StripeFake) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A lifetime purchase paid two hours ago and refunded since, as Stripe's newer API versions
+    show it: the invoice names no PaymentIntent, its invoice payment does, and the charge too."""
+    paid = NOW - 7200
+    fake.lists["invoice_payments"] = [invoice_payment("inpay_9", invoice="in_9", payment_intent="pi_9", at=paid)]
+    return one_time_invoice("in_9", at=paid), refunded_charge("ch_9", payment_intent="pi_9", at=paid)
+
+
+def test_a_one_time_purchase_read_from_events_is_keyed_by_its_payment_intent_and_revoked_by_the_refund(
+    db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
+) -> None:
+    invoice, charge = _one_time_sale(fake)
+    fake.lists["events"] = [_event(1, "invoice.paid", invoice, at=invoice["created"])]
+    target = _target(db, workspace, tmp_path)
+    _sync(_config(workspace, fake.url), target)
+    assert _active(db, workspace, "user-9") and _grants(db, workspace, "user-9") == ["pi_9"]
+    assert [p for p in fake.paths("/v1/invoice_payments") if "invoice=in_9" in p]
+
+    fake.lists["events"].append(_event(2, "charge.refunded", charge, at=NOW - 5))
+    again = _target(db, workspace, tmp_path, state=json.loads(json.dumps(target.state)))
+    _sync(_config(workspace, fake.url), again)
+    assert not _active(db, workspace, "user-9")
+    assert _kinds(db) == [("user-9", "purchase", 49.99), ("user-9", "refund", -49.99)]
+
+
+def test_a_one_time_purchase_read_by_the_sweep_is_revoked_by_a_listed_refund(
+    db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
+) -> None:
+    invoice, charge = _one_time_sale(fake)
+    fake.lists["invoices"] = [invoice]
+    fake.lists["refunds"] = [{"id": "re_9", "object": "refund", "charge": charge, "created": NOW - 5}]
+    _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path))
+    assert not _active(db, workspace, "user-9") and _grants(db, workspace, "user-9") == ["pi_9"]
+    assert _kinds(db) == [("user-9", "purchase", 49.99), ("user-9", "refund", -49.99)]
+
+
+def _webhook(client: FlaskClient, integration: str, sent: dict[str, Any]) -> Any:
+    body = json.dumps(sent)
+    header = stripe.WebhookSignature.generate_signature_header(body, WEBHOOK_SECRET)
+    r = client.post(
+        f"/webhooks/payment_processor?integration={integration}",
+        data=body,
+        headers={"Stripe-Signature": header, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+@pytest.mark.parametrize("webhook_first", [True, False])
+def test_a_webhook_and_a_sync_of_one_purchase_make_one_grant_whatever_the_api_version(
+    client: FlaskClient, db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake, webhook_first: bool
+) -> None:
+    """The webhook endpoint on an API version before 2025-03-31 (the invoice names its
+    PaymentIntent), the sync's client on a later one (only its payments do), or both later:
+    one purchase, one grant, one `purchase` event, and the refund revokes it."""
+    raw = {"secret_key": KEY, "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"], "base_url": fake.url}
+    integration = connect(db, workspace["workspace_id"], TYPE, raw)
+    invoice, charge = _one_time_sale(fake)
+    older = one_time_invoice("in_9", at=invoice["created"], payment_intent="pi_9")
+    fake.lists["invoices"] = [invoice]
+    fake.lists["events"] = [_event(1, "invoice.paid", invoice, at=invoice["created"])]
+    target = _target(db, workspace, tmp_path)
+    if webhook_first:
+        assert _webhook(client, integration, _event(1, "invoice.paid", invoice, at=invoice["created"]))["status"] == (
+            "applied"
+        )
+        _sync(_config(workspace, fake.url), target)
+    else:
+        _sync(_config(workspace, fake.url), target)
+        _webhook(client, integration, _event(7, "invoice.paid", older, at=invoice["created"]))
+    assert _grants(db, workspace, "user-9") == ["pi_9"] and _active(db, workspace, "user-9")
+    assert [e["event_id"] for e in landed(db)] == ["stripe:in_9:purchase"]
+
+    _webhook(client, integration, _event(2, "charge.refunded", charge, at=NOW - 5))
+    fake.lists["events"].append(_event(2, "charge.refunded", charge, at=NOW - 5))
+    _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path, state=json.loads(json.dumps(target.state))))
+    assert not _active(db, workspace, "user-9") and _grants(db, workspace, "user-9") == ["pi_9"]
+    assert [e["event_id"] for e in landed(db)] == ["stripe:in_9:purchase", "stripe:ch_9:refund"]
