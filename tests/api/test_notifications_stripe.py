@@ -279,3 +279,19 @@ def test_stripe_refusing_the_invoices_payments_is_502_too(
     r = post(client, integration_id, event("invoice.paid", one_time_invoice("in_9", at=int(time.time())), event_id="e"))
     assert r.status_code == 502 and "Invalid API Key" in r.json["error"]
     assert entitlement(client, workspace, "user-9")["active"] is False
+
+
+def test_a_one_time_purchase_whose_invoice_names_no_user_is_linked_through_its_customer(
+    client: FlaskClient, db: Database, workspace: dict, stripe_fake: StripeFake
+) -> None:
+    config = {"secret_key": KEY, "webhook_secret": SECRET, "app_id": workspace["app_id"]}
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": stripe_fake.url})
+    now = int(time.time())
+    stripe_fake.customers["cus_9"] = {"id": "cus_9", "object": "customer", "metadata": {"flokit_user_id": "user-9"}}
+    stripe_fake.lists["invoice_payments"] = [invoice_payment("inpay_9", invoice="in_9", payment_intent="pi_9", at=now)]
+    anonymous = one_time_invoice("in_9", at=now, metadata={})  # an event sends the customer as its id
+    r = post(client, integration_id, event("invoice.paid", anonymous, event_id="evt_1"))
+    assert r.status_code == 200 and r.json["status"] == "applied", r.json
+    assert entitlement(client, workspace, "user-9") == {"active": True, "source": "web"}
+    assert [e["user_id"] for e in landed(db)] == ["user-9"]
+    assert stripe_fake.paths("/v1/customers/cus_9")

@@ -34,6 +34,8 @@ Conventions FloKit sets (README, "Stripe"):
   (`charge.refunded`, the refunds list) names only the charge's `payment_intent`. Where the
   invoice in hand does not name it, the reader asks Stripe for the invoice's payments; only an
   invoice Stripe reports no such payment for is keyed by its own id (nothing can refund it).
+  Its buyer: the invoice's `metadata.flokit_user_id` (Checkout's
+  `invoice_creation.invoice_data.metadata`), else the Customer's, as for a subscription.
 
 What an event changes (`event_effects`) is decided here, for the webhook handler and the sync
 alike (`orchestration/syncs/connectors/payment_processor.py` maps the objects it lists as the
@@ -482,7 +484,8 @@ class Reads(Protocol):
     its context, the sync through its database and Stripe client."""
 
     def linked_user(self, subscription_id: str) -> str | None:
-        """The user the ledger links the subscription to (its first statement named them)."""
+        """The user the ledger links the purchase to (a subscription, or a one-time purchase by its
+        key): its first statement named them."""
 
     def customer_user(self, customer_id: str) -> str | None:
         """The user the Customer's metadata names (None: it names none, or Stripe has no such
@@ -536,6 +539,15 @@ def event_effects(
             inv_id = _id(obj)
             payments = reads.invoice_payments(inv_id) if inv_id is not None and needs_payments(obj) else ()
             purchase = purchase_fact(obj, stated_at=stated_at, payments=payments)
+            customer = customer_id(obj)
+            # Not linked yet: a later event of a linked purchase need not ask Stripe again.
+            if (
+                purchase is not None
+                and purchase.user_hint is None
+                and customer is not None
+                and reads.linked_user(purchase.store_key) is None
+            ):
+                purchase = replace(purchase, user_hint=reads.customer_user(customer))
             if purchase is not None:
 
                 def revenue(user: str | None) -> Sequence[CanonicalEvent]:
