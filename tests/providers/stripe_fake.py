@@ -1,5 +1,5 @@
-"""A fake Stripe API on 127.0.0.1 for what localstripe cannot do, and the Stripe objects the
-webhook and sync tests build, in the shapes Stripe's API reference gives them (stripe-python
+"""A fake Stripe API on 127.0.0.1 for what localstripe cannot do, a signed webhook delivery, and
+the Stripe objects the webhook and sync tests build, in the shapes Stripe's API reference gives them (stripe-python
 16.1 types: `Event`, `Subscription`, `Invoice`, `InvoicePayment`, `Charge`).
 
 The fake answers `GET /v1/{events,subscriptions,invoices,refunds,invoice_payments}` and
@@ -19,10 +19,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import stripe
+from flask.testing import FlaskClient
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 KEY = "sk_live_fake0123456789"
+WEBHOOK_SECRET = "whsec_test_0123456789abcdefghijklmnop"
 LISTS = ("events", "subscriptions", "invoices", "refunds", "invoice_payments")
 
 
@@ -93,6 +96,25 @@ def stripe_fake() -> Iterator[StripeFake]:
     finally:
         server.clear()
         server.stop()
+
+
+def post_event(
+    client: FlaskClient,
+    integration_id: str,
+    sent: dict[str, Any],
+    *,
+    secret: str = WEBHOOK_SECRET,
+    at: int | None = None,
+) -> Any:
+    """Deliver an event to the gateway's Stripe path as Stripe does, signed with the library's
+    own test helper (`WebhookSignature.generate_signature_header`)."""
+    body = json.dumps(sent)
+    header = stripe.WebhookSignature.generate_signature_header(body, secret, timestamp=at)
+    return client.post(
+        f"/webhooks/payment_processor?integration={integration_id}",
+        data=body,
+        headers={"Stripe-Signature": header, "Content-Type": "application/json"},
+    )
 
 
 # --- Stripe's objects --------------------------------------------------------------------------

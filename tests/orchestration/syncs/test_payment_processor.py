@@ -22,11 +22,13 @@ from tests.api.notifications_support import KEY as NOTIFICATIONS_KEY
 from tests.api.notifications_support import connect, landed, localstripe, settings
 from tests.providers.stripe_fake import (
     KEY,
+    WEBHOOK_SECRET,
     StripeFake,
     error,
     event,
     invoice_payment,
     one_time_invoice,
+    post_event,
     refunded_charge,
     stripe_fake,
     subscription,
@@ -43,7 +45,6 @@ from warehouse.lake import Lake
 __all__ = ["settings", "stripe_fake"]
 
 TYPE = "payment_processor"
-WEBHOOK_SECRET = "whsec_test_0123456789abcdefghijklmnop"
 
 
 def _config(workspace: dict[str, Any], base_url: str, key: str = KEY) -> ValidConfig:
@@ -264,13 +265,7 @@ def test_a_webhook_event_and_a_sync_of_the_same_invoice_land_once(
     })  # fmt: skip
     invoice = _invoice(0, at=NOW - 60)
     event = _event(1, "invoice.paid", invoice, at=NOW - 60)
-    body = json.dumps(event)
-    header = stripe.WebhookSignature.generate_signature_header(body, WEBHOOK_SECRET)
-    r = client.post(
-        f"/webhooks/payment_processor?integration={integration}",
-        data=body,
-        headers={"Stripe-Signature": header, "Content-Type": "application/json"},
-    )
+    r = post_event(client, integration, event)
     assert r.status_code == 200 and r.json["events_landed"] == 1, r.json
     # The sync reads it twice more: the invoice in the sweep and its event.
     fake.lists["invoices"] = [invoice]
@@ -518,13 +513,7 @@ def test_a_one_time_purchase_read_by_the_sweep_is_revoked_by_a_listed_refund(
 
 
 def _webhook(client: FlaskClient, integration: str, sent: dict[str, Any]) -> Any:
-    body = json.dumps(sent)
-    header = stripe.WebhookSignature.generate_signature_header(body, WEBHOOK_SECRET)
-    r = client.post(
-        f"/webhooks/payment_processor?integration={integration}",
-        data=body,
-        headers={"Stripe-Signature": header, "Content-Type": "application/json"},
-    )
+    r = post_event(client, integration, sent)
     assert r.status_code == 200, r.json
     return r.json
 
