@@ -5,7 +5,11 @@ Authenticated with the `Stripe-Signature` header, verified by the `stripe` libra
 timestamp at most 5 minutes old) against the `webhook_secret` of the integration the URL
 names. Handled: `customer.subscription.*` (the subscription's state), `invoice.paid` (revenue;
 an invoice without a subscription is a one-time purchase), `charge.refunded` (a negative
-refund; a fully refunded one-time purchase is revoked). Any other type is stored and
+refund; a fully refunded one-time purchase is revoked). A one-time purchase is keyed by the
+PaymentIntent its refund will name: when the event's invoice names none (API versions since
+2025-03-31), its payments are read from Stripe with the integration's `secret_key`, as a
+Customer is for a subscription whose metadata names no user; Stripe unreachable or refusing is
+a 502 (too slow a 504), and Stripe redelivers the event. Any other type is stored and
 acknowledged with nothing applied (the endpoint may be subscribed to more than FloKit reads;
 Stripe would otherwise retry it for three days). `invoice.payment_failed` changes nothing by
 itself: Stripe follows it with `customer.subscription.updated` (`past_due`), which carries the
@@ -15,7 +19,8 @@ state. The mapping and its conventions: `transforms.stores.stripe`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -115,33 +120,65 @@ class _Reads:
             found = ledger.grant_for(conn, app_id=self.app_id, source=PAYMENT_PROCESSOR, store_key=store_key)
         return dict(found._mapping) if found is not None else None
 
+    def invoice_payments(self, invoice_id: str) -> list[dict[str, Any]]:
+        return _invoice_payments(self.ctx, self.verified, invoice_id)
 
-def _customer_user(ctx: Context, verified: Verified, customer: str) -> str | None:
-    """The user a Customer's metadata names, read from Stripe with the integration's secret key
-    (only for a subscription not linked to a user yet, whose own metadata names none)."""
+
+def _client(ctx: Context, verified: Verified) -> stripe.StripeClient | None:
+    """A Stripe client with the integration's secret key (None without one), no retries of its
+    own: a failed lookup answers Stripe 5xx, and Stripe's redelivery is the retry."""
     tenant = integration_tenant(ctx, integration_id=verified.integration_id, integration_type=PROVIDER)
     key, base = tenant.config.get("secret_key"), tenant.config.get("base_url")
     if not isinstance(key, str) or not key:
         return None
-    client = stripe.StripeClient(
+    return stripe.StripeClient(
         key,
         base_addresses={"api": base} if isinstance(base, str) and base else None,
         max_network_retries=0,
         http_client=stripe.RequestsClient(timeout=STRIPE_TIMEOUT_S),
     )
+
+
+@contextmanager
+def _asking(what: str) -> Iterator[None]:
+    """Stripe's failures as the processor's: unreachable or refusing is 502, too slow 504."""
     try:
-        found = client.v1.customers.retrieve(customer)
-    except stripe.InvalidRequestError as e:
-        if e.http_status == 404:
-            return None  # deleted or unknown: the purchase stays unlinked until a statement names its user
-        raise StoreUnavailable(f"Stripe refused the customer lookup: {e.user_message or e}") from None
+        yield
     except stripe.APIConnectionError as e:
         if "Timeout" in str(e):
-            raise StoreTimeout("Stripe did not answer the customer lookup in time") from None
-        raise StoreUnavailable("Stripe is unreachable for the customer lookup") from None
+            raise StoreTimeout(f"Stripe did not answer {what} in time") from None
+        raise StoreUnavailable(f"Stripe is unreachable for {what}") from None
     except stripe.StripeError as e:
-        raise StoreUnavailable(f"Stripe failed the customer lookup: {e.user_message or e}") from None
+        raise StoreUnavailable(f"Stripe failed {what}: {e.user_message or e}") from None
+
+
+def _customer_user(ctx: Context, verified: Verified, customer: str) -> str | None:
+    """The user a Customer's metadata names, read from Stripe with the integration's secret key
+    (only for a subscription not linked to a user yet, whose own metadata names none)."""
+    client = _client(ctx, verified)
+    if client is None:
+        return None
+    with _asking("the customer lookup"):
+        try:
+            found = client.v1.customers.retrieve(customer)
+        except stripe.InvalidRequestError as e:
+            if e.http_status == 404:
+                return None  # deleted or unknown: the purchase stays unlinked until a statement names its user
+            raise
     return mapping.subscription_user({"customer": found.to_dict()})
+
+
+def _invoice_payments(ctx: Context, verified: Verified, invoice: str) -> list[dict[str, Any]]:
+    """The invoice's payments (`GET /v1/invoice_payments?invoice=`, every page), for a one-time
+    purchase whose `invoice.paid` names no PaymentIntent (API versions since 2025-03-31). Any
+    failure, a missing key included, is a 5xx: applied under the invoice id meanwhile, the
+    purchase would be a grant that its refund cannot find."""
+    client = _client(ctx, verified)
+    if client is None:
+        raise StoreUnavailable(f"Integration {verified.integration_id} has no secret_key to read invoice {invoice}")
+    with _asking(f"the payments of invoice {invoice}"):
+        listed = client.v1.invoice_payments.list({"invoice": invoice, "limit": 100})
+        return [p.to_dict() for p in listed.auto_paging_iter()]
 
 
 def handler_for(path: str) -> Handler:

@@ -13,13 +13,25 @@ from flask.testing import FlaskClient
 
 from api.processor.framework import Context, replay
 from tests.api.notifications_support import connect, entitlement, landed, localstripe, settings, stored_count
+from tests.providers.stripe_fake import (
+    KEY,
+    WEBHOOK_SECRET,
+    StripeFake,
+    event,
+    invoice_payment,
+    one_time_invoice,
+    post_event,
+    refunded_charge,
+    stripe_fake,
+    subscription,
+)
 from tests.support import free_port
 from warehouse.db import Database
+from warehouse.entitlements import ledger
 from warehouse.settings import Settings
 
-__all__ = ["settings"]
+__all__ = ["settings", "stripe_fake"]
 
-SECRET = "whsec_test_0123456789abcdefghijklmnop"
 PATH = "/webhooks/payment_processor"
 
 
@@ -28,60 +40,7 @@ def integration(db: Database, workspace: dict[str, Any]) -> str:
         db,
         workspace["workspace_id"],
         "payment_processor",
-        {"secret_key": "sk_test_0123456789abcdef", "webhook_secret": SECRET, "app_id": workspace["app_id"]},
-    )
-
-
-def event(kind: str, obj: dict[str, Any], *, event_id: str, created: int | None = None, **extra: Any) -> bytes:
-    return json.dumps(
-        {
-            "id": event_id,
-            "object": "event",
-            "api_version": "2025-03-31.basil",
-            "created": created or int(time.time()),
-            "livemode": True,
-            "type": kind,
-            "data": {"object": obj, **extra},
-        }
-    ).encode()
-
-
-def subscription(status: str, *, user: str = "user-7", period_end: int | None = None, **extra: Any) -> dict[str, Any]:
-    now = int(time.time())
-    end = period_end or now + 30 * 86400
-    # API 2025-03-31 (basil): the period lives on the items.
-    return {
-        "id": "sub_1",
-        "object": "subscription",
-        "customer": "cus_1",
-        "status": status,
-        "livemode": True,
-        "metadata": {"flokit_user_id": user},
-        "cancel_at_period_end": False,
-        "canceled_at": None,
-        "ended_at": None,
-        "created": now - 60,
-        "items": {
-            "object": "list",
-            "data": [
-                {
-                    "id": "si_1",
-                    "current_period_start": now - 60,
-                    "current_period_end": end,
-                    "price": {"id": "price_1", "product": "prod_pro"},
-                }
-            ],
-        },
-        **extra,
-    }
-
-
-def post(client: FlaskClient, integration_id: str, body: bytes, *, secret: str = SECRET, at: int | None = None) -> Any:
-    header = stripe.WebhookSignature.generate_signature_header(body.decode(), secret, timestamp=at)
-    return client.post(
-        f"{PATH}?integration={integration_id}",
-        data=body,
-        headers={"Stripe-Signature": header, "Content-Type": "application/json"},
+        {"secret_key": "sk_test_0123456789abcdef", "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"]},
     )
 
 
@@ -90,13 +49,13 @@ def test_a_wrong_secret_or_a_stale_signature_is_401_and_nothing_is_stored(
 ) -> None:
     integration_id = integration(db, workspace)
     body = event("customer.subscription.created", subscription("active"), event_id="evt_1")
-    r = post(client, integration_id, body, secret="whsec_someone_else_0123456789")
+    r = post_event(client, integration_id, body, secret="whsec_someone_else_0123456789")
     assert r.status_code == 401 and "Stripe-Signature" in r.json["error"]
-    r = post(client, integration_id, body, at=int(time.time()) - 600)
+    r = post_event(client, integration_id, body, at=int(time.time()) - 600)
     assert r.status_code == 401
-    r = client.post(f"{PATH}?integration=int_unknown", data=body, headers={"Stripe-Signature": "t=1,v1=00"})
+    r = client.post(f"{PATH}?integration=int_unknown", data=json.dumps(body), headers={"Stripe-Signature": "t=1,v1=00"})
     assert r.status_code == 401
-    r = client.post(PATH, data=body, headers={"Stripe-Signature": "t=1,v1=00"})
+    r = client.post(PATH, data=json.dumps(body), headers={"Stripe-Signature": "t=1,v1=00"})
     assert r.status_code == 401 and "?integration=" in r.json["error"]
     assert stored_count(db) == 0
     assert entitlement(client, workspace, "user-7") == {"active": False, "source": "none"}
@@ -107,20 +66,24 @@ def test_a_created_subscription_makes_its_metadata_user_active_and_deleting_it_e
 ) -> None:
     integration_id = integration(db, workspace)
     now = int(time.time())
-    r = post(client, integration_id, event("customer.subscription.created", subscription("active"), event_id="evt_1"))
+    r = post_event(
+        client, integration_id, event("customer.subscription.created", subscription("active"), event_id="evt_1")
+    )
     assert r.status_code == 200 and r.json["status"] == "applied", r.json
     assert entitlement(client, workspace, "user-7") == {"active": True, "source": "web"}
     assert entitlement(client, workspace, "user-8")["active"] is False
 
     # The same event again (Stripe retries): acknowledged, applied once.
-    again = post(
+    again = post_event(
         client, integration_id, event("customer.subscription.created", subscription("active"), event_id="evt_1")
     )
     assert again.status_code == 200 and again.json["status"] == "duplicate"
 
     # Deleted later the same period: no access from now on, without waiting for the period's end.
     deleted = subscription("canceled", canceled_at=now, ended_at=now)
-    r = post(client, integration_id, event("customer.subscription.deleted", deleted, event_id="evt_2", created=now + 1))
+    r = post_event(
+        client, integration_id, event("customer.subscription.deleted", deleted, event_id="evt_2", created=now + 1)
+    )
     assert r.status_code == 200 and r.json["status"] == "applied"
     assert entitlement(client, workspace, "user-7") == {"active": False, "source": "web"}
     cancellations = [e for e in landed(db) if e["event_type"] == "cancellation"]
@@ -133,17 +96,17 @@ def test_past_due_keeps_access_until_the_period_end_and_unpaid_ends_it(
     integration_id = integration(db, workspace)
     now = int(time.time())
     created = event("customer.subscription.created", subscription("active"), event_id="evt_1", created=now - 30)
-    post(client, integration_id, created)
+    post_event(client, integration_id, created)
     # The renewal failed: Stripe already moved the period on, and retries the payment.
     past_due = subscription("past_due", period_end=now + 3 * 86400)
-    r = post(
+    r = post_event(
         client, integration_id, event("customer.subscription.updated", past_due, event_id="evt_2", created=now - 20)
     )
     assert r.status_code == 200
     assert entitlement(client, workspace, "user-7")["active"] is True
     # Stripe gave up on the payment.
     unpaid = event("customer.subscription.updated", subscription("unpaid"), event_id="evt_3", created=now - 10)
-    r = post(client, integration_id, unpaid)
+    r = post_event(client, integration_id, unpaid)
     assert entitlement(client, workspace, "user-7")["active"] is False
 
 
@@ -151,7 +114,7 @@ def test_a_paid_invoice_lands_revenue_for_the_subscriptions_user_in_major_units(
     client: FlaskClient, db: Database, workspace: dict
 ) -> None:
     integration_id = integration(db, workspace)
-    post(client, integration_id, event("customer.subscription.created", subscription("active"), event_id="evt_1"))
+    post_event(client, integration_id, event("customer.subscription.created", subscription("active"), event_id="evt_1"))
     now = int(time.time())
     invoice = {
         "id": "in_1",
@@ -167,10 +130,10 @@ def test_a_paid_invoice_lands_revenue_for_the_subscriptions_user_in_major_units(
         # API 2025-03-31: the subscription is named under parent.subscription_details.
         "parent": {"type": "subscription_details", "subscription_details": {"subscription": "sub_1", "metadata": {}}},
     }
-    r = post(client, integration_id, event("invoice.paid", invoice, event_id="evt_2"))
+    r = post_event(client, integration_id, event("invoice.paid", invoice, event_id="evt_2"))
     assert r.status_code == 200 and r.json["events_landed"] == 1
     yen = invoice | {"id": "in_2", "amount_paid": 1200, "currency": "jpy", "billing_reason": "subscription_cycle"}
-    post(client, integration_id, event("invoice.paid", yen, event_id="evt_3"))
+    post_event(client, integration_id, event("invoice.paid", yen, event_id="evt_3"))
     revenue = {e["event_id"]: e for e in landed(db) if e["event_type"] in ("subscription_start", "renewal")}
     assert {"revenue": 12.99, "currency": "EUR"}.items() <= revenue["stripe:in_1:subscription_start"][
         "properties"
@@ -185,35 +148,12 @@ def test_a_refunded_charge_lands_a_negative_refund_and_revokes_a_one_time_purcha
 ) -> None:
     integration_id = integration(db, workspace)
     now = int(time.time())
-    one_time = {
-        "id": "in_9",
-        "object": "invoice",
-        "livemode": True,
-        "status": "paid",
-        "amount_paid": 4999,
-        "currency": "usd",
-        "billing_reason": "manual",
-        "payment_intent": "pi_9",
-        "metadata": {"flokit_user_id": "user-9"},
-        "created": now,
-        "status_transitions": {"paid_at": now},
-        "lines": {"data": [{"price": {"id": "price_life", "product": "prod_lifetime"}}]},
-    }
-    r = post(client, integration_id, event("invoice.paid", one_time, event_id="evt_1", created=now - 60))
+    one_time = one_time_invoice("in_9", at=now, payment_intent="pi_9")
+    r = post_event(client, integration_id, event("invoice.paid", one_time, event_id="evt_1", created=now - 60))
     assert r.status_code == 200
     assert entitlement(client, workspace, "user-9") == {"active": True, "source": "web"}
-    charge = {
-        "id": "ch_9",
-        "object": "charge",
-        "livemode": True,
-        "payment_intent": "pi_9",
-        "amount": 4999,
-        "amount_refunded": 4999,
-        "refunded": True,
-        "currency": "usd",
-        "metadata": {},
-    }
-    r = post(client, integration_id, event("charge.refunded", charge, event_id="evt_2", created=now - 5))
+    charge = refunded_charge("ch_9", payment_intent="pi_9", at=now - 60)
+    r = post_event(client, integration_id, event("charge.refunded", charge, event_id="evt_2", created=now - 5))
     assert r.status_code == 200 and r.json["status"] == "applied"
     assert entitlement(client, workspace, "user-9")["active"] is False
     refunds = [e for e in landed(db) if e["event_type"] == "refund"]
@@ -226,7 +166,9 @@ def test_other_event_types_are_stored_and_acknowledged_with_nothing_applied(
     client: FlaskClient, db: Database, workspace: dict
 ) -> None:
     integration_id = integration(db, workspace)
-    r = post(client, integration_id, event("customer.created", {"id": "cus_1", "object": "customer"}, event_id="evt_1"))
+    r = post_event(
+        client, integration_id, event("customer.created", {"id": "cus_1", "object": "customer"}, event_id="evt_1")
+    )
     assert r.status_code == 200 and r.json["purchases_changed"] == 0 and r.json["events_landed"] == 0
     assert stored_count(db) == 1
 
@@ -237,26 +179,26 @@ def test_without_subscription_metadata_the_user_comes_from_the_customer_read_fro
     api = localstripe()
     stripe_api = stripe.StripeClient("sk_test_localstripe", base_addresses={"api": api})
     customer = stripe_api.v1.customers.create(params={"metadata": {"flokit_user_id": "user-42"}})
-    config = {"secret_key": "sk_test_localstripe", "webhook_secret": SECRET, "app_id": workspace["app_id"]}
+    config = {"secret_key": "sk_test_localstripe", "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"]}
     integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": api})
     anonymous = subscription("active", customer=customer.id, metadata={})
-    r = post(client, integration_id, event("customer.subscription.created", anonymous, event_id="evt_1"))
+    r = post_event(client, integration_id, event("customer.subscription.created", anonymous, event_id="evt_1"))
     assert r.status_code == 200, r.json
     assert entitlement(client, workspace, "user-42") == {"active": True, "source": "web"}
     # A customer Stripe does not know: applied unlinked (a later statement naming the user links it).
     unknown = subscription("active", customer="cus_nobody", metadata={}) | {"id": "sub_2"}
-    r = post(client, integration_id, event("customer.subscription.created", unknown, event_id="evt_2"))
+    r = post_event(client, integration_id, event("customer.subscription.created", unknown, event_id="evt_2"))
     assert r.status_code == 200 and r.json["status"] == "applied"
 
 
 def test_stripe_unreachable_for_the_customer_lookup_is_502_so_stripe_retries(
     client: FlaskClient, db: Database, workspace: dict
 ) -> None:
-    config = {"secret_key": "sk_test_x", "webhook_secret": SECRET, "app_id": workspace["app_id"]}
+    config = {"secret_key": "sk_test_x", "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"]}
     closed = f"http://127.0.0.1:{free_port()}"
     integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": closed})
     anonymous = subscription("active", customer="cus_1", metadata={})
-    r = post(client, integration_id, event("customer.subscription.created", anonymous, event_id="evt_1"))
+    r = post_event(client, integration_id, event("customer.subscription.created", anonymous, event_id="evt_1"))
     assert r.status_code == 502
     assert entitlement(client, workspace, "user-7")["active"] is False
 
@@ -266,9 +208,87 @@ def test_a_replay_applies_stored_events_again_long_after_their_signature_expired
 ) -> None:
     integration_id = integration(db, workspace)
     since = datetime.now(UTC) - timedelta(minutes=1)
-    post(client, integration_id, event("customer.subscription.created", subscription("active"), event_id="evt_1"))
+    post_event(client, integration_id, event("customer.subscription.created", subscription("active"), event_id="evt_1"))
     # Replay decodes the stored bytes without the signature's 5-minute tolerance.
     result = replay(Context(settings, db), provider="payment_processor", since=since)
     assert (result.applied, result.failed) == (1, 0), result.errors
     assert entitlement(client, workspace, "user-7") == {"active": True, "source": "web"}
     assert stored_count(db) == 1
+
+
+def _grants(db: Database, workspace: dict[str, Any], user: str) -> list[str]:
+    with db.read() as conn:
+        rows = ledger.grants_of(conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id=user)
+    return [r.store_key for r in rows]
+
+
+def test_a_one_time_purchase_whose_invoice_names_no_payment_intent_is_revoked_by_its_charges_refund(
+    client: FlaskClient, db: Database, workspace: dict, stripe_fake: StripeFake
+) -> None:
+    """API versions since 2025-03-31: the invoice in `invoice.paid` has no `payment_intent`; the
+    handler reads the invoice's payments from Stripe, so the grant is the PaymentIntent's, the
+    one the refunded charge names."""
+    config = {"secret_key": KEY, "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"]}
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": stripe_fake.url})
+    now = int(time.time())
+    basil = one_time_invoice("in_9", at=now - 60)
+    assert "payment_intent" not in basil and "payments" not in basil
+    stripe_fake.lists["invoice_payments"] = [
+        invoice_payment("inpay_other", invoice="in_8", payment_intent="pi_8", at=now - 90),
+        invoice_payment("inpay_9", invoice="in_9", payment_intent="pi_9", at=now - 60),
+    ]
+    r = post_event(client, integration_id, event("invoice.paid", basil, event_id="evt_1", created=now - 60))
+    assert r.status_code == 200 and r.json["status"] == "applied", r.json
+    assert entitlement(client, workspace, "user-9") == {"active": True, "source": "web"}
+    assert _grants(db, workspace, "user-9") == ["pi_9"]
+    assert [p for p in stripe_fake.paths("/v1/invoice_payments") if "invoice=in_9" in p]
+
+    refunded = refunded_charge("ch_9", payment_intent="pi_9", at=now - 60)
+    r = post_event(client, integration_id, event("charge.refunded", refunded, event_id="evt_2", created=now - 5))
+    assert r.status_code == 200 and r.json["status"] == "applied", r.json
+    assert entitlement(client, workspace, "user-9")["active"] is False
+    assert [(e["event_id"], e["user_id"]) for e in landed(db) if e["event_type"] in ("purchase", "refund")] == [
+        ("stripe:in_9:purchase", "user-9"),
+        ("stripe:ch_9:refund", "user-9"),
+    ]
+
+
+def test_stripe_unreachable_for_the_invoices_payments_is_502_and_nothing_is_granted(
+    client: FlaskClient, db: Database, workspace: dict, stripe_fake: StripeFake
+) -> None:
+    config = {"secret_key": KEY, "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"]}
+    closed = f"http://127.0.0.1:{free_port()}"
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": closed})
+    now = int(time.time())
+    r = post_event(client, integration_id, event("invoice.paid", one_time_invoice("in_9", at=now), event_id="evt_1"))
+    assert r.status_code == 502
+    assert entitlement(client, workspace, "user-9")["active"] is False and landed(db) == []
+
+
+def test_stripe_refusing_the_invoices_payments_is_502_too(
+    client: FlaskClient, db: Database, workspace: dict, stripe_fake: StripeFake
+) -> None:
+    config = {"secret_key": KEY, "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"]}
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": stripe_fake.url})
+    stripe_fake.key = "sk_live_rolled_since"  # the key was rolled in Stripe's dashboard
+    r = post_event(
+        client, integration_id, event("invoice.paid", one_time_invoice("in_9", at=int(time.time())), event_id="e")
+    )
+    assert r.status_code == 502 and "Invalid API Key" in r.json["error"]
+    assert entitlement(client, workspace, "user-9")["active"] is False
+
+
+def test_a_one_time_purchase_whose_invoice_names_no_user_is_linked_through_its_customer(
+    client: FlaskClient, db: Database, workspace: dict, stripe_fake: StripeFake
+) -> None:
+    config = {"secret_key": KEY, "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"]}
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": stripe_fake.url})
+    now = int(time.time())
+    stripe_fake.customers["cus_9"] = {"id": "cus_9", "object": "customer", "metadata": {"flokit_user_id": "user-9"}}
+    stripe_fake.lists["invoice_payments"] = [invoice_payment("inpay_9", invoice="in_9", payment_intent="pi_9", at=now)]
+    anonymous = one_time_invoice("in_9", at=now, metadata={})  # an event sends the customer as its id
+    r = post_event(client, integration_id, event("invoice.paid", anonymous, event_id="evt_1"))
+    assert r.status_code == 200 and r.json["status"] == "applied", r.json
+    assert entitlement(client, workspace, "user-9") == {"active": True, "source": "web"}
+    assert [e["user_id"] for e in landed(db)] == ["user-9"]
+    assert stripe_fake.paths("/v1/customers/cus_9")

@@ -10,7 +10,10 @@ What is read, as Stripe's API reference describes the objects (stripe-python 16.
 - An Invoice: `id`, `status`, `amount_paid` (minor units), `currency`, `billing_reason`
   (`subscription_create`, `subscription_cycle`, ...), the subscription it bills (`subscription`
   in older API versions, `parent.subscription_details.subscription` in newer ones, with the
-  subscription's `metadata` beside it), `status_transitions.paid_at`, `lines`.
+  subscription's `metadata` beside it), `status_transitions.paid_at`, `lines`, and what paid
+  it: `payment_intent` / `charge` before 2025-03-31; since then (the "basil" versions) neither
+  field exists, and the payments are InvoicePayments (`payment.payment_intent`), in the invoice
+  only when expanded (`payments`; not in events nor lists) and at `GET /v1/invoice_payments`.
 - A Charge: `id`, `payment_intent`, `amount_refunded`, `refunded` (fully), `currency`,
   `metadata`, `created`.
 
@@ -26,10 +29,18 @@ Conventions FloKit sets (README, "Stripe"):
   `canceled`, `unpaid`, `incomplete`, `incomplete_expired` and `paused` grant nothing: access
   ends at `ended_at` (else when the event was created).
 - `cancel_at_period_end` (or a `cancel_at`): auto-renew off, access until the period's end.
+- **A one-time purchase** (a paid invoice without a subscription) is a lifetime grant keyed by
+  the PaymentIntent that paid it, whatever the API version of the reader: a refund
+  (`charge.refunded`, the refunds list) names only the charge's `payment_intent`. Where the
+  invoice in hand does not name it, the reader asks Stripe for the invoice's payments; only an
+  invoice Stripe reports no such payment for is keyed by its own id (nothing can refund it).
+  Its buyer: the invoice's `metadata.flokit_user_id` (Checkout's
+  `invoice_creation.invoice_data.metadata`), else the Customer's, as for a subscription.
 
 What an event changes (`event_effects`) is decided here, for the webhook handler and the sync
 alike (`orchestration/syncs/connectors/payment_processor.py` maps the objects it lists as the
-events of the same objects), given what they read (`Reads`: the ledger, a Customer).
+events of the same objects), given what they read (`Reads`: the ledger, a Customer, an
+invoice's payments).
 
 Canonical events (ids `stripe:<object id>:<type>`, deterministic so the sync's later reading of
 the same objects lands once):
@@ -381,13 +392,63 @@ def revoked(fact_state: Mapping[str, Any], *, store_key: str, revoked_at: dateti
     )
 
 
-def purchase_fact(invoice: Mapping[str, Any], *, stated_at: datetime) -> StoreFact | None:
+def paid_invoice_key(invoice: Mapping[str, Any]) -> str | None:
+    """What names the payment of an invoice in hand, as a refunded charge names it
+    (`one_time_key`): API versions before 2025-03-31 give the invoice's `payment_intent` (or its
+    `charge`, for a charge without one); later ones removed both fields, and give the payments
+    only in the includable `payments`, present when the invoice was retrieved with
+    `expand=["payments"]`. None: the invoice in hand does not say (ask `invoice_payments`)."""
+    in_hand = _id(invoice.get("payment_intent")) or _id(invoice.get("charge"))
+    payments = invoice.get("payments")
+    if in_hand is None and isinstance(payments, Mapping) and isinstance(payments.get("data"), list):
+        in_hand = payment_key(payments["data"])
+    return in_hand
+
+
+def payment_key(payments: Sequence[object]) -> str | None:
+    """The payment that names a one-time purchase among an invoice's InvoicePayments (API
+    2025-03-31 on): a paid one, the default one (the PaymentIntent Stripe made when finalizing
+    the invoice, the one older versions named in `invoice.payment_intent`) first, else the
+    earliest, so every reader picks the same whatever order Stripe lists them in. Its
+    `payment.payment_intent`, else `payment.charge` (Stripe surfaces a charge only when it has
+    no PaymentIntent). None: no paid payment through a PaymentIntent or a charge (out of band,
+    or nothing paid)."""
+    found: list[tuple[bool, int, str, str]] = []
+    for entry in payments:
+        if not isinstance(entry, Mapping) or entry.get("status") != "paid":
+            continue
+        payment = entry.get("payment")
+        key = (
+            (_id(payment.get("payment_intent")) or _id(payment.get("charge"))) if isinstance(payment, Mapping) else None
+        )
+        created = entry.get("created")
+        if key is not None:
+            when = created if isinstance(created, int) and not isinstance(created, bool) else 0
+            found.append((entry.get("is_default") is not True, when, str(entry.get("id") or ""), key))
+    return min(found)[3] if found else None
+
+
+def needs_payments(invoice: Mapping[str, Any]) -> bool:
+    """A paid one-time invoice whose payment the invoice in hand does not name: the reader
+    asks Stripe for its payments (`Reads.invoice_payments`) before mapping it."""
+    sub, _ = invoice_subscription(invoice)
+    return (
+        sub is None and invoice.get("status") == "paid" and _id(invoice) is not None and not paid_invoice_key(invoice)
+    )
+
+
+def purchase_fact(
+    invoice: Mapping[str, Any], *, stated_at: datetime, payments: Sequence[object] = ()
+) -> StoreFact | None:
     """A paid invoice without a subscription: a one-time purchase (lifetime), named by its
-    PaymentIntent so that the charge's refund finds it."""
+    PaymentIntent so that the charge's refund finds it (`one_time_key`): the invoice's own
+    (`paid_invoice_key`), else the one its `payments` (`GET /v1/invoice_payments?invoice=`)
+    name. The invoice id names it only when Stripe reports no payment that a charge could
+    refund (paid out of band, or nothing to pay): no refund event can name such a purchase."""
     sub, user = invoice_subscription(invoice)
     if sub is not None or invoice.get("status") != "paid":
         return None
-    key = _id(invoice.get("payment_intent")) or _payment_intent_of_payments(invoice) or _id(invoice)
+    key = paid_invoice_key(invoice) or payment_key(payments) or _id(invoice)
     if key is None:
         return None
     product = None
@@ -416,26 +477,15 @@ def purchase_fact(invoice: Mapping[str, Any], *, stated_at: datetime) -> StoreFa
     )
 
 
-def _payment_intent_of_payments(invoice: Mapping[str, Any]) -> str | None:
-    """Newer API versions list an invoice's payments (`payments.data[].payment.payment_intent`)."""
-    payments = invoice.get("payments")
-    data = payments.get("data") if isinstance(payments, Mapping) else None
-    for entry in data if isinstance(data, list) else []:
-        payment = entry.get("payment") if isinstance(entry, Mapping) else None
-        if isinstance(payment, Mapping):
-            found = _id(payment.get("payment_intent"))
-            if found:
-                return found
-    return None
-
-
 class Reads(Protocol):
     """What mapping an event needs to know besides the event: the ledger's view of a purchase
-    and, for a subscription nobody is linked to yet, the Customer's metadata. The webhook handler
-    reads them through its context, the sync through its database and Stripe client."""
+    and, for a subscription nobody is linked to yet, the Customer's metadata, and for a one-time
+    invoice that names no PaymentIntent, its payments. The webhook handler reads them through
+    its context, the sync through its database and Stripe client."""
 
     def linked_user(self, subscription_id: str) -> str | None:
-        """The user the ledger links the subscription to (its first statement named them)."""
+        """The user the ledger links the purchase to (a subscription, or a one-time purchase by its
+        key): its first statement named them."""
 
     def customer_user(self, customer_id: str) -> str | None:
         """The user the Customer's metadata names (None: it names none, or Stripe has no such
@@ -443,6 +493,11 @@ class Reads(Protocol):
 
     def grant(self, store_key: str) -> Mapping[str, Any] | None:
         """The ledger's grant of a purchase (its columns, with `user_id`), or None."""
+
+    def invoice_payments(self, invoice_id: str) -> Sequence[Mapping[str, Any]]:
+        """The invoice's InvoicePayments as Stripe lists them (`GET /v1/invoice_payments?invoice=`;
+        empty: Stripe reports none). Raises when Stripe cannot be asked: the purchase is not
+        applied under another key meanwhile."""
 
 
 def event_effects(
@@ -481,7 +536,18 @@ def event_effects(
     if stripe_type == "invoice.paid":
         sub, named = invoice_subscription(obj)
         if sub is None:
-            purchase = purchase_fact(obj, stated_at=stated_at)
+            inv_id = _id(obj)
+            payments = reads.invoice_payments(inv_id) if inv_id is not None and needs_payments(obj) else ()
+            purchase = purchase_fact(obj, stated_at=stated_at, payments=payments)
+            customer = customer_id(obj)
+            # Not linked yet: a later event of a linked purchase need not ask Stripe again.
+            if (
+                purchase is not None
+                and purchase.user_hint is None
+                and customer is not None
+                and reads.linked_user(purchase.store_key) is None
+            ):
+                purchase = replace(purchase, user_hint=reads.customer_user(customer))
             if purchase is not None:
 
                 def revenue(user: str | None) -> Sequence[CanonicalEvent]:

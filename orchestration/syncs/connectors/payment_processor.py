@@ -15,6 +15,11 @@ on objects misses their later updates (design/integrations.md §1.6). So a sync 
   refunds created since it (with their charge), mapped as `customer.subscription.*`,
   `invoice.paid` and `charge.refunded` events of the same objects would be.
 
+The client speaks the `stripe` library's API version (2025-03-31 or later), whose invoices
+name no PaymentIntent: a paid one-time invoice's payments are listed
+(`GET /v1/invoice_payments?invoice=`) so that its purchase gets the key the webhook handler
+gives it and its refund names (`transforms.stores.stripe.purchase_fact`).
+
 stripe-python does not retry a 429 (`RateLimitError`; §1.6), and the client is built with
 `max_network_retries=0`, so every retry is this module's: a 429 waits `Retry-After` when Stripe
 sends one, else an exponential backoff; a 5xx or a connection failure backs off likewise; all
@@ -202,6 +207,17 @@ class _SyncReads:
         with self.target.database.read() as conn:
             found = ledger.grant_for(conn, app_id=self.app_id, source=PAYMENT_PROCESSOR, store_key=store_key)
         return dict(found._mapping) if found is not None else None
+
+    def invoice_payments(self, invoice_id: str) -> list[dict[str, Any]]:
+        """Every page of the invoice's payments; a failure fails the sync (its cursor stays), so
+        the purchase is never granted under the invoice id while Stripe is not answering."""
+        v1 = self.sc.stripe.v1
+        pages = self.sc.pages(
+            f"listing the payments of invoice {invoice_id}",
+            lambda p: v1.invoice_payments.list(p),
+            {"invoice": invoice_id},
+        )
+        return [payment for page in pages for payment in page]
 
 
 @dataclass

@@ -9,20 +9,31 @@ import email.utils
 import json
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import stripe
 from flask.testing import FlaskClient
-from pytest_httpserver import HTTPServer
-from werkzeug import Request, Response
 
 from orchestration.syncs.connectors import connector_for
 from orchestration.syncs.connectors.payment_processor import CONNECTOR, StripeSync, retry_after
 from orchestration.syncs.execute import SyncOutcome, execute_sync
 from tests.api.notifications_support import KEY as NOTIFICATIONS_KEY
 from tests.api.notifications_support import connect, landed, localstripe, settings
+from tests.providers.stripe_fake import (
+    KEY,
+    WEBHOOK_SECRET,
+    StripeFake,
+    error,
+    event,
+    invoice_payment,
+    one_time_invoice,
+    post_event,
+    refunded_charge,
+    stripe_fake,
+    subscription,
+    subscription_invoice,
+)
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database
@@ -31,11 +42,9 @@ from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
 
-__all__ = ["settings"]
+__all__ = ["settings", "stripe_fake"]
 
 TYPE = "payment_processor"
-KEY = "sk_live_fake0123456789"
-WEBHOOK_SECRET = "whsec_test_0123456789abcdefghijklmnop"
 
 
 def _config(workspace: dict[str, Any], base_url: str, key: str = KEY) -> ValidConfig:
@@ -205,128 +214,25 @@ def _clock() -> None:
     NOW = int(time.time())
 
 
-def _invoice(n: int, *, at: int, user: str = "user-7", sub: str = "sub_1") -> dict[str, Any]:
-    return {
-        "id": f"in_{n:04d}",
-        "object": "invoice",
-        "customer": "cus_1",
-        "livemode": True,
-        "status": "paid",
-        "amount_paid": 1299,
-        "currency": "eur",
-        "billing_reason": "subscription_create" if n == 0 else "subscription_cycle",
-        "created": at,
-        "status_transitions": {"paid_at": at},
-        "parent": {"subscription_details": {"subscription": sub, "metadata": {"flokit_user_id": user}}},
-    }
-
-
-def _subscription(status: str = "active", *, user: str | None = "user-7") -> dict[str, Any]:
-    return {
-        "id": "sub_1",
-        "object": "subscription",
-        "customer": "cus_1",
-        "status": status,
-        "livemode": True,
-        "metadata": {"flokit_user_id": user} if user else {},
-        "cancel_at_period_end": False,
-        "canceled_at": None,
-        "ended_at": None,
-        "created": NOW - 86400,
-        "items": {
-            "object": "list",
-            "data": [
-                {
-                    "id": "si_1",
-                    "current_period_start": NOW - 86400,
-                    "current_period_end": NOW + 29 * 86400,
-                    "price": {"id": "price_1", "product": "prod_pro"},
-                }
-            ],
-        },
-    }
+def _invoice(n: int, *, at: int) -> dict[str, Any]:
+    return subscription_invoice(
+        f"in_{n:04d}", at=at, billing_reason="subscription_create" if n == 0 else "subscription_cycle"
+    )
 
 
 def _event(n: int, kind: str, obj: dict[str, Any], *, at: int) -> dict[str, Any]:
-    return {
-        "id": f"evt_{n:04d}",
-        "object": "event",
-        "api_version": "2025-03-31.basil",
-        "created": at,
-        "livemode": True,
-        "type": kind,
-        "data": {"object": obj},
-    }
-
-
-def _error(status: int, message: str, kind: str = "invalid_request_error", **headers: str) -> Response:
-    body = {"error": {"message": message, "type": kind}}
-    return Response(json.dumps(body), status=status, headers=headers, content_type="application/json")
-
-
-class StripeFake:
-    """`GET /v1/{events,subscriptions,invoices,refunds}` and `GET /v1/customers/{id}` as Stripe
-    answers them: newest first, `limit`, `starting_after`, `created[gt|gte]`, `types[]`; Bearer
-    authentication; and scripted failures answered before the real answer."""
-
-    def __init__(self, server: HTTPServer) -> None:
-        self.lists: dict[str, list[dict[str, Any]]] = {"events": [], "subscriptions": [], "invoices": [], "refunds": []}
-        self.customers: dict[str, dict[str, Any]] = {}
-        self.key = KEY
-        self.failures: list[Response] = []
-        self.seen: list[tuple[float, str]] = []  # (when, path?query) of every request
-        self.url = server.url_for("").rstrip("/")
-        server.expect_request(re.compile("^/v1/")).respond_with_handler(self.handle)
-
-    def handle(self, request: Request) -> Response:
-        self.seen.append((time.monotonic(), request.full_path))
-        if request.headers.get("Authorization") != f"Bearer {self.key}":
-            return _error(401, "Invalid API Key provided: sk_live_****wrong")
-        if self.failures:
-            return self.failures.pop(0)
-        name = request.path.removeprefix("/v1/")
-        if name.startswith("customers/"):
-            customer = self.customers.get(name.removeprefix("customers/"))
-            return (
-                Response(json.dumps(customer), content_type="application/json")
-                if customer
-                else _error(404, "No such customer")
-            )
-        items = sorted(self.lists[name], key=lambda o: (o["created"], o["id"]), reverse=True)
-        args = request.args
-        types = [v for k, v in args.items(multi=True) if k.startswith("types[")]
-        if types:
-            items = [o for o in items if o["type"] in types]
-        if "created[gte]" in args:
-            items = [o for o in items if o["created"] >= int(args["created[gte]"])]
-        if "created[gt]" in args:
-            items = [o for o in items if o["created"] > int(args["created[gt]"])]
-        after = args.get("starting_after")
-        if after:
-            items = items[[o["id"] for o in items].index(after) + 1 :]
-        limit = int(args.get("limit", 10))
-        body = {"object": "list", "url": "/v1/" + name, "has_more": len(items) > limit, "data": items[:limit]}
-        return Response(json.dumps(body), content_type="application/json")
-
-    def paths(self, prefix: str) -> list[str]:
-        return [p for _, p in self.seen if p.startswith(prefix)]
+    return event(kind, obj, event_id=f"evt_{n:04d}", created=at)
 
 
 @pytest.fixture
-def fake() -> Iterator[StripeFake]:
-    server = HTTPServer(host="127.0.0.1", port=0)
-    server.start()
-    try:
-        yield StripeFake(server)
-    finally:
-        server.clear()
-        server.stop()
+def fake(stripe_fake: StripeFake) -> StripeFake:
+    return stripe_fake
 
 
 def test_several_pages_of_events_are_applied_once_each(
     db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
 ) -> None:
-    fake.lists["subscriptions"] = [_subscription()]
+    fake.lists["subscriptions"] = [subscription()]
     fake.lists["events"] = [
         _event(n, "invoice.paid", _invoice(n, at=NOW - 3600 + n), at=NOW - 3600 + n) for n in range(250)
     ]
@@ -359,13 +265,7 @@ def test_a_webhook_event_and_a_sync_of_the_same_invoice_land_once(
     })  # fmt: skip
     invoice = _invoice(0, at=NOW - 60)
     event = _event(1, "invoice.paid", invoice, at=NOW - 60)
-    body = json.dumps(event)
-    header = stripe.WebhookSignature.generate_signature_header(body, WEBHOOK_SECRET)
-    r = client.post(
-        f"/webhooks/payment_processor?integration={integration}",
-        data=body,
-        headers={"Stripe-Signature": header, "Content-Type": "application/json"},
-    )
+    r = post_event(client, integration, event)
     assert r.status_code == 200 and r.json["events_landed"] == 1, r.json
     # The sync reads it twice more: the invoice in the sweep and its event.
     fake.lists["invoices"] = [invoice]
@@ -380,7 +280,7 @@ def test_a_webhook_event_and_a_sync_of_the_same_invoice_land_once(
 def test_a_subscription_without_a_named_user_is_linked_through_its_customer(
     db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
 ) -> None:
-    fake.lists["subscriptions"] = [_subscription(user=None)]
+    fake.lists["subscriptions"] = [subscription(user=None)]
     fake.customers["cus_1"] = {"id": "cus_1", "object": "customer", "metadata": {"flokit_user_id": "user-42"}}
     _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path))
     assert _active(db, workspace, "user-42")
@@ -390,8 +290,8 @@ def test_a_subscription_without_a_named_user_is_linked_through_its_customer(
 def test_a_429_with_retry_after_waits_what_stripe_says(
     db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
 ) -> None:
-    fake.lists["subscriptions"] = [_subscription()]
-    fake.failures = [_error(429, "Too many requests hit the API too quickly.", **{"Retry-After": "1"})]
+    fake.lists["subscriptions"] = [subscription()]
+    fake.failures = [error(429, "Too many requests hit the API too quickly.", **{"Retry-After": "1"})]
     waits: list[float] = []
 
     def sleep(seconds: float) -> None:
@@ -408,8 +308,8 @@ def test_a_429_with_retry_after_waits_what_stripe_says(
 def test_a_429_without_retry_after_backs_off_exponentially(
     db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
 ) -> None:
-    fake.lists["subscriptions"] = [_subscription()]
-    fake.failures = [_error(429, "Too many requests hit the API too quickly.") for _ in range(3)]
+    fake.lists["subscriptions"] = [subscription()]
+    fake.failures = [error(429, "Too many requests hit the API too quickly.") for _ in range(3)]
     waits: list[float] = []
     target = _target(db, workspace, tmp_path)
     sc, _ = _sync(_config(workspace, fake.url), target, sleep=waits.append, backoff_s=0.5)
@@ -421,8 +321,8 @@ def test_a_429_without_retry_after_backs_off_exponentially(
 def test_429s_beyond_the_budget_fail_as_rate_limited_and_apply_nothing(
     db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
 ) -> None:
-    fake.lists["subscriptions"] = [_subscription()]
-    fake.failures = [_error(429, "Too many requests hit the API too quickly.") for _ in range(20)]
+    fake.lists["subscriptions"] = [subscription()]
+    fake.failures = [error(429, "Too many requests hit the API too quickly.") for _ in range(20)]
     waits: list[float] = []
     with pytest.raises(SyncFailure) as failure:
         _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path), sleep=waits.append, budget_s=3.0)
@@ -430,7 +330,7 @@ def test_429s_beyond_the_budget_fail_as_rate_limited_and_apply_nothing(
     assert "Too many requests" in failure.value.message
     assert sum(waits) <= 3.0 and waits == [1.0, 2.0]
     # A Retry-After longer than one wait may be is not waited out at all.
-    fake.failures = [_error(429, "Too many requests hit the API too quickly.", **{"Retry-After": "600"})]
+    fake.failures = [error(429, "Too many requests hit the API too quickly.", **{"Retry-After": "600"})]
     waits.clear()
     with pytest.raises(SyncFailure) as long_wait:
         _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path), sleep=waits.append)
@@ -439,12 +339,12 @@ def test_429s_beyond_the_budget_fail_as_rate_limited_and_apply_nothing(
 
 
 def test_a_5xx_then_success(db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake) -> None:
-    fake.lists["subscriptions"] = [_subscription()]
-    fake.failures = [_error(500, "An unknown error occurred", "api_error")]
+    fake.lists["subscriptions"] = [subscription()]
+    fake.failures = [error(500, "An unknown error occurred", "api_error")]
     waits: list[float] = []
     _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path), sleep=waits.append, backoff_s=0.25)
     assert waits == [0.25] and _active(db, workspace, "user-7")
-    fake.failures = [_error(503, "Service unavailable", "api_error") for _ in range(5)]
+    fake.failures = [error(503, "Service unavailable", "api_error") for _ in range(5)]
     with pytest.raises(SyncFailure) as failure:
         _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path), sleep=waits.append, backoff_s=0.01)
     assert failure.value.code == "provider_error" and not failure.value.refused
@@ -453,7 +353,7 @@ def test_a_5xx_then_success(db: Database, workspace: dict[str, Any], tmp_path: A
 def test_401_is_an_auth_failure_with_stripes_message_for_the_sync_and_the_check(
     db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
 ) -> None:
-    fake.lists["subscriptions"] = [_subscription()]
+    fake.lists["subscriptions"] = [subscription()]
     config = _config(workspace, fake.url, key="sk_live_wrong")
     with pytest.raises(SyncFailure) as failure:
         _sync(config, _target(db, workspace, tmp_path))
@@ -493,39 +393,16 @@ def test_a_one_time_purchase_is_granted_by_the_sweep_and_revoked_by_its_refund_e
     db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
 ) -> None:
     paid = NOW - 7200
-    one_time = {
-        "id": "in_9",
-        "object": "invoice",
-        "livemode": True,
-        "status": "paid",
-        "amount_paid": 4999,
-        "currency": "usd",
-        "billing_reason": "manual",
-        "payment_intent": "pi_9",
-        "customer": {"id": "cus_9", "object": "customer", "metadata": {"flokit_user_id": "user-9"}},
-        "created": paid,
-        "status_transitions": {"paid_at": paid},
-        "lines": {"data": [{"price": {"id": "price_life", "product": "prod_lifetime"}}]},
-    }
+    # Listed with `expand: ["data.customer"]`: the Customer's metadata names the buyer.
+    buyer = {"id": "cus_9", "object": "customer", "metadata": {"flokit_user_id": "user-9"}}
+    one_time = one_time_invoice("in_9", at=paid, payment_intent="pi_9", customer=buyer, metadata={})
     fake.lists["invoices"] = [one_time, {**_invoice(5, at=paid), "status": "open", "id": "in_open"}]
     target = _target(db, workspace, tmp_path)
     _sync(_config(workspace, fake.url), target)
     assert _active(db, workspace, "user-9")
     assert _kinds(db) == [("user-9", "purchase", 49.99)]  # the open invoice is no revenue
 
-    charge = {
-        "id": "ch_9",
-        "object": "charge",
-        "livemode": True,
-        "payment_intent": "pi_9",
-        "amount": 4999,
-        "amount_refunded": 4999,
-        "refunded": True,
-        "currency": "usd",
-        "customer": "cus_9",
-        "metadata": {},
-        "created": paid,
-    }
+    charge = refunded_charge("ch_9", payment_intent="pi_9", at=paid)
     fake.lists["events"] = [_event(2, "charge.refunded", charge, at=NOW - 5)]
     again = _target(db, workspace, tmp_path, state=json.loads(json.dumps(target.state)))
     _sync(_config(workspace, fake.url), again)
@@ -533,10 +410,10 @@ def test_a_one_time_purchase_is_granted_by_the_sweep_and_revoked_by_its_refund_e
     assert _kinds(db) == [("user-9", "purchase", 49.99), ("user-9", "refund", -49.99)]
 
 
-def test_a_queued_sync_runs_to_its_end_keeps_its_cursor_and_a_refused_key_puts_the_integration_in_error(
+def test_a_queued_sync_runs_to_its_end_keeps_its_cursor_and_a_refused_key_puts_the_integration_inerror(
     db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
 ) -> None:
-    fake.lists["subscriptions"] = [_subscription()]
+    fake.lists["subscriptions"] = [subscription()]
     raw = {"secret_key": KEY, "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"], "base_url": fake.url}
     integration_id = connect(db, workspace["workspace_id"], TYPE, raw)
 
@@ -571,7 +448,7 @@ def test_a_restricted_key_without_the_permission_is_an_auth_failure(
     db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
 ) -> None:
     fake.failures = [
-        _error(403, "The provided key 'rk_live_****1234' does not have the required permissions for this endpoint")
+        error(403, "The provided key 'rk_live_****1234' does not have the required permissions for this endpoint")
     ]
     with pytest.raises(SyncFailure) as failure:
         _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path))
@@ -582,9 +459,92 @@ def test_a_restricted_key_without_the_permission_is_an_auth_failure(
 def test_a_trialing_subscription_read_by_the_sweep_grants_and_lands_its_trial_start_once(
     db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
 ) -> None:
-    trialing = {**_subscription("trialing"), "trial_start": NOW - 3600, "trial_end": NOW + 6 * 86400}
+    trialing = {**subscription("trialing"), "trial_start": NOW - 3600, "trial_end": NOW + 6 * 86400}
     fake.lists["subscriptions"] = [trialing]
     fake.lists["events"] = [_event(1, "customer.subscription.created", trialing, at=NOW - 3600)]
     _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path))
     assert _active(db, workspace, "user-7")
     assert [e["event_id"] for e in landed(db)] == ["stripe:sub_1:trial_start"]
+
+
+# --- one-time purchases on API versions since 2025-03-31 -------------------------------------
+
+
+def _grants(db: Database, workspace: dict[str, Any], user: str) -> list[str]:
+    with db.read() as conn:
+        rows = ledger.grants_of(conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id=user)
+    return [r.store_key for r in rows]
+
+
+def _one_time_sale(fake: StripeFake) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A lifetime purchase paid two hours ago and refunded since, as Stripe's newer API versions
+    show it: the invoice names no PaymentIntent, its invoice payment does, and the charge too."""
+    paid = NOW - 7200
+    fake.lists["invoice_payments"] = [invoice_payment("inpay_9", invoice="in_9", payment_intent="pi_9", at=paid)]
+    return one_time_invoice("in_9", at=paid), refunded_charge("ch_9", payment_intent="pi_9", at=paid)
+
+
+def test_a_one_time_purchase_read_from_events_is_keyed_by_its_payment_intent_and_revoked_by_the_refund(
+    db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
+) -> None:
+    invoice, charge = _one_time_sale(fake)
+    fake.lists["events"] = [_event(1, "invoice.paid", invoice, at=invoice["created"])]
+    target = _target(db, workspace, tmp_path)
+    _sync(_config(workspace, fake.url), target)
+    assert _active(db, workspace, "user-9") and _grants(db, workspace, "user-9") == ["pi_9"]
+    assert [p for p in fake.paths("/v1/invoice_payments") if "invoice=in_9" in p]
+
+    fake.lists["events"].append(_event(2, "charge.refunded", charge, at=NOW - 5))
+    again = _target(db, workspace, tmp_path, state=json.loads(json.dumps(target.state)))
+    _sync(_config(workspace, fake.url), again)
+    assert not _active(db, workspace, "user-9")
+    assert _kinds(db) == [("user-9", "purchase", 49.99), ("user-9", "refund", -49.99)]
+
+
+def test_a_one_time_purchase_read_by_the_sweep_is_revoked_by_a_listed_refund(
+    db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
+) -> None:
+    invoice, charge = _one_time_sale(fake)
+    fake.lists["invoices"] = [invoice]
+    fake.lists["refunds"] = [{"id": "re_9", "object": "refund", "charge": charge, "created": NOW - 5}]
+    _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path))
+    assert not _active(db, workspace, "user-9") and _grants(db, workspace, "user-9") == ["pi_9"]
+    assert _kinds(db) == [("user-9", "purchase", 49.99), ("user-9", "refund", -49.99)]
+
+
+def _webhook(client: FlaskClient, integration: str, sent: dict[str, Any]) -> Any:
+    r = post_event(client, integration, sent)
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+@pytest.mark.parametrize("webhook_first", [True, False])
+def test_a_webhook_and_a_sync_of_one_purchase_make_one_grant_whatever_the_api_version(
+    client: FlaskClient, db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake, webhook_first: bool
+) -> None:
+    """The webhook endpoint on an API version before 2025-03-31 (the invoice names its
+    PaymentIntent), the sync's client on a later one (only its payments do), or both later:
+    one purchase, one grant, one `purchase` event, and the refund revokes it."""
+    raw = {"secret_key": KEY, "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"], "base_url": fake.url}
+    integration = connect(db, workspace["workspace_id"], TYPE, raw)
+    invoice, charge = _one_time_sale(fake)
+    older = one_time_invoice("in_9", at=invoice["created"], payment_intent="pi_9")
+    fake.lists["invoices"] = [invoice]
+    fake.lists["events"] = [_event(1, "invoice.paid", invoice, at=invoice["created"])]
+    target = _target(db, workspace, tmp_path)
+    if webhook_first:
+        assert _webhook(client, integration, _event(1, "invoice.paid", invoice, at=invoice["created"]))["status"] == (
+            "applied"
+        )
+        _sync(_config(workspace, fake.url), target)
+    else:
+        _sync(_config(workspace, fake.url), target)
+        _webhook(client, integration, _event(7, "invoice.paid", older, at=invoice["created"]))
+    assert _grants(db, workspace, "user-9") == ["pi_9"] and _active(db, workspace, "user-9")
+    assert [e["event_id"] for e in landed(db)] == ["stripe:in_9:purchase"]
+
+    _webhook(client, integration, _event(2, "charge.refunded", charge, at=NOW - 5))
+    fake.lists["events"].append(_event(2, "charge.refunded", charge, at=NOW - 5))
+    _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path, state=json.loads(json.dumps(target.state))))
+    assert not _active(db, workspace, "user-9") and _grants(db, workspace, "user-9") == ["pi_9"]
+    assert [e["event_id"] for e in landed(db)] == ["stripe:in_9:purchase", "stripe:ch_9:refund"]

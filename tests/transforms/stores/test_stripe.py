@@ -137,3 +137,45 @@ def test_a_refund_is_negative_and_long_ids_are_hashed_to_the_lakes_limit() -> No
     assert refund.properties["revenue"] == -5.0 and refund.occurred_at == NOW
     long_id = s.event_id("x" * 100, "refund")
     assert len(long_id) <= 80 and long_id.startswith("stripe:") and long_id.endswith(":refund")
+
+
+def paid(payment_id: str, created: int, *, default: bool = False, status: str = "paid", **payment: Any) -> dict:
+    return {"id": payment_id, "status": status, "created": created, "is_default": default, "payment": payment}
+
+
+def test_a_one_time_purchase_is_keyed_by_the_payment_intent_a_refund_names_whatever_the_api_version() -> None:
+    older = {"id": "in_9", "status": "paid", "livemode": True, "payment_intent": "pi_9"}
+    newer = {"id": "in_9", "status": "paid", "livemode": True}  # 2025-03-31 on: no payment_intent, no charge
+    expanded = newer | {
+        "payments": {"data": [paid("inpay_9", T, default=True, type="payment_intent", payment_intent="pi_9")]}
+    }
+    listed = [paid("inpay_9", T, default=True, type="payment_intent", payment_intent={"id": "pi_9"})]
+    assert not s.needs_payments(older) and not s.needs_payments(expanded) and s.needs_payments(newer)
+    keys = {
+        s.purchase_fact(older, stated_at=NOW).store_key,  # type: ignore[union-attr]
+        s.purchase_fact(expanded, stated_at=NOW).store_key,  # type: ignore[union-attr]
+        s.purchase_fact(newer, stated_at=NOW, payments=listed).store_key,  # type: ignore[union-attr]
+        s.one_time_key({"id": "ch_9", "payment_intent": "pi_9"}),  # the refunded charge
+    }
+    assert keys == {"pi_9"}
+    # A charge without a PaymentIntent: Stripe surfaces the charge, which its refund names too.
+    by_charge = [paid("inpay_1", T, type="charge", charge="ch_1")]
+    assert s.purchase_fact(newer, stated_at=NOW, payments=by_charge).store_key == s.one_time_key({"id": "ch_1"})  # type: ignore[union-attr]
+
+
+def test_among_several_payments_every_reader_picks_the_same_one() -> None:
+    payments = [
+        paid("inpay_3", T + 20, type="payment_intent", payment_intent="pi_late"),
+        paid("inpay_0", T - 50, status="canceled", type="payment_intent", payment_intent="pi_canceled"),
+        paid("inpay_2", T + 10, type="payment_intent", payment_intent="pi_early"),
+    ]
+    assert s.payment_key(payments) == s.payment_key(payments[::-1]) == "pi_early"  # the earliest paid
+    default = paid("inpay_9", T + 30, default=True, type="payment_intent", payment_intent="pi_default")
+    assert s.payment_key([*payments, default]) == "pi_default"  # the one Stripe made on finalizing
+
+
+def test_the_invoice_id_keys_a_purchase_only_when_stripe_reports_no_refundable_payment() -> None:
+    newer = {"id": "in_9", "status": "paid", "livemode": True}
+    out_of_band = [paid("inpay_1", T, type="payment_record", payment_record="pr_1")]
+    for payments in ([], out_of_band):
+        assert s.purchase_fact(newer, stated_at=NOW, payments=payments).store_key == "in_9"  # type: ignore[union-attr]
