@@ -300,6 +300,27 @@ def test_a_successor_the_ledger_never_heard_of_counts_as_replaced_and_changes_no
     assert entitled(gateway, workspace, "user-1")  # what tok-b last stated, until its notifications come
 
 
+def test_a_void_of_a_successor_the_ledger_never_heard_of_revokes_the_purchase_and_makes_it_current(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database, tmp_path: Path
+) -> None:
+    now = datetime.now(UTC)
+    play.subscriptions["tok-a"] = subscription(ACTIVE, expires=now + 20 * DAY, order=ORDER_1)
+    buy(gateway, play, workspace, "tok-a", "user-1")
+    upgrade(play, "tok-a", "tok-b", expires=now + 365 * DAY, order=ORDER_2)
+    # The upgrade was refunded; Google lists the void of tok-b, which FloKit never heard of.
+    play.subscriptions["tok-b"] = subscription(
+        EXPIRED, expires=now, product="pro_yearly", order=ORDER_2, linked="tok-a", auto_renew=False
+    )
+    play.voided = [voided("tok-b", ORDER_2, voided_at=now)]
+
+    sync(play, db, workspace, tmp_path)
+
+    revoked = grant(db, workspace, "tok-a")
+    assert revoked.revoked_at is not None and revoked.current_token == "tok-b"
+    assert not entitled(gateway, workspace, "user-1")
+    assert f"gp:{ORDER_2}:refund" in {e.event_id for e in events(db)}
+
+
 @pytest.mark.parametrize("status", [401, 403])
 def test_google_refusing_the_service_account_fails_as_auth_in_its_words(
     play: FakeGooglePlay, push_token: str, db: Database, workspace: dict[str, Any], tmp_path: Path, status: int
