@@ -194,17 +194,21 @@ def _voided(
     ctx: Context, client: play.Client, app: AppStores, void: Mapping[str, Any], voided_at: datetime, now: datetime
 ) -> Effects:
     """Revoke the voided purchase's grant. A subscription's grant is under its chain's first token,
-    so a later token is resolved through Google when the ledger does not hold it directly."""
+    so a later token is resolved through Google when the ledger does not hold it directly; read
+    and not replaced, that token is the subscription's newest (`current_token`)."""
     token = _token(void)
     product_type = void.get("productType") if isinstance(void.get("productType"), int) else None
     with ctx.database.read() as conn:
         grant = ledger.grant_for(conn, app_id=app.app_id, source=ANDROID_STORE, store_key=token)
-    key = token
+    key, current = token, None
     if grant is None and product_type != gp.VOIDED_ONE_TIME:
         try:
-            key = play.store_key(ctx, client, app.app_id, token, client.subscription(token))
+            purchase = client.subscription(token)
         except play.NotFound:
-            key = token
+            pass
+        else:
+            key = play.store_key(ctx, client, app.app_id, token, purchase)
+            current = None if gp.replaced(purchase) else token
         with ctx.database.read() as conn:
             grant = ledger.grant_for(conn, app_id=app.app_id, source=ANDROID_STORE, store_key=key)
     previous = ledger.fact_of_grant(grant) if grant is not None else None
@@ -212,7 +216,7 @@ def _voided(
     order = void.get("orderId") if isinstance(void.get("orderId"), str) and void.get("orderId") else None
     effect = gp.voided_effect(previous, app_id=app.app_id, workspace_id=app.workspace_id, store_key=key,
                               product_type=product_type, voided_at=voided_at, refund_type=refund_type,
-                              order_id=order, received_at=now)  # fmt: skip
+                              order_id=order, received_at=now, current_token=current)  # fmt: skip
     return Effects(effects=[effect], note="voided purchase revoked")
 
 

@@ -159,9 +159,8 @@ def read_subscription(ctx: Context, client: Client, app: AppStores, token: str, 
     if gp.replaced(purchase):
         return Read(None, None, "replaced by a newer purchase, whose notifications carry its state")
     try:
-        fact = gp.subscription_fact(
-            purchase, store_key=store_key(ctx, client, app.app_id, token, purchase), stated_at=now
-        )
+        key = store_key(ctx, client, app.app_id, token, purchase)
+        fact = gp.subscription_fact(purchase, store_key=key, token=token, stated_at=now)
     except gp.UnexpectedPayload as e:
         raise StoreUnavailable(f"Google Play answered an unreadable subscription: {e}") from None
 

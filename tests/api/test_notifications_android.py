@@ -17,7 +17,6 @@ import sqlalchemy as sa
 from cryptography.hazmat.primitives.asymmetric import rsa
 from flask.testing import FlaskClient
 
-from api.app import create_app
 from api.processor.framework import Context, replay
 from tests.providers.google_play_fake import (
     PUSH_AUDIENCE,
@@ -29,6 +28,7 @@ from tests.providers.google_play_fake import (
     settings_for,
     subscription,
 )
+from tests.providers.google_play_support import buy, entitled, gateway_for, grant
 from warehouse.db import Database
 from warehouse.entitlements import ledger
 from warehouse.entitlements.tables import store_notifications
@@ -56,7 +56,7 @@ def push_token(db: Database, workspace: dict[str, Any], play: FakeGooglePlay) ->
 
 @pytest.fixture
 def gateway(settings: Settings, play: FakeGooglePlay, push_token: str) -> FlaskClient:
-    return create_app(settings_for(settings, play)).test_client()
+    return gateway_for(settings, play)
 
 
 def stranger() -> rsa.RSAPrivateKey:
@@ -75,20 +75,6 @@ def push(client: FlaskClient, play: FakeGooglePlay, note: dict[str, Any], messag
     return client.post(PATH + query, data=body, headers=headers)
 
 
-def buy(client: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], token: str, user: str = "user-1") -> None:
-    answer = client.post(
-        "/api/paywall/receipt",
-        json={"provider": "android_store", "packageName": play.package, "purchaseToken": token},
-        headers={"x-user-id": user, "x-app-key": workspace["app_key"]},
-    )
-    assert answer.status_code == 200, answer.json
-
-
-def entitled(client: FlaskClient, workspace: dict[str, Any], user: str = "user-1") -> bool:
-    answer = client.get("/api/paywall/entitlement", headers={"x-user-id": user, "x-app-key": workspace["app_key"]})
-    return bool(answer.json["active"])
-
-
 def stored(db: Database) -> int:
     with db.read() as conn:
         return int(conn.execute(sa.select(sa.func.count()).select_from(store_notifications)).scalar_one())
@@ -97,11 +83,6 @@ def stored(db: Database) -> int:
 def events(db: Database) -> dict[str, Any]:
     with db.read() as conn:
         return {r.event_id: r for r in conn.execute(sa.select(landed_events))}
-
-
-def grant(db: Database, workspace: dict[str, Any], key: str) -> Any:
-    with db.read() as conn:
-        return ledger.grant_for(conn, app_id=workspace["app_id"], source="android_store", store_key=key)
 
 
 def test_a_renewal_reads_the_state_from_google_and_extends_access(
@@ -190,6 +171,37 @@ def test_a_voided_purchase_is_inactive_at_once_with_a_refund(
     assert revoked.revoked_at is not None and revoked.product_id == "pro_monthly"
     refund = events(db)[f"gp:{ORDER}:refund"]
     assert refund.user_id == "user-1" and refund.properties["revenue"] is None
+
+
+def test_an_upgrade_makes_its_new_token_current_and_the_older_token_never_takes_it_back(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    now = datetime.now(UTC)
+    play.subscriptions["tok-a"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=now + 20 * DAY)
+    buy(gateway, play, workspace, "tok-a")
+    assert grant(db, workspace, "tok-a").current_token == "tok-a"
+    # Upgraded in the app: a new token linking to the first, which Google then calls replaced.
+    play.subscriptions["tok-b"] = subscription(
+        "SUBSCRIPTION_STATE_ACTIVE", expires=now + 365 * DAY, product="pro_yearly", order="GPA.3301-5555-6666-77777",
+        linked="tok-a",
+    )  # fmt: skip
+    play.subscriptions["tok-a"] = subscription(
+        "SUBSCRIPTION_STATE_EXPIRED", expires=now - DAY, canceled={"replacementCancellation": {}}, acknowledged=True
+    )
+
+    assert push(gateway, play, sub_note("tok-b", PURCHASED), "msg-upgrade").json["status"] == "applied"
+
+    upgraded = grant(db, workspace, "tok-a")
+    assert (upgraded.product_id, upgraded.current_token) == ("pro_yearly", "tok-b")
+    # The first token's own notification, delivered late, states nothing.
+    assert push(gateway, play, sub_note("tok-a", CANCELED), "msg-late").status_code == 200
+    # A refund of the first token's order revokes the purchase but names no newer token.
+    void = {"voidedPurchaseNotification": {"purchaseToken": "tok-a", "orderId": ORDER, "productType": 1,
+                                           "refundType": 1}}  # fmt: skip
+    assert push(gateway, play, void, "msg-void-a").status_code == 200
+    revoked = grant(db, workspace, "tok-a")
+    assert revoked.revoked_at is not None and revoked.current_token == "tok-b"
+    assert not entitled(gateway, workspace)
 
 
 def test_a_test_notification_is_200_and_not_stored(gateway: FlaskClient, play: FakeGooglePlay, db: Database) -> None:

@@ -211,7 +211,10 @@ def test_a_linked_purchase_token_continues_the_first_purchase(
     with db.read() as conn:
         grants = ledger.grants_of(conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"],
                                   user_id="user-1")  # fmt: skip
-    assert [(g.store_key, g.product_id) for g in grants] == [("tok-first", "pro_yearly")]
+    # Keyed by the first token, re-read by the newest (what the sync asks Google for).
+    assert [(g.store_key, g.product_id, g.current_token) for g in grants] == [
+        ("tok-first", "pro_yearly", "tok-upgrade")
+    ]
 
 
 def test_a_one_time_product_needs_its_product_id_and_grants_for_good(

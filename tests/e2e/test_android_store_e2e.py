@@ -37,15 +37,16 @@ def test_receipts_lapse_grace_and_refund_through_the_gateway(
         push_token = provision(db, workspace["app_id"], play)
         configured = replace(settings_for(settings, play), surfaces=("v1", "gateway", "ingest", "processor"))
         env = {**os.environ, **configured.child_env(), "FLOKIT_SECRET_KEY": INSTANCE_KEY}
-        now = datetime.now(UTC)
-        play.subscriptions["tok-paid"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=now + 20 * DAY)
-        play.subscriptions["tok-grace"] = subscription(
-            "SUBSCRIPTION_STATE_IN_GRACE_PERIOD", expires=now + timedelta(seconds=4), order="GPA.1-2-3-4"
-        )
-        play.subscriptions["tok-lapsing"] = subscription(
-            "SUBSCRIPTION_STATE_ACTIVE", expires=now + timedelta(seconds=4), order="GPA.5-6-7-8"
-        )
         with gunicorn_server(env, workers=2, log_dir=tmp_path) as server:
+            # Timed from here: starting gunicorn on a loaded machine can take most of 4 s.
+            now = datetime.now(UTC)
+            play.subscriptions["tok-paid"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=now + 20 * DAY)
+            play.subscriptions["tok-grace"] = subscription(
+                "SUBSCRIPTION_STATE_IN_GRACE_PERIOD", expires=now + timedelta(seconds=4), order="GPA.1-2-3-4"
+            )
+            play.subscriptions["tok-lapsing"] = subscription(
+                "SUBSCRIPTION_STATE_ACTIVE", expires=now + timedelta(seconds=4), order="GPA.5-6-7-8"
+            )
 
             def receipt(token: str, user: str) -> requests.Response:
                 body = {"provider": "android_store", "packageName": play.package, "purchaseToken": token}

@@ -3,10 +3,13 @@ a workspace never reads another's purchases."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.entitlements_support import fact
 from tests.support import run_together
+from transforms.entitlements.facts import StoreFact
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.entitlements import ledger
@@ -43,3 +46,47 @@ def test_a_purchase_is_read_only_within_its_workspace(db: Database, workspace: d
     with db.read() as conn:
         assert ledger.current(conn, workspace_id=ws, app_id=app, user_id="u1").active is True
         assert ledger.current(conn, workspace_id=other, app_id=app, user_id="u1") == ledger.Entitlement(False, "none")
+
+
+def play_fact(token: str, stated_at: datetime, expires_at: datetime | None = None, **kwargs: Any) -> StoreFact:
+    """Google Play's state of the subscription keyed `tok-a`, read with `token`."""
+    return fact(
+        "tok-a", source="android_store", product_id="pro", stated_at=stated_at,
+        expires_at=expires_at or stated_at + timedelta(days=30), current_token=token, **kwargs,
+    )  # fmt: skip
+
+
+def test_a_late_older_statement_does_not_roll_the_current_token_back(db: Database, workspace: dict[str, Any]) -> None:
+    now = datetime.now(UTC)
+    ws, app = workspace["workspace_id"], workspace["app_id"]
+    upgraded_until = now + timedelta(days=365)
+    with db.write() as conn:
+        ledger.apply_receipt(conn, workspace_id=ws, app_id=app, user_id="u1", fact=play_fact("tok-a", now))
+        # The upgrade's new token, read a minute later (a notification).
+        newer = play_fact("tok-b", now + timedelta(minutes=1), upgraded_until)
+        ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=newer)
+        # A read of the first token that began before the upgrade, applied after it (a sync).
+        late = ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=play_fact("tok-a", now))
+        # A statement naming no token (a void of a purchase nobody read) keeps the one held.
+        revoked = now + timedelta(minutes=2)
+        voided = play_fact("tok-b", revoked, upgraded_until, revoked_at=revoked)
+        ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=replace(voided, current_token=None))
+    assert late.state_changed is False
+    with db.read() as conn:
+        held = ledger.grant_for(conn, app_id=app, source="android_store", store_key="tok-a")
+    assert held is not None
+    assert held.current_token == "tok-b"
+    assert held.expires_at == upgraded_until and held.revoked_at == revoked
+
+
+def test_a_new_grant_records_the_token_it_was_read_with(db: Database, workspace: dict[str, Any]) -> None:
+    now = datetime.now(UTC)
+    ws, app = workspace["workspace_id"], workspace["app_id"]
+    with db.write() as conn:
+        ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=play_fact("tok-b", now))
+        ledger.apply_receipt(conn, workspace_id=ws, app_id=app, user_id="u1", fact=fact())
+    with db.read() as conn:
+        google = ledger.grant_for(conn, app_id=app, source="android_store", store_key="tok-a")
+        apple = ledger.grant_for(conn, app_id=app, source="ios_store", store_key="7000001")
+    assert google is not None and google.current_token == "tok-b"
+    assert apple is not None and apple.current_token is None

@@ -1,4 +1,5 @@
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -6,6 +7,7 @@ import sqlalchemy as sa
 from warehouse import migrate
 from warehouse.actions.tables import action_transitions, actions
 from warehouse.db import SQLITE_BUSY_TIMEOUT_MS, Database
+from warehouse.entitlements.tables import entitlement_grants
 from warehouse.paywalls.tables import paywall_configs
 from warehouse.tables import api_keys, apps, workspaces
 from warehouse.webhooks.tables import (
@@ -152,3 +154,43 @@ def test_new_checks_refuse_a_status_outside_the_vocabulary(db: Database) -> None
             conn.execute(action_transitions.insert().values(**(valid | wrong)))
     with pytest.raises(sa.exc.IntegrityError), db.engine.begin() as conn:
         conn.execute(actions.update().values(previous_status="lost"))
+
+
+def _grant(grant_id: str, source: str, store_key: str) -> dict[str, Any]:
+    """A grant as 0110 holds it (no `current_token`)."""
+    return {
+        "id": grant_id, "workspace_id": "ws_1", "app_id": "app_1", "source": source, "store_key": store_key,
+        "user_id": "u1", "product_id": "pro", "kind": "subscription", "channel": "iap", "environment": "production",
+        "expires_at": T0, "access_ends_at": T0, "in_trial": False, "stated_at": T0, "created_at": T0, "updated_at": T0,
+    }  # fmt: skip
+
+
+def test_0120_gives_each_google_grant_its_first_token_as_current_and_downgrades_keeping_the_rows(
+    db: Database,
+) -> None:
+    """0120 adds `current_token`: what a Google Play grant is re-read by (its key until a newer
+    token is read); NULL for the other sources, which read a purchase by its key."""
+    migrate.downgrade(db, "0110")
+    assert "current_token" not in {c["name"] for c in sa.inspect(db.engine).get_columns("entitlement_grants")}
+    checks = sorted(c["name"] for c in sa.inspect(db.engine).get_check_constraints("entitlement_grants"))
+    with db.engine.begin() as conn:
+        _fill(conn)
+        conn.execute(entitlement_grants.insert(), [_grant("grt_1", "android_store", "tok-first"),
+                                                   _grant("grt_2", "ios_store", "2000000000000001")])  # fmt: skip
+
+    assert migrate.upgrade(db) == [migrate.head()]
+
+    with db.engine.connect() as conn:
+        rows = conn.execute(sa.select(entitlement_grants.c.id, entitlement_grants.c.current_token).order_by("id"))
+        assert rows.all() == [("grt_1", "tok-first"), ("grt_2", None)]
+    assert migrate.drift(db) == []
+
+    migrate.downgrade(db, "0110")
+
+    assert "current_token" not in {c["name"] for c in sa.inspect(db.engine).get_columns("entitlement_grants")}
+    assert sorted(c["name"] for c in sa.inspect(db.engine).get_check_constraints("entitlement_grants")) == checks
+    with db.engine.connect() as conn:
+        kept = conn.execute(sa.select(entitlement_grants.c.id, entitlement_grants.c.store_key).order_by("id"))
+        assert kept.all() == [("grt_1", "tok-first"), ("grt_2", "2000000000000001")]
+    assert migrate.upgrade(db) == [migrate.head()]
+    assert migrate.drift(db) == []

@@ -11,6 +11,9 @@ A purchase is named by `(source, store_key)`, the identifier that stays the same
 renewals: Apple's `originalTransactionId`, the first purchase token of a Google Play
 subscription (its `linkedPurchaseToken` chain's root), Stripe's subscription id, a provider's
 original transaction id. Later notifications find the purchase, and so its user, by that key.
+Where the store answers for the purchase under another identifier than its key, the newest one
+it issued travels as `current_token` (Google Play: the chain's latest purchase token, since
+`subscriptionsv2.get` on an earlier one answers only that it was replaced).
 """
 
 from __future__ import annotations
@@ -63,6 +66,14 @@ class StoreFact:
     whose payloads carry at most `account_token`. `transfer` says the source reports that the
     purchase moved to `user_hint` (RevenueCat's TRANSFER): only then may a purchase linked to
     one user be linked to another.
+
+    `current_token` is the identifier the store answers for the purchase under now, when that is
+    not `store_key`: Google Play's newest purchase token of the subscription (an upgrade,
+    downgrade or re-signup issues a new token linking back to the previous one, and Google then
+    reads the previous one as "replaced" only). A store reader sets it to the token it read
+    when that token was the newest (not replaced); the ledger keeps it under the same
+    newest-statement-wins rule as the state, so a sync re-reads the purchase by it. None: the
+    source reads a purchase by its key, or this statement names no token (the ledger's stays).
     """
 
     source: str
@@ -82,6 +93,7 @@ class StoreFact:
     transaction_id: str | None = None  # the latest transaction (period) the fact is about
     user_hint: str | None = None
     transfer: bool = False
+    current_token: str | None = None
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

@@ -25,7 +25,9 @@ successor, whose `linkedPurchaseToken` names it, does (`replaced`).
 The purchase's lasting key (`store_key`) is the first purchase token of the subscription: a new
 token that links to an earlier one (`linkedPurchaseToken`) continues that purchase. Google
 names one hop only; the caller resolves the chain (`api.stores.google_play.store_key`) and
-passes the key in.
+passes the key in. The token a fact was read from, when Google did not call it replaced, is the
+chain's newest: the fact carries it as `current_token`, and the sync re-reads the purchase by it
+(the first token of an upgraded subscription answers only "replaced").
 
 Revenue: Google's purchase resources state no charged amount. The only price they carry is an
 auto-renewing plan's `recurringPrice` (the base plan's list price, before tax and without
@@ -142,8 +144,10 @@ def subscription_pending_acknowledgement(purchase: Mapping[str, Any]) -> bool:
     )
 
 
-def subscription_fact(purchase: Mapping[str, Any], *, store_key: str, stated_at: datetime) -> StoreFact:
-    """The state a `SubscriptionPurchaseV2` states, read at `stated_at`, as the purchase's fact."""
+def subscription_fact(purchase: Mapping[str, Any], *, store_key: str, token: str, stated_at: datetime) -> StoreFact:
+    """The state a `SubscriptionPurchaseV2` states, read with `token` at `stated_at`, as the
+    purchase's fact. Only a purchase that is not `replaced` states anything, so `token` is then
+    the subscription's newest (`current_token`)."""
     item = main_item(purchase)
     if item is None:
         raise UnexpectedPayload("the subscription has no line items")
@@ -173,6 +177,7 @@ def subscription_fact(purchase: Mapping[str, Any], *, store_key: str, stated_at:
         auto_renew=auto_renew and state != CANCELED,
         account_token=_text(accounts.get("obfuscatedExternalAccountId")) if isinstance(accounts, Mapping) else None,
         transaction_id=order_id_of(purchase),
+        current_token=token,
     )
 
 
@@ -305,6 +310,7 @@ def product_fact(
         revocation_reason="canceled" if revoked else None,
         account_token=_text(purchase.get("obfuscatedExternalAccountId")),
         transaction_id=_text(purchase.get("orderId")),
+        current_token=purchase_token,
     )
 
 
@@ -340,13 +346,16 @@ def voided_fact(
     product_type: int | None,
     voided_at: datetime,
     refund_type: int | None,
+    current_token: str | None = None,
 ) -> StoreFact:
     """A voided (refunded, charged back or revoked) purchase: no access from `voided_at`.
 
     Its other state is what the ledger held (`previous`); a purchase the ledger never saw is
     recorded revoked, so a later receipt of it cannot grant. Stated at the void or at the
     previous statement, whichever is later, so the revocation is never older than the state
-    it ends."""
+    it ends. `current_token`: the voided token, when the caller read it from Google and it was
+    not replaced (the chain's newest); else the ledger's stays (a void may name an older token
+    of the chain, whose order was refunded)."""
     reason = "voided" if refund_type is None else f"voided:{refund_type}"
     if previous is not None:
         return replace(
@@ -355,6 +364,7 @@ def voided_fact(
             revoked_at=voided_at,
             revocation_reason=reason,
             auto_renew=False if previous.kind == "subscription" else previous.auto_renew,
+            current_token=current_token or previous.current_token,
         )
     subscription = product_type != VOIDED_ONE_TIME
     return StoreFact(
@@ -369,6 +379,7 @@ def voided_fact(
         revoked_at=voided_at,
         revocation_reason=reason,
         auto_renew=False if subscription else None,
+        current_token=current_token,
     )
 
 
@@ -447,13 +458,15 @@ def voided_effect(
     refund_type: int | None,
     order_id: str | None,
     received_at: datetime,
+    current_token: str | None = None,
 ) -> Effect:
     """A voided purchase as the ledger's effect: the purchase revoked (`voided_fact`) and its
     `refund` event, identical whether a `voidedPurchaseNotification` or the sync's
     `voidedpurchases.list` reported it (the event id is the order's, so it lands once)."""
     fact = voided_fact(
-        previous, store_key=store_key, product_type=product_type, voided_at=voided_at, refund_type=refund_type
-    )
+        previous, store_key=store_key, product_type=product_type, voided_at=voided_at, refund_type=refund_type,
+        current_token=current_token,
+    )  # fmt: skip
 
     def events(user: str | None) -> list[CanonicalEvent]:
         return list(refund_events(fact, order_id, workspace_id=workspace_id, user_id=user, received_at=received_at))

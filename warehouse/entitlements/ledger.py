@@ -11,8 +11,10 @@ Two ways in, with different rights (issue 17, "Receipts belong to their buyer"):
   and a purchase nobody claimed yet is linked to the user the source names (`user_hint`), if any.
 
 State follows the latest statement (`stated_at`): a notification delivered late never undoes a
-newer one. Concurrent applications of one purchase are serialized on its row (INSERT ... ON
-CONFLICT DO NOTHING, then the row locked), so two receipts racing for one purchase link it once.
+newer one. The store's current token of the purchase (`current_token`) follows the same rule, so
+a late statement read from an older token never sends the sync back to it. Concurrent
+applications of one purchase are serialized on its row (INSERT ... ON CONFLICT DO NOTHING, then
+the row locked), so two receipts racing for one purchase link it once.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ def _claim(
         "store_key": fact.store_key,
         "user_id": user_id,
         "account_token": fact.account_token,
+        "current_token": fact.current_token,
         "linked_at": now if user_id else None,
         "created_at": now,
         "updated_at": now,
@@ -125,6 +128,8 @@ def _update(conn: Connection, row: Row[Any], fact: StoreFact, *, user_id: str | 
         changes.update({k: v for k, v in wanted.items() if getattr(row, k) != v})
         if fact.account_token and fact.account_token != row.account_token:
             changes["account_token"] = fact.account_token
+        if fact.current_token and fact.current_token != row.current_token:
+            changes["current_token"] = fact.current_token
     if user_id != row.user_id:
         changes["user_id"] = user_id
         changes["linked_at"] = utcnow()
@@ -183,6 +188,7 @@ def fact_of_grant(grant: Any) -> StoreFact:
         auto_renew=grant.auto_renew,
         account_token=grant.account_token,
         transaction_id=grant.transaction_id,
+        current_token=grant.current_token,
     )
 
 

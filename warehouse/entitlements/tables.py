@@ -7,6 +7,9 @@
 - `entitlement_grants`: one row per purchase (`app_id`, `source`, `store_key`), its latest stated
   state and the user it is linked to. `active` is never stored: a read compares
   `access_ends_at` with the clock, so a lapsed subscription stops granting on its own.
+  `current_token`: the identifier the store answers for the purchase under now when it is not
+  `store_key` (Google Play: the subscription's newest purchase token; NULL for other sources),
+  what a sync re-reads the purchase by.
 - `store_notifications`: every verified provider notification, raw, stored before it is
   acknowledged; `dedup_key` (Apple's notificationUUID, Pub/Sub's messageId, Stripe's event id,
   ...) makes a redelivery apply once.
@@ -74,6 +77,8 @@ entitlement_grants = sa.Table(
     sa.Column("linked_at", UTCDateTime(), nullable=True),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("updated_at", UTCDateTime(), nullable=False),
+    # Last, as migration 0120 added it (a column added to a table goes at its end).
+    sa.Column("current_token", sa.String(512), nullable=True),
     sa.UniqueConstraint("app_id", "source", "store_key"),
     sa.Index("ix_entitlement_grants_app_user", "app_id", "user_id"),
     sa.CheckConstraint(one_of("source", SOURCES), name="source"),

@@ -17,9 +17,11 @@ stores --android-service-account`, sealed in `app_stores`; the integration names
 The list answers no product type: a token the ledger does not hold is looked up as a
 subscription (to find its chain's first token, as the notification path does), and one Google
 knows no subscription for is recorded as a voided one-time product. Subscriptions replaced by
-an upgrade or downgrade are keyed under their chain's first token, which Google answers as
-replaced: their successor's state is not reachable from the ledger (it keeps no latest token)
-and is left to the notifications.
+an upgrade or downgrade stay keyed under their chain's first token, which Google then answers
+as replaced; the re-read asks for the grant's `current_token` instead, the newest token a
+receipt, notification or sync read of it (Google links tokens only backwards, so a successor
+the ledger never heard of cannot be found from it: the read answers replaced, and the purchase
+is counted as such and left to the notifications).
 
 Calls are paced evenly under `requests_per_minute` (Google's default quota: 3000 queries a
 minute per bucket). A 429 waits what `Retry-After` says (else backs off) within a retry
@@ -301,7 +303,7 @@ def _voided_effect(api: PlayApi, target: SyncTarget, app_id: str, item: Mapping[
             grant = ledger.grant_for(conn, app_id=app_id, source=ANDROID_STORE, store_key=key)
         return None if grant is None else str(grant.store_key)
 
-    key, product_type = token, None
+    key, product_type, purchase = token, None, None
     if held(token) is None:
         purchase = api.subscription(token)
         if purchase is None:
@@ -316,6 +318,8 @@ def _voided_effect(api: PlayApi, target: SyncTarget, app_id: str, item: Mapping[
             key = gp.resolve_store_key(token, purchase, held=held, linked_of=linked_of)
     with target.database.read() as conn:
         grant = ledger.grant_for(conn, app_id=app_id, source=ANDROID_STORE, store_key=key)
+    # A token read and not replaced is the subscription's newest.
+    current = token if purchase is not None and not gp.replaced(purchase) else None
     order = item.get("orderId") if isinstance(item.get("orderId"), str) and item.get("orderId") else None
     return gp.voided_effect(
         ledger.fact_of_grant(grant) if grant is not None else None,
@@ -328,18 +332,23 @@ def _voided_effect(api: PlayApi, target: SyncTarget, app_id: str, item: Mapping[
         refund_type=FULL_REFUND,
         order_id=order,
         received_at=target.now,
+        current_token=current,
     )
 
 
-def _reread_effect(api: PlayApi, target: SyncTarget, app_id: str, store_key: str) -> tuple[Effect | None, str]:
-    """A known subscription as Google states it now (as a notification's read would apply it)."""
-    purchase = api.subscription(store_key)
+def _reread_effect(api: PlayApi, target: SyncTarget, app_id: str, grant: Any) -> tuple[Effect | None, str]:
+    """A known subscription as Google states it now (as a notification's read would apply it),
+    read by its newest token the ledger knows (`current_token`; the key for a grant that has
+    none)."""
+    store_key = str(grant.store_key)
+    token = str(grant.current_token or store_key)
+    purchase = api.subscription(token)
     if purchase is None:
         return None, "unknown"
     if gp.replaced(purchase):
         return None, "replaced"
     try:
-        fact = gp.subscription_fact(purchase, store_key=store_key, stated_at=target.now)
+        fact = gp.subscription_fact(purchase, store_key=store_key, token=token, stated_at=target.now)
     except gp.UnexpectedPayload as e:
         raise SyncFailure("bad_response", f"Google Play answered an unreadable subscription: {e}") from None
 
@@ -382,7 +391,7 @@ def sync(play: PlayClient, target: SyncTarget, config: ValidConfig, log: Log) ->
     counts = {"read": 0, "replaced": 0, "unknown": 0}
     batch: list[Effect] = []
     for grant in due:
-        effect, outcome = _reread_effect(api, target, app_id, str(grant.store_key))
+        effect, outcome = _reread_effect(api, target, app_id, grant)
         counts[outcome] += 1
         if effect is not None:
             batch.append(effect)

@@ -18,7 +18,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from flask.testing import FlaskClient
 
-from api.app import create_app
 from orchestration.syncs.connectors.android_store import CONNECTOR, PlayClient
 from orchestration.syncs.execute import execute_sync
 from tests.providers.google_play_fake import (
@@ -27,10 +26,10 @@ from tests.providers.google_play_fake import (
     developer_notification,
     provision,
     push_body,
-    settings_for,
     subscription,
     voided,
 )
+from tests.providers.google_play_support import buy, entitled, gateway_for, grant
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database, utcnow
@@ -62,7 +61,7 @@ def push_token(db: Database, workspace: dict[str, Any], play: FakeGooglePlay) ->
 
 @pytest.fixture
 def gateway(settings: Settings, play: FakeGooglePlay, push_token: str) -> FlaskClient:
-    return create_app(settings_for(settings, play)).test_client()
+    return gateway_for(settings, play)
 
 
 def config(play: FakeGooglePlay, workspace: dict[str, Any]) -> ValidConfig:
@@ -92,22 +91,6 @@ def sync(
     return target
 
 
-def buy(client: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], token: str, user: str) -> None:
-    answer = client.post(
-        "/api/paywall/receipt",
-        json={"provider": "android_store", "packageName": play.package, "purchaseToken": token},
-        headers={"x-user-id": user, "x-app-key": workspace["app_key"]},
-    )
-    assert answer.status_code == 200, answer.json
-
-
-def entitled(client: FlaskClient, workspace: dict[str, Any], user: str) -> bool:
-    answer = client.get("/api/paywall/entitlement", headers={"x-user-id": user, "x-app-key": workspace["app_key"]})
-    body = answer.json
-    assert answer.status_code == 200 and body is not None, body
-    return bool(body["active"])
-
-
 def events(db: Database) -> list[Any]:
     with db.read() as conn:
         return list(conn.execute(sa.select(landed_events).order_by(landed_events.c.seq)))
@@ -118,11 +101,6 @@ def grants(db: Database) -> list[tuple[Any, ...]]:
     with db.read() as conn:
         rows = conn.execute(sa.text("SELECT * FROM entitlement_grants ORDER BY store_key")).all()
     return [tuple(r) for r in rows]
-
-
-def grant(db: Database, workspace: dict[str, Any], key: str) -> Any:
-    with db.read() as conn:
-        return ledger.grant_for(conn, app_id=workspace["app_id"], source=TYPE, store_key=key)
 
 
 def millis(moment: datetime) -> int:
@@ -225,6 +203,122 @@ def test_an_expiry_the_notifications_missed_ends_access_after_the_sync(
     sync(play, db, workspace, tmp_path)
 
     assert not entitled(gateway, workspace, "user-1")
+
+
+PURCHASED = 4  # RTDN SubscriptionNotification.notificationType: a new purchase (an upgrade too)
+REPLACED = {"replacementCancellation": {}}  # canceledStateContext of a token a newer one replaced
+
+
+def notify(gateway: FlaskClient, play: FakeGooglePlay, push_token: str, token: str, message_id: str) -> None:
+    """A SUBSCRIPTION_PURCHASED notification of `token`, pushed as Pub/Sub does."""
+    note = {"subscriptionNotification": {"version": "1.0", "notificationType": PURCHASED, "purchaseToken": token}}
+    body = push_body(developer_notification(play.package, **note), message_id)
+    answer = gateway.post(f"/webhooks/android_store?token={push_token}", data=body,
+                          headers={"Content-Type": "application/json"})  # fmt: skip
+    assert answer.status_code == 200 and answer.json["status"] == "applied", answer.json
+
+
+def upgrade(play: FakeGooglePlay, old: str, new: str, *, expires: datetime, order: str) -> None:
+    """Google's side of an upgrade: a new token linking to the old one, which is then replaced."""
+    play.subscriptions[new] = subscription(ACTIVE, expires=expires, product="pro_yearly", order=order, linked=old)
+    before = play.subscriptions[old]
+    play.subscriptions[old] = subscription(
+        EXPIRED, expires=datetime.now(UTC) - DAY, order=before["latestOrderId"], canceled=REPLACED, acknowledged=True
+    )
+
+
+def test_a_renewal_of_an_upgraded_subscription_is_read_from_its_newest_token(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database, tmp_path: Path, push_token: str
+) -> None:
+    now = datetime.now(UTC)
+    play.subscriptions["tok-a"] = subscription(ACTIVE, expires=now + 20 * DAY, order=ORDER_1)
+    buy(gateway, play, workspace, "tok-a", "user-1")
+    # Upgraded in the app; only the notification of the new token reaches FloKit.
+    upgrade(play, "tok-a", "tok-b", expires=now + DAY, order=ORDER_2)
+    notify(gateway, play, push_token, "tok-b", "msg-upgrade")
+    # Google renews the new token; its RENEWED notification never arrives.
+    renewed_until = now + 365 * DAY
+    play.subscriptions["tok-b"] = subscription(
+        ACTIVE, expires=renewed_until, product="pro_yearly", order=ORDER_2 + "..0", linked="tok-a", acknowledged=True
+    )
+    play.calls.gets.clear()
+
+    target = sync(play, db, workspace, tmp_path)
+
+    assert play.calls.gets == ["subscriptionsv2:tok-b"]  # not the first token, which Google calls replaced
+    assert target.state["google_play"]["reread"] == 1
+    upgraded = grant(db, workspace, "tok-a")
+    assert upgraded.product_id == "pro_yearly" and upgraded.current_token == "tok-b"
+    assert abs(upgraded.expires_at - renewed_until) < timedelta(milliseconds=1)
+    with db.read() as conn:
+        two_days_on = ledger.current(conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"],
+                                     user_id="user-1", now=now + 2 * DAY)  # fmt: skip
+    assert two_days_on.active  # would have lapsed without the renewal
+    renewal = {e.event_id: e for e in events(db)}[f"gp:{ORDER_2}..0:renewal"]
+    assert renewal.user_id == "user-1"
+
+
+def test_an_expiry_of_an_upgraded_subscription_is_read_from_its_newest_token(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database, tmp_path: Path
+) -> None:
+    now = datetime.now(UTC)
+    play.subscriptions["tok-a"] = subscription(ACTIVE, expires=now + 20 * DAY, order=ORDER_1)
+    buy(gateway, play, workspace, "tok-a", "user-1")
+    # Upgraded; this time the app verifies the new token (its receipt continues the purchase).
+    upgrade(play, "tok-a", "tok-b", expires=now + 2 * DAY, order=ORDER_2)
+    assert buy(gateway, play, workspace, "tok-b", "user-1")["original_transaction_id"] == "tok-a"
+    assert entitled(gateway, workspace, "user-1")
+    # Revoked by Google without a notification reaching FloKit.
+    play.subscriptions["tok-b"] = subscription(
+        EXPIRED, expires=now + 2 * DAY, product="pro_yearly", order=ORDER_2, linked="tok-a", auto_renew=False
+    )
+
+    sync(play, db, workspace, tmp_path)
+
+    assert not entitled(gateway, workspace, "user-1")
+    assert grant(db, workspace, "tok-a").current_token == "tok-b"
+
+
+def test_a_successor_the_ledger_never_heard_of_counts_as_replaced_and_changes_nothing(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database, tmp_path: Path
+) -> None:
+    now = datetime.now(UTC)
+    play.subscriptions["tok-a"] = subscription(ACTIVE, expires=now + 20 * DAY, order=ORDER_1)
+    buy(gateway, play, workspace, "tok-a", "user-1")
+    upgrade(play, "tok-a", "tok-b", expires=now + 2 * DAY, order=ORDER_2)
+    buy(gateway, play, workspace, "tok-b", "user-1")
+    # Changed plan again; neither receipt nor notification of tok-c came. Google links only
+    # backwards (tok-c -> tok-b), so nothing leads from the ledger to tok-c.
+    upgrade(play, "tok-b", "tok-c", expires=now + 30 * DAY, order=ORDER_3)
+    before = grants(db)
+    play.calls.gets.clear()
+
+    target = sync(play, db, workspace, tmp_path)
+
+    assert play.calls.gets == ["subscriptionsv2:tok-b"]
+    assert target.state["google_play"]["reread"] == 0 and grants(db) == before
+    assert entitled(gateway, workspace, "user-1")  # what tok-b last stated, until its notifications come
+
+
+def test_a_void_of_a_successor_the_ledger_never_heard_of_revokes_the_purchase_and_makes_it_current(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database, tmp_path: Path
+) -> None:
+    now = datetime.now(UTC)
+    play.subscriptions["tok-a"] = subscription(ACTIVE, expires=now + 20 * DAY, order=ORDER_1)
+    buy(gateway, play, workspace, "tok-a", "user-1")
+    upgrade(play, "tok-a", "tok-b", expires=now + 365 * DAY, order=ORDER_2)
+    # The upgrade was refunded; Google lists the void of tok-b, which FloKit never heard of.
+    play.subscriptions["tok-b"] = subscription(
+        EXPIRED, expires=now, product="pro_yearly", order=ORDER_2, linked="tok-a", auto_renew=False
+    )
+    play.voided = [voided("tok-b", ORDER_2, voided_at=now)]
+
+    sync(play, db, workspace, tmp_path)
+
+    revoked = grant(db, workspace, "tok-a")
+    assert revoked.revoked_at is not None and revoked.current_token == "tok-b"
+    assert not entitled(gateway, workspace, "user-1")
+    assert f"gp:{ORDER_2}:refund" in {e.event_id for e in events(db)}
 
 
 @pytest.mark.parametrize("status", [401, 403])

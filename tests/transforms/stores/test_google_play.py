@@ -15,7 +15,8 @@ ORDER = "GPA.3301-0000-1111-22222"
 
 
 def fact(state: str, expires: datetime, **kwargs: object) -> gp.StoreFact:
-    return gp.subscription_fact(subscription(state, expires=expires, **kwargs), store_key="tok-1", stated_at=AT)  # type: ignore[arg-type]
+    purchase = subscription(state, expires=expires, **kwargs)  # type: ignore[arg-type]
+    return gp.subscription_fact(purchase, store_key="tok-1", token="tok-1", stated_at=AT)
 
 
 def test_active_grants_until_expiry_with_the_purchase_identities() -> None:
@@ -60,17 +61,17 @@ def test_trial_test_purchase_and_line_item_choice() -> None:
     two = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=AT + DAY)
     later = dict(two["lineItems"][0], productId="addon", expiryTime="2026-12-30T00:00:00.123456789Z")
     two["lineItems"].append(later)
-    f = gp.subscription_fact(two, store_key="tok-1", stated_at=AT)
+    f = gp.subscription_fact(two, store_key="tok-1", token="tok-1", stated_at=AT)
     assert f.product_id == "addon" and f.expires_at == datetime(2026, 12, 30, 0, 0, 0, 123456, tzinfo=UTC)
 
 
 def test_a_resource_without_line_items_or_expiry_is_refused() -> None:
     with pytest.raises(gp.UnexpectedPayload):
-        gp.subscription_fact({"subscriptionState": "SUBSCRIPTION_STATE_ACTIVE"}, store_key="t", stated_at=AT)
+        gp.subscription_fact({"subscriptionState": "SUBSCRIPTION_STATE_ACTIVE"}, store_key="t", token="t", stated_at=AT)
     broken = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=AT)
     del broken["lineItems"][0]["expiryTime"]
     with pytest.raises(gp.UnexpectedPayload):
-        gp.subscription_fact(broken, store_key="t", stated_at=AT)
+        gp.subscription_fact(broken, store_key="t", token="t", stated_at=AT)
 
 
 def test_replaced_and_acknowledgement() -> None:
@@ -84,7 +85,7 @@ def test_replaced_and_acknowledgement() -> None:
 
 
 def events(purchase: dict, user: str | None = "user-1") -> dict[str, gp.CanonicalEvent]:  # type: ignore[type-arg]
-    f = gp.subscription_fact(purchase, store_key="tok-1", stated_at=AT)
+    f = gp.subscription_fact(purchase, store_key="tok-1", token="tok-1", stated_at=AT)
     found = gp.subscription_events(purchase, f, workspace_id="ws_1", user_id=user, received_at=AT)
     return {e.event_id: e for e in found}
 
