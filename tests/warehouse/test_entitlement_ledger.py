@@ -84,7 +84,7 @@ def test_a_new_grant_records_the_token_it_was_read_with(db: Database, workspace:
     ws, app = workspace["workspace_id"], workspace["app_id"]
     with db.write() as conn:
         ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=play_fact("tok-b", now))
-        ledger.apply_receipt(conn, workspace_id=ws, app_id=app, user_id="u1", fact=fact())
+        ledger.apply_receipt(conn, workspace_id=ws, app_id=app, user_id="u1", fact=fact("7000001"))
     with db.read() as conn:
         google = ledger.grant_for(conn, app_id=app, source="android_store", store_key="tok-a")
         apple = ledger.grant_for(conn, app_id=app, source="ios_store", store_key="7000001")
