@@ -40,7 +40,7 @@ def half_width(
     is at most α), needs only the estimate's standard error and the sample so far, and its tuning N* (the
     total sample at which decisions are usually made) fixes where it is tightest; keep N* fixed for an
     action's whole window. Formula: s·√(2(Nρ²+1)/(N²ρ²)·ln(√(Nρ²+1)/α)), ρ = √((−2 ln α + ln(−2 ln α + 1))/N*),
-    s = se·√N. Zero sample: an infinite width (nothing is known).
+    s = se·√N (Waudby-Smith et al. 2023, eq. 9, as gbstats implements it). Zero sample: an infinite width.
     """
     if not 0.0 < alpha < 1.0 or n_star <= 0:
         raise ValueError("alpha must lie in (0, 1) and n_star must be positive")

@@ -283,7 +283,8 @@ def mde_proportion(
     with σΔ = √(2p(1−p)/n) at the baseline rate, divided by p (the note's table: p = 0.35, n = 100 → 54 %).
     """
     p, n = _f(rate), _f(n_per_arm)
-    return np.asarray(_z_total(alpha, power) * np.sqrt(2.0 * p * (1.0 - p) / n) / p, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero rate or sample has no MDE (inf/NaN)
+        return np.asarray(_z_total(alpha, power) * np.sqrt(2.0 * p * (1.0 - p) / n) / p, dtype=np.float64)
 
 
 def sample_size_proportion(
@@ -297,7 +298,7 @@ def sample_size_proportion(
     """
     p, e = _f(rate), _f(relative_effect)
     q = p * (1.0 + e)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         n = _z_total(alpha, power) ** 2 * (p * (1.0 - p) + q * (1.0 - q)) / (p - q) ** 2
     return np.asarray(np.ceil(n), dtype=np.float64)
 
@@ -310,7 +311,8 @@ def mde_mean(
     Why the same shape as for rates: σΔ = √(2σ²/n), so proportion and revenue guardrails read alike.
     """
     m, s, n = _f(mean), _f(sd), _f(n_per_arm)
-    return np.asarray(_z_total(alpha, power) * s * np.sqrt(2.0 / n) / m, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero mean or sample has no MDE (inf/NaN)
+        return np.asarray(_z_total(alpha, power) * s * np.sqrt(2.0 / n) / m, dtype=np.float64)
 
 
 def sample_size_mean(
@@ -328,8 +330,9 @@ def srm_p_value(observed: ArrayLike, weights: ArrayLike) -> FloatArray:
 
     Why: a randomised offer test whose arms are not the sizes the split promised has a broken assignment,
     and its result cannot be trusted whatever it says. Counts are on the last axis; df = K − 1. An
-    experiment with no exposures yet has p = 1 (nothing is wrong yet). Flag with `srm_flag` at p < 0.001:
-    at 0.05 about half of SRM alarms would be false [R42].
+    experiment with no exposures yet has p = 1 (nothing is wrong yet); an arm with weight 0 that received
+    exposures has p = 0 (traffic went where the split sends none). Flag with `srm_flag` at p < 0.001: at
+    0.05 about half of SRM alarms would be false [R42].
     """
     o = _f(observed)
     w = _f(weights)
@@ -337,7 +340,8 @@ def srm_p_value(observed: ArrayLike, weights: ArrayLike) -> FloatArray:
     total = o.sum(axis=-1, keepdims=True)
     expected = total * w
     with np.errstate(divide="ignore", invalid="ignore"):
-        chi2 = np.where(expected > 0, (o - expected) ** 2 / expected, 0.0).sum(axis=-1)
+        cells = np.where(expected > 0, (o - expected) ** 2 / expected, np.where(o > 0, np.inf, 0.0))
+        chi2 = cells.sum(axis=-1)
     p = stats.chi2.sf(chi2, o.shape[-1] - 1)
     return np.asarray(np.where(total[..., 0] > 0, p, 1.0), dtype=np.float64)
 

@@ -74,8 +74,19 @@ def test_creative_pause_aa_proposes_in_at_most_5_percent_of_worlds() -> None:
     rng = np.random.default_rng(101)
     rates = rng.uniform(0.15, 0.50, WORLDS)[:, None]  # matured trial→paid, the same for all four creatives
     trials = rng.integers(60, 401, (WORLDS, 4))  # some creatives below the 100-trial floor
-    proposed = pause_proposals(rng.binomial(trials, rates), trials).any(axis=1)
+    successes = rng.binomial(trials, rates)
+    proposed = pause_proposals(successes, trials).any(axis=1)
     assert proposed.mean() <= 0.05, f"A/A creative pauses proposed in {proposed.mean():.1%} of worlds"
+    # The harness can fail: without the 20 % margin and the campaign's own prior, "P(worse) ≥ 0.95" read
+    # on each of four creatives pauses a healthy one in about one campaign in seven.
+    rest_s = successes.sum(axis=1, keepdims=True) - successes
+    rest_n = trials.sum(axis=1, keepdims=True) - trials
+    pooled = successes.sum(axis=1, keepdims=True) / trials.sum(axis=1, keepdims=True)
+    worse = st.prob_worse_by(
+        st.beta_posterior(successes, trials, pooled), st.beta_posterior(rest_s, rest_n, pooled), 0.0
+    )
+    naive = ((trials >= PAUSE_MIN_TRIALS) & (rest_n >= PAUSE_MIN_REST) & (worse >= PAUSE_BAR)).any(axis=1).mean()
+    assert naive >= 0.10, f"A/A creative pauses without margin or EB prior: {naive:.1%} of worlds"
 
 
 def test_creative_pause_detects_a_planted_40_percent_gap() -> None:

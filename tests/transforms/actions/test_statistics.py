@@ -179,6 +179,18 @@ def test_sample_size_gives_the_promised_power() -> None:
     assert float((np.abs(z) > 1.959964).mean()) == pytest.approx(0.80, abs=0.02)
 
 
+def test_power_functions_without_a_baseline_give_no_number() -> None:
+    # No conversions, no sample, no effect: inf or NaN, never a number a guardrail could pass on.
+    for value in (
+        st.mde_proportion(0.0, 100),
+        st.mde_proportion(0.3, 0),
+        st.sample_size_proportion(0.3, 0.0),
+        st.mde_mean(0.0, 1.0, 100),
+        st.sample_size_mean(1.0, 1.0, 0.0),
+    ):
+        assert not math.isfinite(float(value))
+
+
 def test_mean_mde_and_sample_size_are_inverses() -> None:
     n = st.sample_size_mean(2.0, 5.0, st.mde_mean(2.0, 5.0, 1000))
     assert float(n) == pytest.approx(1000, abs=1)  # rounded up from 1000 + float noise
@@ -193,6 +205,8 @@ def test_srm_matches_scipy_and_flags_only_below_one_in_a_thousand() -> None:
     assert float(p[1]) == pytest.approx(stats.chisquare([5000, 5500]).pvalue, rel=1e-9)
     assert float(p[2]) == 1.0
     assert st.srm_flag(observed, [0.5, 0.5]).tolist() == [False, True, False]
+    # Traffic in an arm the split gives nothing: a broken assignment, whatever the other counts say.
+    assert float(st.srm_p_value([500, 480, 3], [1, 1, 0])) == 0.0
     three = st.srm_p_value([1000, 2100, 950], [1, 2, 1])
     expected = np.array([1, 2, 1]) / 4 * 4050
     assert float(three) == pytest.approx(stats.chisquare([1000, 2100, 950], expected).pvalue, rel=1e-9)
