@@ -103,6 +103,27 @@ def test_prob_worse_by_matches_monte_carlo(candidate: tuple[int, int], rest: tup
     assert float(st.prob_worse_by(c, r, margin, method="normal")) == pytest.approx(mc, abs=0.03)
 
 
+@pytest.mark.parametrize(
+    ("candidate", "rest"),
+    [((30000, 100000), (70, 200)), ((0, 100), (1, 200)), ((300, 1000), (20000, 60000))],
+)
+@pytest.mark.parametrize("margin", [0.0, 0.2])
+def test_prob_worse_by_matches_adaptive_quadrature(
+    candidate: tuple[int, int], rest: tuple[int, int], margin: float
+) -> None:
+    # Including the hardest shape for a fixed rule: a sharp candidate posterior against a wide rest.
+    c = st.beta_posterior(*candidate, 0.3)
+    r = st.beta_posterior(*rest, 0.3)
+    reference, _ = integrate.quad(
+        lambda x: stats.beta.pdf(x, r.alpha, r.beta) * stats.beta.cdf((1 - margin) * x, c.alpha, c.beta),
+        0,
+        1,
+        limit=500,
+        points=[float(r.mean)],
+    )
+    assert float(st.prob_worse_by(c, r, margin)) == pytest.approx(reference, abs=5e-5)
+
+
 def test_prob_worse_by_without_margin_is_the_closed_form() -> None:
     c = st.beta_posterior(np.array([20, 35]), np.array([100, 120]), 0.3)
     r = st.beta_posterior(np.array([120, 40]), np.array([300, 130]), 0.3)
@@ -210,6 +231,16 @@ def test_srm_matches_scipy_and_flags_only_below_one_in_a_thousand() -> None:
     three = st.srm_p_value([1000, 2100, 950], [1, 2, 1])
     expected = np.array([1, 2, 1]) / 4 * 4050
     assert float(three) == pytest.approx(stats.chisquare([1000, 2100, 950], expected).pvalue, rel=1e-9)
+
+
+def test_srm_false_alarms_are_rare_and_a_broken_split_is_caught() -> None:
+    rng = np.random.default_rng(23)
+    healthy = rng.multinomial(10_000, [0.5, 0.5], size=1000)
+    false_alarms = st.srm_flag(healthy, [0.5, 0.5]).mean()
+    assert false_alarms <= 0.005, f"SRM flagged {false_alarms:.1%} of healthy 50/50 splits"
+    broken = rng.multinomial(10_000, [0.47, 0.53], size=1000)
+    caught = st.srm_flag(broken, [0.5, 0.5]).mean()
+    assert caught >= 0.99, f"SRM caught {caught:.1%} of 47/53 splits"
 
 
 def test_benjamini_hochberg_matches_scipy() -> None:
