@@ -84,7 +84,7 @@ def test_create_answers_ready_for_approval_and_lists_as_ready(
 
 
 def test_a_created_action_is_the_clients_own_proposal_with_nothing_invented(
-    client: FlaskClient, workspace: dict, ro: dict, rw_key_id: str
+    client: FlaskClient, db: Database, workspace: dict, ro: dict, rw_key_id: str
 ) -> None:
     """Without parameters FloKit evaluated nothing: no signals, checks or conditions, no
     estimate; the title and rationale say who proposed it (docs/actions-engine.md, "Decisions")."""
@@ -102,6 +102,9 @@ def test_a_created_action_is_the_clients_own_proposal_with_nothing_invented(
     assert detail["expected_impact"] == {"metric": "not_estimated", "direction": "not_estimated", "magnitude": 0.0}
     assert detail["data_signals"] == [] and detail["guardrail_checks"] == [] and detail["rollback_conditions"] == []
     assert detail["parameters"] is None and detail["status"] == "ready"
+    with db.read() as conn:
+        stored = repo.get_action(conn, workspace_id=workspace["workspace_id"], action_id=action_id)
+    assert (stored.origin, stored.fingerprint, stored.rollback_rules) == ("api", None, [])
     assert detail["history"] == [
         {
             "entry": "transition", "from_status": None, "to_status": "ready", "trigger": "create",

@@ -143,6 +143,7 @@ def test_demo_queue_has_every_status_with_a_coherent_history(db: Database, works
     ws = workspace["workspace_id"]
     with db.write() as conn:
         created = seed_demo_actions(conn, workspace_id=ws)
+    assert {a.origin for a in created} == {"demo"}  # never mistaken for the engine's or a client's
     statuses = Counter(a.status for a in created)
     assert set(statuses) == {"draft", "ready", "approved", "running", "completed", "rejected", "rolled_back"}
     with db.read() as conn:
