@@ -59,6 +59,14 @@ class CreateBody(_Body):
         description="An action type or its verb alias (shift_budget, pause_creative, prepare_offer_test)."
     )
     reason: Note | None = Field(None, description="Human-readable explanation; becomes the rationale.")
+    parameters: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "Not accepted yet (400): typed parameters are evaluated by the engine's guardrails, which this "
+            "server does not run on created actions yet. Without parameters the action is the client's own "
+            "proposal: FloKit evaluates nothing for it."
+        ),
+    )
 
 
 class ExpectedImpact(BaseModel):
@@ -78,13 +86,71 @@ class GuardrailCheck(BaseModel):
     detail: str
 
 
-class HistoryEntry(BaseModel):
+class TransitionEntry(BaseModel):
+    entry: Literal["transition"] = Field(description="A status change.")
     from_status: StatusName | None
     to_status: StatusName
     trigger: str
     actor: str
     note: str | None
     at: Timestamp
+
+
+class EvaluationEntry(BaseModel):
+    entry: Literal["evaluation"] = Field(
+        description="A decision that changed no status: a proposal, re-evaluation, preflight or monitor check."
+    )
+    kind: rules.EvaluationKind
+    outcome: rules.EvaluationOutcome
+    summary: str = Field(description="One human-readable line: what was evaluated and what it found.")
+    engine_version: str | None = Field(description="The code version that decided.")
+    data_as_of: Timestamp | None = Field(description="How fresh the data it read was.")
+    detail: dict[str, Any] = Field(description="The statistics, guardrail results or rule behind the outcome.")
+    at: Timestamp
+
+
+HistoryEntry = Annotated[TransitionEntry | EvaluationEntry, Field(discriminator="entry")]
+
+
+class BudgetShiftParameters(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="BudgetShiftParameters")
+    from_campaign: str = Field(description="The campaign budget moves from, as the reports name it.")
+    to_campaign: str = Field(description="The campaign budget moves to, as the reports name it.")
+    amount_per_day: float = Field(description="Daily budget moved, in `currency`.")
+    currency: str = Field(description="ISO 4217 code.")
+
+
+class CreativePauseParameters(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="CreativePauseParameters")
+    creative: str = Field(description="The creative to pause, as the reports name it.")
+    campaign: str = Field(description="Its campaign, as the reports name it.")
+
+
+class OfferTestParameters(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="OfferTestParameters")
+    paywall_id: str
+    country: str = Field(description="ISO 3166-1 alpha-2.")
+    control_offer: str
+    treatment_offer: str
+
+
+def _one_of(schema: dict[str, Any]) -> None:
+    """The three shapes are exclusive (each forbids the others' keys), so the document says oneOf."""
+    branches = schema.pop("anyOf", None)
+    if branches is not None:
+        schema["oneOf"] = branches
+
+
+Parameters = Annotated[
+    BudgetShiftParameters | CreativePauseParameters | OfferTestParameters | None,
+    Field(
+        description=(
+            "The action's typed subject, by type: budget_shift, creative_pause or offer_test; "
+            "null for a client's own proposal."
+        ),
+        json_schema_extra=_one_of,
+    ),
+]
 
 
 class ActionOut(BaseModel):
@@ -103,7 +169,10 @@ class ActionDetail(ActionOut):
     data_signals: list[DataSignal]
     guardrail_checks: list[GuardrailCheck]
     rollback_conditions: list[str]
-    history: list[HistoryEntry] = Field(description="Every transition, oldest first (the action's audit trail).")
+    parameters: Parameters
+    history: list[HistoryEntry] = Field(
+        description="Every transition and every evaluation, oldest first (the action's audit trail)."
+    )
 
 
 class ActionList(BaseModel):
@@ -191,19 +260,33 @@ def read_action(action_id: str) -> Response:
         "data_signals": action.data_signals,
         "guardrail_checks": action.guardrail_checks,
         "rollback_conditions": action.rollback_conditions,
-        "history": [
-            {
-                "from_status": s.from_status,
-                "to_status": s.to_status,
-                "trigger": s.trigger,
-                "actor": s.actor,
-                "note": s.note,
-                "at": iso_z(s.created_at),
-            }
-            for s in steps
-        ],
+        "parameters": action.parameters,
+        "history": [_history_entry(s) for s in steps],
     }
     return respond(ActionEnvelope.model_validate({"action": detail}))
+
+
+def _history_entry(step: repo.HistoryEntry) -> dict[str, Any]:
+    if isinstance(step, repo.EvaluationRecord):
+        return {
+            "entry": "evaluation",
+            "kind": step.kind,
+            "outcome": step.outcome,
+            "summary": rules.evaluation_summary(step.kind, step.outcome, step.detail),
+            "engine_version": step.engine_version,
+            "data_as_of": iso_z(step.data_as_of),
+            "detail": step.detail,
+            "at": iso_z(step.created_at),
+        }
+    return {
+        "entry": "transition",
+        "from_status": step.from_status,
+        "to_status": step.to_status,
+        "trigger": step.trigger,
+        "actor": step.actor,
+        "note": step.note,
+        "at": iso_z(step.created_at),
+    }
 
 
 def _transition(action_id: str, trigger: str, actor: str, note: str | None) -> repo.Action:
@@ -287,7 +370,11 @@ def rollback_action(action_id: str) -> Response:
 @require_key(write=True)
 @operation(
     summary="Create an action for approval",
-    description="Answers 201 {id, status: ready_for_approval}; the action is listed with status ready.",
+    description=(
+        "Answers 201 {id, status: ready_for_approval}; the action is listed with status ready. The action is "
+        "the client's own proposal: its rationale is the reason, and FloKit evaluates nothing for it (no data "
+        "signals, guardrail checks or rollback conditions; expected_impact says not_estimated)."
+    ),
     body=CreateBody,
     responses={201: Created},
     errors=(404,),
@@ -298,18 +385,26 @@ def create_action(body: CreateBody) -> Response:
     if body.workspace_id != who.workspace_id:
         # 404, not 403: a key never learns whether another workspace exists.
         raise ApiError(404, f"No workspace {body.workspace_id} for this API key")
-    action_id = repo.new_action_id()
-    content = rules.generate_content(rules.canonical_type(body.type), seed=action_id, reason=body.reason)
+    if body.parameters is not None:
+        # Storing parameters no guardrail evaluated would present a subject as checked that
+        # is not; the engine's evaluation of created actions comes with the engine.
+        raise ApiError(
+            400,
+            "parameters: not accepted yet (the engine that evaluates them does not run on created actions); "
+            "omit parameters to create your own proposal",
+        )
+    action_type = rules.canonical_type(body.type)
+    content = rules.client_content(action_type, proposed_by=f"API key {who.key_id}", reason=body.reason)
     with state().db.write() as conn:
         action = repo.create_action(
             conn,
             workspace_id=who.workspace_id,
-            action_type=body.type,
+            action_type=action_type,
             content=content,
             actor=who.key_id,
+            origin="api",
             reason=body.reason,
             key_id=who.key_id,
-            action_id=action_id,
         )
     label = rules.CREATED_STATUS_LABEL if action.status == "ready" else action.status
     return respond(Created(id=action.id, status=label), 201, headers={"Location": f"/v1/actions/{action.id}"})

@@ -1,7 +1,10 @@
 """v1 actions over HTTP: shapes, lifecycle, validation, tenancy, and the approval race on a real server."""
 
+from datetime import UTC, datetime
+
 import pytest
 import requests
+import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
@@ -11,7 +14,9 @@ from warehouse.actions import repository as repo
 from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
+from warehouse.tables import api_keys
 
+T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 SUMMARY_FIELDS = [
     "id",
     "type",
@@ -31,6 +36,19 @@ def rw(workspace: dict) -> dict:
 
 
 @pytest.fixture
+def rw_key_id(db: Database, workspace: dict) -> str:
+    """The id of the read-write key: the actor of what it creates."""
+    with db.read() as conn:
+        return str(
+            conn.execute(
+                sa.select(api_keys.c.id).where(
+                    api_keys.c.workspace_id == workspace["workspace_id"], api_keys.c.scope == "read_write"
+                )
+            ).scalar_one()
+        )
+
+
+@pytest.fixture
 def ro(workspace: dict) -> dict:
     return bearer(workspace["api_key_read_only"])
 
@@ -46,7 +64,7 @@ def create(client: FlaskClient, workspace: dict, action_type: str = "shift_budge
 
 
 def test_create_answers_ready_for_approval_and_lists_as_ready(
-    client: FlaskClient, workspace: dict, rw: dict, ro: dict
+    client: FlaskClient, workspace: dict, rw: dict, ro: dict, rw_key_id: str
 ) -> None:
     r = client.post(
         "/v1/actions",
@@ -61,25 +79,81 @@ def test_create_answers_ready_for_approval_and_lists_as_ready(
     assert list(action) == SUMMARY_FIELDS
     assert action["status"] == "ready" and action["type"] == "creative_pause"
     assert action["rationale"] == "CTR collapsed" and action["approved_at"] is None
+    assert action["title"] == f"Creative pause proposed by API key {rw_key_id}"
     assert action["created_at"].endswith("Z")
 
 
-def test_detail_has_signals_guardrails_rollback_conditions_and_history(
-    client: FlaskClient, workspace: dict, ro: dict
+def test_a_created_action_is_the_clients_own_proposal_with_nothing_invented(
+    client: FlaskClient, db: Database, workspace: dict, ro: dict, rw_key_id: str
 ) -> None:
+    """Without parameters FloKit evaluated nothing: no signals, checks or conditions, no
+    estimate; the title and rationale say who proposed it (docs/actions-engine.md, "Decisions")."""
+    key_id = rw_key_id
     action_id = create(client, workspace)
     r = client.get(f"/v1/actions/{action_id}", headers=ro)
     assert r.status_code == 200
     detail = r.json["action"]
     assert list(detail)[: len(SUMMARY_FIELDS)] == SUMMARY_FIELDS
-    assert {c["check"] for c in detail["guardrail_checks"]} == {
-        "minimum_cohort_size",
-        "statistical_confidence",
-        "spend_change_within_limit",
-    }
-    assert all(set(s) == {"label", "value"} for s in detail["data_signals"])
-    assert detail["rollback_conditions"] and all(isinstance(c, str) for c in detail["rollback_conditions"])
-    assert [h["to_status"] for h in detail["history"]] == ["ready"]
+    assert detail["title"] == f"Budget shift proposed by API key {key_id}"
+    assert detail["rationale"] == (
+        f"Budget shift proposed by API key {key_id} without a reason. FloKit evaluated nothing for it: "
+        "no data signals, guardrail checks or rollback conditions were computed."
+    )
+    assert detail["expected_impact"] == {"metric": "not_estimated", "direction": "not_estimated", "magnitude": 0.0}
+    assert detail["data_signals"] == [] and detail["guardrail_checks"] == [] and detail["rollback_conditions"] == []
+    assert detail["parameters"] is None and detail["status"] == "ready"
+    with db.read() as conn:
+        stored = repo.get_action(conn, workspace_id=workspace["workspace_id"], action_id=action_id)
+    assert (stored.origin, stored.fingerprint, stored.rollback_rules) == ("api", None, [])
+    assert detail["history"] == [
+        {
+            "entry": "transition", "from_status": None, "to_status": "ready", "trigger": "create",
+            "actor": key_id, "note": None, "at": detail["created_at"],
+        }
+    ]  # fmt: skip
+
+
+def test_history_shows_evaluations_with_the_transitions_oldest_first(
+    client: FlaskClient, db: Database, workspace: dict, ro: dict
+) -> None:
+    ws = workspace["workspace_id"]
+    action_id = create(client, workspace, "pause_creative", reason="CTR collapsed")
+    with db.write() as conn:
+        repo.record_evaluation(
+            conn, action_id=action_id, kind="preflight", outcome="refused", engine_version="0.1.0",
+            data_as_of=T0, detail={"summary": "Budget of meta_broad changed on Meta since the proposal", "live": 5_000},
+        )  # fmt: skip
+        repo.record_evaluation(
+            conn, action_id=action_id, kind="monitor", outcome="pending", engine_version=None, data_as_of=None,
+            detail={},
+        )  # fmt: skip
+        repo.transition(conn, workspace_id=ws, action_id=action_id, trigger="reject", actor="lee", note="no")
+    history = client.get(f"/v1/actions/{action_id}", headers=ro).json["action"]["history"]
+    assert [(h["entry"], h.get("trigger") or h["kind"]) for h in history] == [
+        ("transition", "create"), ("evaluation", "preflight"), ("evaluation", "monitor"), ("transition", "reject"),
+    ]  # fmt: skip
+    said = "Budget of meta_broad changed on Meta since the proposal"
+    assert history[1] == {
+        "entry": "evaluation", "kind": "preflight", "outcome": "refused", "summary": said,
+        "engine_version": "0.1.0", "data_as_of": "2026-11-21T12:00:00.000Z", "detail": {"summary": said, "live": 5000},
+        "at": history[1]["at"],
+    }  # fmt: skip
+    assert history[2]["summary"] == "Monitor check: pending" and history[2]["data_as_of"] is None
+    assert [h["at"] for h in history] == sorted(h["at"] for h in history)
+
+
+def test_parameters_on_create_are_refused_until_the_engine_evaluates_them(
+    client: FlaskClient, workspace: dict, rw: dict, ro: dict
+) -> None:
+    params = {"from_campaign": "meta_broad", "to_campaign": "google_uac", "amount_per_day": 50, "currency": "USD"}
+    r = client.post(
+        "/v1/actions",
+        json={"workspace_id": workspace["workspace_id"], "type": "shift_budget", "parameters": params},
+        headers=rw,
+    )
+    assert r.status_code == 400 and r.json["error"] == "invalid_request"
+    assert r.json["message"].startswith("parameters: not accepted yet")
+    assert client.get("/v1/actions", headers=ro).json["total"] == 0
 
 
 def test_approve_then_approve_again_is_409(client: FlaskClient, workspace: dict, rw: dict) -> None:

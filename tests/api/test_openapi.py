@@ -81,3 +81,27 @@ def test_docs_page_is_self_contained_html(client: FlaskClient) -> None:
 def test_validation_errors_use_the_surface_error_shape(client: FlaskClient, workspace: dict) -> None:
     r = client.get("/v1/actions?limit=500", headers=bearer(workspace["api_key_read_only"]))
     assert r.status_code == 400 and set(r.json) == {"error", "message"}
+
+
+def test_action_detail_documents_typed_parameters_and_both_history_entries(client: FlaskClient) -> None:
+    """The detail's `parameters` is one of the three typed shapes or null; `history` entries are a
+    transition or an evaluation, told apart by `entry` (docs/actions-engine.md)."""
+    schemas = client.get("/openapi.json").json["components"]["schemas"]
+    detail = schemas["ActionDetail"]["properties"]
+    shapes = [b.get("$ref", "").rsplit("/", 1)[-1] or b.get("type") for b in detail["parameters"]["oneOf"]]
+    assert shapes == ["BudgetShiftParameters", "CreativePauseParameters", "OfferTestParameters", "null"]
+    assert schemas["BudgetShiftParameters"]["required"] == [
+        "from_campaign",
+        "to_campaign",
+        "amount_per_day",
+        "currency",
+    ]
+    assert schemas["CreativePauseParameters"]["required"] == ["creative", "campaign"]
+    assert schemas["OfferTestParameters"]["required"] == ["paywall_id", "country", "control_offer", "treatment_offer"]
+    assert all(schemas[s]["additionalProperties"] is False for s in shapes[:3])
+    items = detail["history"]["items"]
+    assert items["discriminator"]["propertyName"] == "entry"
+    assert set(items["discriminator"]["mapping"]) == {"transition", "evaluation"}
+    evaluation = schemas["EvaluationEntry"]
+    assert {"kind", "outcome", "summary", "at"} <= set(evaluation["required"])
+    assert set(schemas["TransitionEntry"]["required"]) >= {"from_status", "to_status", "trigger", "actor", "note", "at"}

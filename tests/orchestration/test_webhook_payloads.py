@@ -90,6 +90,7 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
             action_type="budget_shift",
             content=generate_content("budget_shift", seed="parity"),
             actor="parity-test",
+            origin="demo",
         )
         repository.create_action(
             conn,
@@ -97,6 +98,7 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
             action_type="offer_test",
             content=generate_content("offer_test", seed="parity-draft", guardrails_pass=False),
             actor="parity-test",
+            origin="demo",
         )
         for trigger in ("approve", "start", "rollback"):
             repository.transition(
@@ -122,6 +124,7 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
                 action_type="creative_pause",
                 content=generate_content("creative_pause", seed=f"fill-{i}"),
                 actor="parity-test",
+                origin="demo",
             )
         # integration.error, the sync-refused reason: a sync the provider refused, ended by the
         # repository function every sync run ends through.

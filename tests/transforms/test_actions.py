@@ -19,6 +19,10 @@ def test_every_trigger_fires_only_from_its_statuses() -> None:
         "start": ({"approved"}, "running"),
         "complete": ({"running"}, "completed"),
         "rollback": ({"running", "completed"}, "rolled_back"),
+        # The second wave (ARCHITECTURE "Decisions for the second wave"): the engine's fade and
+        # the executor's give-up, each its own trigger so the history tells them from a human's.
+        "expire": ({"draft", "ready"}, "rejected"),
+        "abandon": ({"approved"}, "rejected"),
     }
     assert {t: (set(s.sources), s.target) for t, s in rules.TRANSITIONS.items()} == expected
     assert set(rules.STATUSES) == {s for sources, _ in expected.values() for s in sources} | {
@@ -109,3 +113,21 @@ def test_api_event_ids_are_stable_and_content_sensitive() -> None:
     assert first.event_id != api_event(**{**base, "workspace_id": "ws_b"}).event_id
     assert api_event(**base, event_id="client-1").event_id == "client-1"
     assert (first.source, first.platform, first.country) == ("api", "ios", "DE")
+
+
+def test_a_clients_own_proposal_claims_nothing_was_evaluated() -> None:
+    own = rules.client_content("offer_test", proposed_by="API key key_1", reason=None)
+    assert own.title == "Offer test proposed by API key key_1"
+    assert "FloKit evaluated nothing" in own.rationale
+    assert (own.data_signals, own.guardrail_checks, own.rollback_conditions) == ([], [], [])
+    assert own.expected_impact == {"metric": "not_estimated", "direction": "not_estimated", "magnitude": 0.0}
+    assert own.guardrails_pass  # nothing failed: answered ready_for_approval, as the spec says
+    assert rules.client_content("budget_shift", proposed_by="x", reason="Q4 push").rationale == "Q4 push"
+
+
+def test_evaluation_summaries_prefer_what_the_producer_wrote() -> None:
+    assert rules.evaluation_summary("monitor", "breach", {"summary": " CPI 41% above baseline "}) == (
+        "CPI 41% above baseline"
+    )
+    assert rules.evaluation_summary("preflight", "refused", {}) == "Executor preflight: refused"
+    assert rules.evaluation_summary("proposal", "proposed", {"summary": 3}) == "Engine proposal: proposed"

@@ -20,7 +20,9 @@ T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 def create(db: Database, ws: str, action_type: str = "budget_shift", *, at: datetime = T0, **kw) -> repo.Action:
     content = generate_content(action_type, seed=f"{action_type}{at}", **kw)
     with db.write() as conn:
-        return repo.create_action(conn, workspace_id=ws, action_type=action_type, content=content, actor="t", at=at)
+        return repo.create_action(
+            conn, workspace_id=ws, action_type=action_type, content=content, actor="t", origin="demo", at=at
+        )
 
 
 def fire(db: Database, ws: str, action_id: str, trigger: str, actor: str = "ana@example.com") -> repo.Action:
@@ -41,7 +43,7 @@ def test_approve_sets_approved_at_and_by_and_records_history(db: Database, works
     assert approved.status == "approved" and approved.approved_by == "ana@example.com"
     assert approved.approved_at is not None and approved.approved_at > action.created_at
     with db.read() as conn:
-        steps = repo.history(conn, workspace_id=ws, action_id=action.id)
+        steps = repo.transitions(conn, workspace_id=ws, action_id=action.id)
     assert [(s.trigger, s.from_status, s.to_status) for s in steps] == [
         ("create", None, "ready"),
         ("approve", "ready", "approved"),
@@ -63,7 +65,7 @@ def test_every_other_trigger_is_a_conflict_that_changes_nothing(db: Database, wo
         fire(db, ws, action.id, "reject")
     with db.read() as conn:
         assert repo.get_action(conn, workspace_id=ws, action_id=action.id).status == "approved"
-        assert len(repo.history(conn, workspace_id=ws, action_id=action.id)) == 2
+        assert len(repo.transitions(conn, workspace_id=ws, action_id=action.id)) == 2
 
 
 def test_full_lifecycle_and_rollback_rules_by_type(db: Database, workspace: dict) -> None:
@@ -133,7 +135,7 @@ def test_two_simultaneous_approvals_exactly_one_wins(db: Database, workspace: di
         outcomes = sorted("conflict" if isinstance(r, Conflict) else r.status for r in results)
         assert outcomes == ["approved", "conflict"]
         with db.read() as conn:
-            steps = repo.history(conn, workspace_id=ws, action_id=action.id)
+            steps = repo.transitions(conn, workspace_id=ws, action_id=action.id)
         assert [s.trigger for s in steps] == ["create", "approve"]
 
 
@@ -141,12 +143,13 @@ def test_demo_queue_has_every_status_with_a_coherent_history(db: Database, works
     ws = workspace["workspace_id"]
     with db.write() as conn:
         created = seed_demo_actions(conn, workspace_id=ws)
+    assert {a.origin for a in created} == {"demo"}  # never mistaken for the engine's or a client's
     statuses = Counter(a.status for a in created)
     assert set(statuses) == {"draft", "ready", "approved", "running", "completed", "rejected", "rolled_back"}
     with db.read() as conn:
         page, total = repo.list_actions(conn, workspace_id=ws)
         assert total == len(created) and page[0].created_at >= page[-1].created_at
         for action in created:
-            steps = repo.history(conn, workspace_id=ws, action_id=action.id)
+            steps = repo.transitions(conn, workspace_id=ws, action_id=action.id)
             assert steps[-1].to_status == action.status
             assert all(a.to_status == b.from_status for a, b in itertools.pairwise(steps))

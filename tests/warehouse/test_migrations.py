@@ -58,25 +58,7 @@ def _fill(conn: sa.Connection) -> dict[str, int]:
         )
     )
     conn.execute(apps.insert().values(id="app_1", workspace_id="ws_1", name="A", publishable_key="pk_1", created_at=T0))
-    detail = {"x": 1}
-    conn.execute(
-        actions.insert().values(
-            id="act_1",
-            workspace_id="ws_1",
-            type="budget_shift",
-            status="approved",
-            previous_status="ready",
-            title="t",
-            rationale="r",
-            expected_impact=detail,
-            data_signals=[],
-            guardrail_checks=[],
-            rollback_conditions=[],
-            created_by="t",
-            created_at=T0,
-            updated_at=T0,
-        )
-    )
+    conn.execute(actions.insert().values(**_action_row(conn, "act_1", created_by="t")))
     for trigger, before, after in (("create", None, "ready"), ("approve", "ready", "approved")):
         conn.execute(
             action_transitions.insert().values(
@@ -116,6 +98,20 @@ def _fill(conn: sa.Connection) -> dict[str, int]:
         )
     )
     return _counts(conn)
+
+
+def _action_row(conn: sa.Connection, action_id: str, *, created_by: str) -> dict[str, Any]:
+    """An approved action as the database's revision holds it: from 0130 on, with the columns
+    that revision made required."""
+    row = {
+        "id": action_id, "workspace_id": "ws_1", "type": "budget_shift", "status": "approved",
+        "previous_status": "ready", "title": "t", "rationale": "r", "expected_impact": {"x": 1}, "data_signals": [],
+        "guardrail_checks": [], "rollback_conditions": ["CPI rises"], "created_by": created_by, "created_at": T0,
+        "updated_at": T0,
+    }  # fmt: skip
+    if "origin" in {c["name"] for c in sa.inspect(conn).get_columns("actions")}:
+        row |= {"rollback_rules": [], "origin": "api"}
+    return row
 
 
 def _counts(conn: sa.Connection) -> dict[str, int]:
@@ -192,5 +188,61 @@ def test_0120_gives_each_google_grant_its_first_token_as_current_and_downgrades_
     with db.engine.connect() as conn:
         kept = conn.execute(sa.select(entitlement_grants.c.id, entitlement_grants.c.store_key).order_by("id"))
         assert kept.all() == [("grt_1", "tok-first"), ("grt_2", "2000000000000001")]
+    assert migrate.upgrade(db) == [migrate.head()]
+    assert migrate.drift(db) == []
+
+
+def test_0130_backfills_origin_and_rules_enforces_one_open_fingerprint_and_downgrades_keeping_history(
+    db: Database,
+) -> None:
+    """0130: existing actions become `demo` (the seed's actor) or `api` with no rules; at most one
+    open action per fingerprint, enforced by the database; the second wave's triggers are stored,
+    and a downgrade keeps their transitions (relabelled `reject`)."""
+    migrate.downgrade(db, "0120")
+    assert "origin" not in {c["name"] for c in sa.inspect(db.engine).get_columns("actions")}
+    with db.engine.begin() as conn:
+        _fill(conn)
+        conn.execute(actions.insert().values(**_action_row(conn, "act_2", created_by="flokit demo")))
+
+    assert migrate.upgrade(db) == [migrate.head()]
+    assert migrate.drift(db) == []
+
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(actions.c.id, actions.c.origin, actions.c.rollback_rules, actions.c.rollback_conditions)
+            .order_by(actions.c.id)
+        )  # fmt: skip
+        assert rows.all() == [("act_1", "api", [], ["CPI rises"]), ("act_2", "demo", [], ["CPI rises"])]
+    fingerprint = "f" * 64
+    with db.engine.begin() as conn:
+        conn.execute(actions.update().where(actions.c.id == "act_1").values(fingerprint=fingerprint))
+    with pytest.raises(sa.exc.IntegrityError), db.engine.begin() as conn:  # both open (approved)
+        conn.execute(actions.update().where(actions.c.id == "act_2").values(fingerprint=fingerprint))
+    with db.engine.begin() as conn:  # a closed action does not hold the fingerprint
+        conn.execute(actions.update().where(actions.c.id == "act_1").values(status="rejected"))
+        conn.execute(actions.update().where(actions.c.id == "act_2").values(fingerprint=fingerprint))
+        conn.execute(
+            action_transitions.insert().values(
+                action_id="act_1", workspace_id="ws_1", trigger="abandon", from_status="approved",
+                to_status="rejected", actor="flokit executor", note="preflight refused", created_at=T0,
+            )
+        )  # fmt: skip
+    with pytest.raises(sa.exc.IntegrityError), db.engine.begin() as conn:
+        conn.execute(actions.update().where(actions.c.id == "act_2").values(origin="someone"))
+
+    migrate.downgrade(db, "0120")
+
+    assert not {"origin", "fingerprint", "parameters"} & {
+        c["name"] for c in sa.inspect(db.engine).get_columns("actions")
+    }
+    assert "action_evaluations" not in sa.inspect(db.engine).get_table_names()
+    with db.engine.connect() as conn:
+        steps = conn.execute(
+            sa.select(action_transitions.c.trigger, action_transitions.c.note)
+            .where(action_transitions.c.action_id == "act_1")
+            .order_by(action_transitions.c.id)
+        )  # fmt: skip
+        assert steps.all() == [("create", None), ("approve", None), ("reject", "preflight refused")]
+        assert conn.execute(sa.select(sa.func.count()).select_from(actions)).scalar_one() == 2
     assert migrate.upgrade(db) == [migrate.head()]
     assert migrate.drift(db) == []

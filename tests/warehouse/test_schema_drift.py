@@ -112,12 +112,18 @@ def _reflected(conn: sa.Connection, schema: str | None) -> dict[str, dict[str, A
                 (u["name"], u["column_names"]) for u in inspector.get_unique_constraints(table, schema=schema)
             ),
             "indexes": sorted(
-                (i["name"], i["column_names"], i["unique"], repr(i.get("dialect_options", {})))
+                (i["name"], i["column_names"], i["unique"], _options(i.get("dialect_options", {})))
                 for i in inspector.get_indexes(table, schema=schema)
             ),
             "checks": sorted((c["name"], c["sqltext"]) for c in inspector.get_check_constraints(table, schema=schema)),
         }
     return tables
+
+
+def _options(options: dict[str, Any]) -> str:
+    """An index's dialect options as text: a partial index's predicate reflects as a TextClause,
+    whose repr is its address, so it is compared by its SQL."""
+    return repr({name: str(value) for name, value in sorted(options.items())})
 
 
 def _unqualified(tables: dict[str, dict[str, Any]], schema: str) -> dict[str, dict[str, Any]]:

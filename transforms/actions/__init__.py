@@ -26,12 +26,34 @@ ROLLBACK_TYPES: frozenset[str] = frozenset({"budget_shift", "creative_pause"})
 
 Status = Literal["draft", "ready", "approved", "running", "completed", "rejected", "rolled_back"]
 STATUSES: tuple[Status, ...] = ("draft", "ready", "approved", "running", "completed", "rejected", "rolled_back")
+# The statuses of an open action: at most one open action per fingerprint (a partial unique
+# index over these), and the engine re-evaluates an open action instead of proposing it again.
+OPEN_STATUSES: tuple[Status, ...] = ("draft", "ready", "approved", "running")
+# Who made an action: the engine from the workspace's data, a client over the API (its own
+# proposal, nothing evaluated), or the demo seed.
+Origin = Literal["engine", "api", "demo"]
+ORIGINS: tuple[Origin, ...] = ("engine", "api", "demo")
+# `action_evaluations`: every decision about an action that is not a transition.
+EvaluationKind = Literal["proposal", "revalidation", "create", "preflight", "monitor"]
+EVALUATION_KINDS: tuple[EvaluationKind, ...] = ("proposal", "revalidation", "create", "preflight", "monitor")
+EvaluationOutcome = Literal[
+    "proposed", "passed", "failed", "faded", "pending", "inconclusive", "ok", "breach", "refused"
+]
+EVALUATION_OUTCOMES: tuple[EvaluationOutcome, ...] = (
+    "proposed", "passed", "failed", "faded", "pending", "inconclusive", "ok", "breach", "refused",
+)  # fmt: skip
+# `action_executions`: the ledger of platform writes (docs/actions-engine.md, "Tables").
+EXECUTION_KINDS: tuple[str, ...] = ("apply", "revert")
+EXECUTION_STATES: tuple[str, ...] = ("intent", "sent", "verified", "failed", "conflict", "compensated")
+EXECUTION_FIELDS: tuple[str, ...] = ("daily_budget", "status", "paywall_config")
 # What POST /v1/actions answers for a created action, stored as `ready` (spec: "ready_for_approval").
 CREATED_STATUS_LABEL = "ready_for_approval"
 # The status of that answer: the label, or `draft` when the guardrails did not pass.
 CreatedStatus = Literal["ready_for_approval", "draft"]
 
-Trigger = Literal["create", "guardrails_passed", "approve", "reject", "start", "complete", "rollback"]
+Trigger = Literal[
+    "create", "guardrails_passed", "approve", "reject", "start", "complete", "rollback", "expire", "abandon"
+]
 
 
 @dataclass(frozen=True)
@@ -48,7 +70,15 @@ TRANSITIONS: dict[str, Transition] = {
     "start": Transition(frozenset({"approved"}), "running"),
     "complete": Transition(frozenset({"running"}), "completed"),
     "rollback": Transition(frozenset({"running", "completed"}), "rolled_back", "action.rolled_back"),
+    # The second wave's transitions (ARCHITECTURE "Decisions for the second wave"): the engine
+    # rejects a proposal whose signal faded (actor `flokit engine`), and the executor rejects an
+    # approved action whose preflight failed or that it gave up on (actor `flokit executor`). Each
+    # has its own trigger so the history tells a human's "no" from the machine's.
+    "expire": Transition(frozenset({"draft", "ready"}), "rejected"),
+    "abandon": Transition(frozenset({"approved"}), "rejected"),
 }
+# The triggers that end in `rejected`: each sets `rejected_at` / `rejected_by`.
+REJECTING_TRIGGERS: frozenset[str] = frozenset({"reject", "expire", "abandon"})
 CREATED_WEBHOOK_EVENT = "action.created"
 
 
@@ -92,6 +122,54 @@ class ActionContent:
     @property
     def guardrails_pass(self) -> bool:
         return all(check["passed"] for check in self.guardrail_checks)
+
+
+TYPE_LABELS: dict[str, str] = {
+    "budget_shift": "Budget shift",
+    "creative_pause": "Creative pause",
+    "offer_test": "Offer test",
+}
+# A client's own action carries no estimate; the spec's `expected_impact` object still has to be
+# there, so it says so in its own fields instead of carrying a number FloKit did not compute.
+NOT_ESTIMATED: dict[str, Any] = {"metric": "not_estimated", "direction": "not_estimated", "magnitude": 0.0}
+
+
+def client_content(action_type: ActionType, *, proposed_by: str, reason: str | None) -> ActionContent:
+    """The content of an action a client creates without parameters: its own proposal.
+
+    FloKit evaluated nothing for it, so it carries no data signals, no guardrail checks and no
+    rollback conditions (docs/actions-engine.md, "Decisions"); the title and rationale say who
+    proposed it, and the rationale is the client's reason when it gave one.
+    """
+    label = TYPE_LABELS[action_type]
+    return ActionContent(
+        title=f"{label} proposed by {proposed_by}",
+        rationale=reason
+        or (
+            f"{label} proposed by {proposed_by} without a reason. FloKit evaluated nothing for it: "
+            "no data signals, guardrail checks or rollback conditions were computed."
+        ),
+        expected_impact=dict(NOT_ESTIMATED),
+    )
+
+
+# What an evaluation of each kind decided, for a person reading the history.
+_EVALUATION_KIND_TEXT = {
+    "proposal": "Engine proposal",
+    "revalidation": "Engine re-evaluation",
+    "create": "Evaluation at creation",
+    "preflight": "Executor preflight",
+    "monitor": "Monitor check",
+}
+
+
+def evaluation_summary(kind: str, outcome: str, detail: dict[str, Any]) -> str:
+    """One line for an evaluation in the action's history: the producer's own `summary` in
+    `detail` when it wrote one (it knows the numbers), else the kind and the outcome."""
+    written = detail.get("summary")
+    if isinstance(written, str) and written.strip():
+        return written.strip()
+    return f"{_EVALUATION_KIND_TEXT.get(kind, kind)}: {outcome}"
 
 
 _CAMPAIGNS = ("meta_us_broad", "tiktok_uk_lookalike", "google_uac_de", "meta_fr_retarget", "apple_search_us_brand")

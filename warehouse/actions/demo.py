@@ -49,7 +49,13 @@ def seed_demo_actions(conn: Connection, *, workspace_id: str, now: datetime | No
         at = now - timedelta(hours=hours_ago)
         content = generate_content(action_type, seed=f"demo-{i}", guardrails_pass=passes)
         action = create_action(
-            conn, workspace_id=workspace_id, action_type=action_type, content=content, actor=DEMO_ACTOR, at=at
+            conn,
+            workspace_id=workspace_id,
+            action_type=action_type,
+            content=content,
+            actor=DEMO_ACTOR,
+            origin="demo",
+            at=at,
         )
         for step, trigger in enumerate(triggers, start=1):
             actor, note = _NOTES[trigger]

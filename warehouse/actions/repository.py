@@ -8,7 +8,8 @@ database serialises them, and exactly one sees its row updated; the other gets n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -16,12 +17,23 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from transforms import actions as rules
+from transforms.actions.rules import RollbackRule, render
 from transforms.ids import new_id
 from transforms.webhooks import payloads
-from warehouse.actions.tables import action_transitions, actions
+from warehouse.actions.tables import action_evaluations, action_transitions, actions
 from warehouse.db import utcnow
-from warehouse.errors import NotFound, TransitionRefused
+from warehouse.errors import Conflict, NotFound, TransitionRefused
 from warehouse.webhooks.outbox import emit_event
+
+
+class AlreadyOpen(Conflict):
+    """An open action (draft, ready, approved, running) already has this fingerprint: the engine
+    re-evaluates that action (`action_id`) instead of opening a second one."""
+
+    def __init__(self, action_id: str, fingerprint: str) -> None:
+        super().__init__(f"Action {action_id} with the same fingerprint is still open")
+        self.action_id = action_id
+        self.fingerprint = fingerprint
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,14 @@ class Action:
     rejected_by: str | None
     rolled_back_at: datetime | None
     previous_status: str | None = None
+    # The typed subject (None for a client's own proposal and the demo's actions).
+    parameters: dict[str, Any] | None = None
+    fingerprint: str | None = None
+    # `RollbackRule.to_dict()` of each rule; `rollback_conditions` is their rendering.
+    rollback_rules: list[dict[str, Any]] = field(default_factory=list)
+    origin: str = "api"
+    effective_at: datetime | None = None
+    completed_at: datetime | None = None
 
     def webhook_data(self) -> payloads.ActionEventData:
         """The `data` of this action's webhook events, built by the same function as the samples
@@ -76,6 +96,23 @@ class TransitionRecord:
     created_at: datetime
 
 
+@dataclass(frozen=True)
+class EvaluationRecord:
+    """One decision about an action that is not a transition (`action_evaluations`)."""
+
+    id: int
+    action_id: str
+    kind: str
+    outcome: str
+    engine_version: str | None
+    data_as_of: datetime | None
+    detail: dict[str, Any]
+    created_at: datetime
+
+
+HistoryEntry = TransitionRecord | EvaluationRecord
+
+
 _COLUMNS = [actions.c[name] for name in Action.__dataclass_fields__]
 
 
@@ -95,13 +132,32 @@ def create_action(
     action_type: str,
     content: rules.ActionContent,
     actor: str,
+    origin: rules.Origin,
     reason: str | None = None,
     key_id: str | None = None,
     at: datetime | None = None,
     action_id: str | None = None,
+    parameters: dict[str, Any] | None = None,
+    fingerprint: str | None = None,
+    rollback_rules: Sequence[RollbackRule] = (),
 ) -> Action:
     """Insert an action: `ready` when its guardrails pass, else `draft`; audit row and
-    `action.created` webhook event in the same transaction."""
+    `action.created` webhook event in the same transaction.
+
+    With `rollback_rules`, `rollback_conditions` is their rendering (the content must not carry
+    sentences of its own: a condition no rule stands behind is one the monitor cannot check).
+    With a `fingerprint` another open action holds, AlreadyOpen names that action and nothing is
+    written; the caller's transaction stays usable (the insert runs in a savepoint).
+    """
+    if origin not in rules.ORIGINS:
+        raise ValueError(f"unknown origin {origin!r}; expected one of {', '.join(rules.ORIGINS)}")
+    if rollback_rules and content.rollback_conditions:
+        raise ValueError("rollback_conditions are rendered from rollback_rules; pass one or the other")
+    if fingerprint is not None:
+        holder = open_action_with_fingerprint(conn, workspace_id=workspace_id, fingerprint=fingerprint)
+        if holder is not None:
+            raise AlreadyOpen(holder, fingerprint)
+    conditions = [render(rule) for rule in rollback_rules] if rollback_rules else list(content.rollback_conditions)
     now = at or utcnow()
     status = "ready" if content.guardrails_pass else "draft"
     values: dict[str, Any] = {
@@ -116,7 +172,7 @@ def create_action(
         "expected_impact": content.expected_impact,
         "data_signals": content.data_signals,
         "guardrail_checks": content.guardrail_checks,
-        "rollback_conditions": content.rollback_conditions,
+        "rollback_conditions": conditions,
         "created_by": actor,
         "created_at": now,
         "updated_at": now,
@@ -125,8 +181,27 @@ def create_action(
         "rejected_at": None,
         "rejected_by": None,
         "rolled_back_at": None,
+        "parameters": parameters,
+        "fingerprint": fingerprint,
+        "rollback_rules": [rule.to_dict() for rule in rollback_rules],
+        "origin": origin,
+        "effective_at": None,
+        "completed_at": None,
     }
-    conn.execute(actions.insert().values(**values))
+    try:
+        with conn.begin_nested():
+            conn.execute(actions.insert().values(**values))
+    except sa.exc.IntegrityError:
+        # Lost a race on the partial unique index: another run opened the same proposal between
+        # the check above and this insert.
+        holder = (
+            None
+            if fingerprint is None
+            else open_action_with_fingerprint(conn, workspace_id=workspace_id, fingerprint=fingerprint)
+        )
+        if holder is None or fingerprint is None:
+            raise
+        raise AlreadyOpen(holder, fingerprint) from None
     action = Action(**values)
     _record(conn, action, trigger="create", from_status=None, actor=actor, key_id=key_id, note=reason, at=now)
     emit_event(conn, workspace_id=workspace_id, event_type=rules.CREATED_WEBHOOK_EVENT, data=action.webhook_data())
@@ -143,8 +218,12 @@ def transition(
     note: str | None = None,
     key_id: str | None = None,
     at: datetime | None = None,
+    effective_at: datetime | None = None,
 ) -> Action:
-    """Fire `trigger` on an action in one conditional UPDATE; NotFound or TransitionRefused otherwise."""
+    """Fire `trigger` on an action in one conditional UPDATE; NotFound or TransitionRefused otherwise.
+
+    `effective_at` (with `start`): when the executor's platform change took effect.
+    """
     now = at or utcnow()
     spec = rules.TRANSITIONS[trigger]
     # Which statuses the trigger may leave from depends on the type (rollback); the type never
@@ -159,10 +238,14 @@ def transition(
     values: dict[str, Any] = {"previous_status": actions.c.status, "status": spec.target, "updated_at": now}
     if trigger == "approve":
         values.update(approved_at=now, approved_by=actor)
-    elif trigger == "reject":
+    elif trigger in rules.REJECTING_TRIGGERS:
         values.update(rejected_at=now, rejected_by=actor)
     elif trigger == "rollback":
         values.update(rolled_back_at=now)
+    elif trigger == "complete":
+        values.update(completed_at=now)
+    elif trigger == "start" and effective_at is not None:
+        values.update(effective_at=effective_at)
     row = conn.execute(
         actions.update()
         .where(actions.c.id == action_id, actions.c.workspace_id == workspace_id, allowed)
@@ -234,7 +317,87 @@ def list_actions(
     return [_action(r) for r in rows], total
 
 
-def history(conn: Connection, *, workspace_id: str, action_id: str) -> list[TransitionRecord]:
+def open_action_with_fingerprint(conn: Connection, *, workspace_id: str, fingerprint: str) -> str | None:
+    """The id of the open action holding `fingerprint`, if any (the partial unique index's rows)."""
+    return conn.execute(
+        sa.select(actions.c.id).where(
+            actions.c.workspace_id == workspace_id,
+            actions.c.fingerprint == fingerprint,
+            actions.c.status.in_(rules.OPEN_STATUSES),
+        )
+    ).scalar_one_or_none()
+
+
+def record_evaluation(
+    conn: Connection,
+    *,
+    action_id: str,
+    kind: str,
+    outcome: str,
+    detail: dict[str, Any],
+    engine_version: str | None,
+    data_as_of: datetime | None,
+    workspace_id: str | None = None,
+    at: datetime | None = None,
+) -> EvaluationRecord:
+    """Append one evaluation to an action's audit (NotFound for an unknown action, or one of
+    another workspace when `workspace_id` is given). The vocabularies are `transforms.actions`'s."""
+    if kind not in rules.EVALUATION_KINDS:
+        raise ValueError(f"unknown evaluation kind {kind!r}; expected one of {', '.join(rules.EVALUATION_KINDS)}")
+    if outcome not in rules.EVALUATION_OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}; expected one of {', '.join(rules.EVALUATION_OUTCOMES)}")
+    where = [actions.c.id == action_id]
+    if workspace_id is not None:
+        where.append(actions.c.workspace_id == workspace_id)
+    owner = conn.execute(sa.select(actions.c.workspace_id).where(*where)).scalar_one_or_none()
+    if owner is None:
+        raise NotFound(f"No action {action_id} in this workspace")
+    now = at or utcnow()
+    values = {
+        "action_id": action_id,
+        "workspace_id": owner,
+        "kind": kind,
+        "outcome": outcome,
+        "engine_version": engine_version,
+        "data_as_of": data_as_of,
+        "detail": detail,
+        "created_at": now,
+    }
+    new = conn.execute(action_evaluations.insert().values(**values).returning(action_evaluations.c.id)).scalar_one()
+    del values["workspace_id"]
+    return EvaluationRecord(id=new, **values)
+
+
+def evaluations(conn: Connection, *, workspace_id: str, action_id: str) -> list[EvaluationRecord]:
+    """An action's evaluations, oldest first."""
+    rows = conn.execute(
+        sa.select(
+            action_evaluations.c.id,
+            action_evaluations.c.action_id,
+            action_evaluations.c.kind,
+            action_evaluations.c.outcome,
+            action_evaluations.c.engine_version,
+            action_evaluations.c.data_as_of,
+            action_evaluations.c.detail,
+            action_evaluations.c.created_at,
+        )
+        .where(action_evaluations.c.action_id == action_id, action_evaluations.c.workspace_id == workspace_id)
+        .order_by(action_evaluations.c.id)
+    ).all()
+    return [EvaluationRecord(**r._mapping) for r in rows]
+
+
+def history(conn: Connection, *, workspace_id: str, action_id: str) -> list[HistoryEntry]:
+    """Transitions and evaluations merged, oldest first; at the same instant a transition comes
+    before an evaluation (the engine opens an action, then records the proposal that opened it)."""
+    steps: list[HistoryEntry] = [*transitions(conn, workspace_id=workspace_id, action_id=action_id)]
+    steps += evaluations(conn, workspace_id=workspace_id, action_id=action_id)
+    # sorted() is stable: each list keeps its own (id) order within one instant.
+    return sorted(steps, key=lambda s: (s.created_at, isinstance(s, EvaluationRecord)))
+
+
+def transitions(conn: Connection, *, workspace_id: str, action_id: str) -> list[TransitionRecord]:
+    """An action's status changes, oldest first."""
     rows = conn.execute(
         sa.select(
             action_transitions.c.trigger,
