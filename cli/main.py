@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.adaccounts import ad_accounts
 from cli.admin import admin
 from cli.apps import apps
 from cli.dagster_cmd import dagster
@@ -29,6 +30,7 @@ admin.add_command(integrations)  # `flokit admin integrations ...`
 admin.add_command(paywalls)  # `flokit admin paywalls ...`
 admin.add_command(apps)  # `flokit admin apps stores ...`
 admin.add_command(notifications)  # `flokit admin notifications replay ...`
+admin.add_command(ad_accounts)  # `flokit admin ad-accounts ...`
 main.add_command(db)
 main.add_command(admin)
 main.add_command(up)
