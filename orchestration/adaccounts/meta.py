@@ -23,6 +23,11 @@ the ads-management use case) and HTTP 429 → `RateLimited`, waiting what Meta's
 `is_transient` errors and network failures → a transient `ProviderError`; anything else → a
 `ProviderError` that is not retried. Messages carry Meta's own text, never the request (the SDK's
 `str(error)` prints the request's parameters).
+
+One SDK quirk is guarded: `FacebookResponse.is_success` takes any non-empty body without an
+`error` key for success, whatever the HTTP status, so a bare `429 Too Many Requests` (a proxy's,
+or a load balancer's) would be parsed as the object. A response hook on the SDK's `requests`
+session classifies an HTTP error whose body is not Meta's error object before the SDK sees it.
 """
 
 from __future__ import annotations
@@ -111,6 +116,23 @@ def _time(value: object) -> datetime | None:
         return None
 
 
+def guard_non_json_errors(response: requests.Response, *_args: Any, **_kwargs: Any) -> requests.Response:
+    """A `requests` response hook: an HTTP error without Meta's JSON error body is classified here."""
+    if response.status_code < 400:
+        return response
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "error" in body:
+        return response  # Meta's own error: the SDK raises FacebookRequestError, `classify` maps it
+    status = response.status_code
+    text = f"Meta: HTTP {status}: {(response.text or response.reason or '')[:200]}"
+    if status == 429:
+        raise RateLimited(text, retry_after=wait_from_headers(response.headers), status=status)
+    raise ProviderError(text, transient=status >= 500, code=None if status >= 500 else "config", status=status)
+
+
 class MetaClient:
     platform = "meta"
 
@@ -127,6 +149,7 @@ class MetaClient:
         # The SDK reads GRAPH from the session each call; an instance attribute overrides the
         # class default for this client's session only.
         self.api._session.GRAPH = config.get("base_url").rstrip("/")
+        self.api._session.requests.hooks["response"].append(guard_non_json_errors)
         self.retry = retrier or Retrier()
         self._currency: str | None = None
 
