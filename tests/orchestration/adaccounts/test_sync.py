@@ -28,6 +28,7 @@ from tests.providers.apple_search_ads_fake import (
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
 from transforms.adaccounts.kinds import validate_config
 from transforms.reports.schemas import SPEND_SCHEMA
+from transforms.webhooks.payloads import PAYLOAD_TYPES, conformance
 from warehouse.adaccounts import repository as repo
 from warehouse.db import Database
 from warehouse.lake import Lake
@@ -175,6 +176,7 @@ def test_an_auth_failure_is_error_and_one_integration_error(
         "ad_account_id": account_id, "platform": "meta", "error_code": "auth", "message": failed.last_error,
         "endpoint_id": None, "url": None, "consecutive_failures": None, "last_status_code": None, "last_error": None,
     }  # fmt: skip
+    assert conformance(event["data"], PAYLOAD_TYPES["integration.error"]) == []  # the declared contract
     with db.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(webhook_deliveries)).scalar_one() == 1
     assert registry(db, account_id) == {}
