@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.actions import actions
+from cli.adaccounts import ad_accounts
 from cli.admin import admin
 from cli.apps import apps
 from cli.dagster_cmd import dagster
@@ -31,6 +32,7 @@ admin.add_command(paywalls)  # `flokit admin paywalls ...`
 admin.add_command(apps)  # `flokit admin apps stores ...`
 admin.add_command(notifications)  # `flokit admin notifications replay ...`
 admin.add_command(actions)  # `flokit admin actions policy ...`
+admin.add_command(ad_accounts)  # `flokit admin ad-accounts ...`
 main.add_command(db)
 main.add_command(admin)
 main.add_command(up)

@@ -13,6 +13,7 @@ import os
 
 import dagster as dg
 
+from orchestration.adaccounts.definitions import defs as adaccounts_defs
 from orchestration.catalog.definitions import defs as catalog_defs
 from orchestration.events.definitions import defs as events_defs
 from orchestration.events.sensors import build_landed_events_sensor
@@ -41,6 +42,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         env_url = os.environ.get(DATABASE_URL_ENV, "").strip()
         database_url = dg.EnvVar(DATABASE_URL_ENV) if env_url else settings.database_url
     return dg.Definitions.merge(
+        adaccounts_defs,
         catalog_defs,
         events_defs,
         reports_defs,

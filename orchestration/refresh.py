@@ -6,6 +6,9 @@ the UI's run history like the daemon's, and each is the run the daemon itself wo
 0. the queued integration syncs, one `integration_sync_job` run each (a sync's provider failure
    is the sync's outcome, printed; it does not stop the refresh, since the other inputs are
    still worth refreshing);
+0b. the ad accounts' entity registry, one `ad_accounts_sync_job` run over every live account
+   (a platform's failure is that account's outcome, printed; the refresh goes on), so that the
+   engine after the reports reads a registry as fresh as the data;
 1. `canonical_events` over every UTC day with pending landed rows (one run per block of nearby
    days, as `landed_events_sensor` requests them; only the changed days are rewritten);
 2. the reports over every day whose inputs changed (the six-hourly schedule's runs);
@@ -23,6 +26,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from orchestration.adaccounts.jobs import ad_accounts_sync_job
 from orchestration.catalog.assets import analyst_catalog
 from orchestration.events.assets import ASSET as EVENTS
 from orchestration.events.sensors import events_run_requests, requestable_days
@@ -30,6 +34,7 @@ from orchestration.partitions import range_label
 from orchestration.reports.jobs import refresh_reports
 from orchestration.syncs.jobs import integration_sync_job, sync_run_config
 from orchestration.syncs.sensors import sync_run_request
+from warehouse.adaccounts.repository import list_accounts, live_accounts
 from warehouse.db import Database
 from warehouse.events.landing import pending_days
 from warehouse.integrations.repository import get_sync, queued_syncs
@@ -95,6 +100,23 @@ def refresh(
             else f"{ended.error_code}: {ended.error_message}"
         )
         progress(f"  run {result.run_id} {'succeeded' if result.success else 'FAILED'}: sync {ended.status}, {detail}")
+
+    with database.read() as conn:
+        accounts = live_accounts(conn)
+    progress(f"{len(accounts)} ad account(s) to sync")
+    if accounts:
+        progress("syncing the ad accounts' registry ...")
+        result = defs.resolve_job_def(ad_accounts_sync_job.name).execute_in_process(
+            instance=instance, tags={REFRESH_TAG: "true"}, raise_on_error=False, run_config=QUIET
+        )
+        outcomes.append(RunOutcome("ad_accounts_sync", None, result.run_id, result.success))
+        with database.read() as conn:
+            after = {a.id: a for w in {a.workspace_id for a in accounts} for a in list_accounts(conn, workspace_id=w)}
+        states = ", ".join(
+            f"{a.id} {after[a.id].status}" + (f" ({after[a.id].last_error})" if after[a.id].status == "error" else "")
+            for a in accounts
+        )
+        progress(f"  run {result.run_id} {'succeeded' if result.success else 'FAILED'}: {states}")
 
     with database.read() as conn:
         days = requestable_days(pending_days(conn), datetime.now(UTC).date())

@@ -33,6 +33,7 @@ _MIGRATIONS = Path(__file__).parent / "migrations"
 TABLE_MODULES = (
     "warehouse.tables",
     "warehouse.actions.tables",
+    "warehouse.adaccounts.tables",
     "warehouse.events.tables",
     "warehouse.ingest.tables",
     "warehouse.integrations.tables",

@@ -68,12 +68,16 @@ class PaybackUpdatedData(TypedDict):
 
 
 class IntegrationErrorData(TypedDict):
-    """`integration.error`, for two reasons told apart by `reason`, in one shape (the fields of the
-    other reason are null, so a receiver parses one schema):
+    """`integration.error`, for three reasons told apart by `reason`, in one shape (the fields of
+    the other reasons are null, so a receiver parses one schema):
 
     - `integration_sync_failed`: an integration's provider refused its credentials or its config
       during sync `sync_id` (`error_code` `auth` or `config`; `message` is the provider's text);
       the integration is now `error`. Transient failures (rate limits, 5xx) send nothing.
+    - `ad_account_sync_failed`: an ad platform refused an ad account's credentials during a
+      registry sync (`ad_account_id`, `platform`; `error_code` `auth`, `message` the platform's
+      text); the ad account is now `error`. An ad account is not an integration (it has no
+      `integration_id` and no sync rows), hence its own keys rather than a borrowed id.
     - `webhook_endpoint_disabled`: a webhook endpoint was disabled after consecutive failed sends.
     """
 
@@ -81,6 +85,8 @@ class IntegrationErrorData(TypedDict):
     integration_id: str | None
     integration_type: str | None
     sync_id: str | None
+    ad_account_id: str | None
+    platform: str | None
     error_code: str | None
     message: str | None
     endpoint_id: str | None
@@ -102,6 +108,7 @@ PAYLOAD_TYPES: dict[str, type] = {
 PAYBACK_REPORT = "payback"
 ENDPOINT_DISABLED = "webhook_endpoint_disabled"
 SYNC_FAILED = "integration_sync_failed"
+AD_ACCOUNT_FAILED = "ad_account_sync_failed"
 
 
 def action_summary(
@@ -159,6 +166,8 @@ def integration_error(
         "integration_id": None,
         "integration_type": None,
         "sync_id": None,
+        "ad_account_id": None,
+        "platform": None,
         "error_code": None,
         "message": None,
         "endpoint_id": endpoint_id,
@@ -178,6 +187,27 @@ def integration_sync_failed(
         "integration_id": integration_id,
         "integration_type": integration_type,
         "sync_id": sync_id,
+        "ad_account_id": None,
+        "platform": None,
+        "error_code": error_code,
+        "message": message,
+        "endpoint_id": None,
+        "url": None,
+        "consecutive_failures": None,
+        "last_status_code": None,
+        "last_error": None,
+    }
+
+
+def ad_account_sync_failed(*, ad_account_id: str, platform: str, error_code: str, message: str) -> IntegrationErrorData:
+    """The ad-account-refused reason."""
+    return {
+        "reason": AD_ACCOUNT_FAILED,
+        "integration_id": None,
+        "integration_type": None,
+        "sync_id": None,
+        "ad_account_id": ad_account_id,
+        "platform": platform,
         "error_code": error_code,
         "message": message,
         "endpoint_id": None,

@@ -80,6 +80,8 @@ def test_a_refusal_is_error_with_the_message_and_one_integration_error(
         "integration_id": integration_id,
         "integration_type": "attribution_provider_a",
         "sync_id": sync_id,
+        "ad_account_id": None,
+        "platform": None,
         "error_code": "auth",
         "message": "HTTP 401: Invalid token",
         "endpoint_id": None,

@@ -1,0 +1,1 @@
+"""Ad accounts: the platform clients (Meta, Apple Search Ads, sandbox) and the registry sync."""

@@ -1,0 +1,9 @@
+"""The ad-accounts domain: the registry sync job."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from orchestration.adaccounts.jobs import ad_accounts_sync_job
+
+defs = dg.Definitions(jobs=[ad_accounts_sync_job])

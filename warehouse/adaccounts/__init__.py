@@ -1,0 +1,1 @@
+"""Ad accounts (sealed credentials) and the ad-entity registry."""
