@@ -116,7 +116,7 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
 
     rewritten = _rewritten(lake, before)
     week = [late_day + timedelta(days=k) for k in range(7)]
-    assert rewritten == {
+    assert rewritten == {  # (the action signals: below)
         store.ACQUISITIONS: [late_day],
         store.SUBSCRIPTION_EVENTS: [late_day],
         store.ACTIVE_DAYS: [late_day],
@@ -131,6 +131,7 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
         "active_days": 1,
         "payback_daily": 1,
         "cohort_activity": 7,
+        "action_signals": 4,  # the cohorts whose first 30 days reach the day: D-3..D (D is day 3)
     }  # spend is not in the run: no spend was delivered
     assert _published_installs(tmp_path, late_day) == installs_before + 1
     assert refresh(tmp_path, url(tmp_path), instance) is None  # nothing left stale
@@ -155,7 +156,7 @@ def test_a_late_day_far_back_and_today_are_two_runs_with_nothing_between(
     context = dg.build_schedule_context(resources={"data_dir": DataDirResource(root=str(tmp_path))})
     far_request, last_request = reports_schedule(context)
     # Only the assets with stale days in each block (no spend was delivered for either).
-    from_events = {dg.AssetKey(ds) for ds in DAILY if ds != store.SPEND}
+    from_events = {dg.AssetKey(ds) for ds in [*DAILY, store.ACTION_SIGNALS] if ds != store.SPEND}
     assert set(far_request.asset_selection or []) == from_events
     assert set(last_request.asset_selection or []) == from_events | {a.key for a in TABLE_ASSETS}
     assert far_request.tags[REPORTS_WRITER_TAG] == last_request.tags[REPORTS_WRITER_TAG]
@@ -167,7 +168,8 @@ def test_a_late_day_far_back_and_today_are_two_runs_with_nothing_between(
         (r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"]) for r in runs
     ] == [
         (far.isoformat(), far.isoformat()),  # no weekly activity after it to look back at it
-        (LAST.isoformat(), LAST.isoformat()),
+        # The current day, and the action signals of every cohort whose first 30 days reach it.
+        (START.isoformat(), LAST.isoformat()),
     ]
     # The far block computes the daily assets only; the tables are rebuilt once, by the last run.
     table_keys = {a.key for a in TABLE_ASSETS}
@@ -220,6 +222,10 @@ def test_a_late_install_that_moves_a_users_cohort_gives_what_a_full_recompute_gi
     curves = [store.scan_table(lk, store.COHORT_CURVES).collect() for lk in (lake, Lake(fresh / "lake"))]
     columns = [c for c, kind in curves[0].schema.items() if kind != pl.Float64]
     assert_frame_equal(curves[0].sort(columns), curves[1].sort(columns))
+    # The action signals too: the user left the old cohort day's rows and joined the new one's.
+    signals = [store.scan_days(lk, store.ACTION_SIGNALS).collect() for lk in (lake, Lake(fresh / "lake"))]
+    signal_key = ["workspace_id", "cohort_date", "campaign", "creative", "country", "offer", "paywall"]
+    assert_frame_equal(signals[0].sort(signal_key), signals[1].sort(signal_key))
     moved = incremental.filter((pl.col("dimension") == "campaign") & (pl.col("day") == 0))
     assert moved.filter(pl.col("cohort_date") == moved_to)["installs"].sum() >= 1
 
@@ -266,9 +272,13 @@ def test_flokit_refresh_reports_every_run_of_a_refresh(settings: Settings, db: D
     )
     with dg.DagsterInstance.ephemeral() as instance:
         outcomes = run_refresh(build_definitions(settings), instance, db, lake)
+    # The far day's action signals read day 30 of its cohort, the history's first day, written by
+    # the second block: a second round recomputes them (a daemon's refresh: the next one).
     assert [(o.name, o.partition, o.success) for o in outcomes] == [
         ("reports", far.isoformat(), True),
         ("reports", f"{START.isoformat()}..{(START + timedelta(days=4)).isoformat()}", True),
+        ("reports", far.isoformat(), True),
         ("analyst_catalog", None, True),
     ]
     assert "payback" not in outcomes[0].assets and "published_reports" in outcomes[1].assets
+    assert "action_signals" in outcomes[2].assets
