@@ -50,6 +50,10 @@ def complete_days(cohort_date: pl.Expr, observed_through: date) -> pl.Expr:
     return days.clip(0, SIGNAL_WINDOW_DAYS).cast(pl.Int32)
 
 
+def _unless(unknown: pl.Expr, value: pl.Expr) -> pl.Expr:
+    return pl.when(unknown).then(None).otherwise(value)
+
+
 def action_signals(
     new_cohorts: pl.LazyFrame, subscription: pl.LazyFrame, spend: pl.LazyFrame, observed_through: date
 ) -> pl.LazyFrame:
@@ -66,11 +70,14 @@ def action_signals(
     `net_rev_dD` = Σ x_i and `net_rev_sq_dD` = Σ x_i² over every installed user of the cell,
     x_i = revenue - refunds of the user's days since install < D (users without revenue add 0
     to both; their count is `installs`). A cell with spend but no installs has a row with
-    `installs` 0 (its spend is booked to offer and paywall "(none)", as in the cube).
+    `installs` 0 (its spend is booked to offer and paywall "(none)", as in the cube). A sum
+    that includes an amount that could not be converted to the reporting currency (the asset
+    checks stop the cube on those) is null: unknown, never silently short.
     """
     kind = pl.col("event_type")
     day = (pl.col("event_date") - pl.col("cohort_date")).dt.total_days()
     net = pl.col("revenue").fill_null(0.0) - pl.col("refund").fill_null(0.0)
+    unconverted = pl.col("revenue").is_null() | pl.col("refund").is_null()
     per_user = (
         subscription.join(new_cohorts, on=_KEYS, how="inner")
         .with_columns(day.alias("_day"))
@@ -82,12 +89,17 @@ def action_signals(
             kind.is_in(NEW_SUBSCRIPTIONS).sum().cast(pl.Int64).alias("subscriptions"),
             (kind == REFUND).any().cast(pl.Int64).alias("refunds_n"),
             *[net.filter(pl.col("_day") < h).sum().alias(f"_x{h}") for h in SIGNAL_HORIZONS],
+            *[unconverted.filter(pl.col("_day") < h).any().alias(f"_u{h}") for h in SIGNAL_HORIZONS],
         )
     )
+    # An amount that could not be converted leaves its horizons' sums unknown (null), not short.
     activity = per_user.group_by(*FINE).agg(
         pl.col("trials", "trial_conversions", "subscriptions", "refunds_n").sum(),
-        *[pl.col(f"_x{h}").sum().alias(f"net_rev_d{h}") for h in SIGNAL_HORIZONS],
-        *[(pl.col(f"_x{h}") ** 2).sum().alias(f"net_rev_sq_d{h}") for h in SIGNAL_HORIZONS],
+        *[_unless(pl.col(f"_u{h}").any(), pl.col(f"_x{h}").sum()).alias(f"net_rev_d{h}") for h in SIGNAL_HORIZONS],
+        *[
+            _unless(pl.col(f"_u{h}").any(), (pl.col(f"_x{h}") ** 2).sum()).alias(f"net_rev_sq_d{h}")
+            for h in SIGNAL_HORIZONS
+        ],
     )
     installs = (
         new_cohorts.group_by(*FINE)
@@ -97,14 +109,22 @@ def action_signals(
         )
         .cache()  # read twice: the rows and the spend shares
     )
-    spent = allocated_spend(installs.select(*FINE, "installs"), spend).group_by(*FINE).agg(pl.col("spend").sum())
+    spent = (
+        allocated_spend(installs.select(*FINE, "installs"), spend)
+        .group_by(*FINE)
+        .agg(_unless(pl.col("spend").is_null().any(), pl.col("spend").sum()).alias("spend"))
+    )
     sums = [c for c in ACTION_SIGNAL_SCHEMA if c.startswith("net_rev_")]
+    spent = spent.with_columns(pl.lit(True).alias("_spent"))
+    activity = activity.with_columns(pl.lit(True).alias("_active"))
+    nullable = [("spend", "_spent"), *[(c, "_active") for c in sums]]
     return (
         installs.join(spent, on=list(FINE), how="full", coalesce=True)
         .join(activity, on=list(FINE), how="full", coalesce=True)
         .with_columns(
             pl.col(*_COUNTS).fill_null(0),
-            pl.col("spend", *sums).fill_null(0.0),
+            # A cell absent from one side has nothing there (zero); an unknown sum stays null.
+            *[pl.when(pl.col(flag).is_null()).then(0.0).otherwise(pl.col(c)).alias(c) for c, flag in nullable],
             complete_days(pl.col("cohort_date"), observed_through).alias("complete_days"),
         )
         .select(list(ACTION_SIGNAL_SCHEMA))

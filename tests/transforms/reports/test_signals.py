@@ -144,3 +144,15 @@ def test_signals_sum_to_the_cube_per_campaign_in_the_reporting_currency() -> Non
         assert joined.height == 2  # D0's cohort and u4's
         for column in ("installs", "spend", "trials", "trial_conversions", "subscriptions", "net_rev_d30"):
             assert joined[column].to_list() == pytest.approx(joined[f"{column}_right"].to_list()), (currency, column)
+
+
+def test_an_amount_that_cannot_be_converted_leaves_its_sums_unknown_not_short() -> None:
+    """The cube's asset checks stop the publish on such an amount; the signals, read by the
+    engine, say they do not know rather than serve a sum without it."""
+    late = ("renewal", "u1", T0 + timedelta(days=20), {"revenue": 3, "currency": "XXX"})
+    frame = _signals(_history((late,)), observed_through=D0 + timedelta(days=40))
+    paid = _cell(frame, paywall="pw1")
+    assert paid["net_rev_d30"] is None and paid["net_rev_sq_d30"] is None  # day 20: the 30-day sums
+    assert paid["net_rev_d14"] == pytest.approx(20.0 + 5 * _usd_per_eur(D0 + timedelta(days=1)))  # before it: known
+    silent = _cell(frame, campaign="meta", paywall="(none)")
+    assert (silent["net_rev_d30"], silent["spend"]) == (0.0, pytest.approx(10.0))
