@@ -6,6 +6,7 @@ range of changed days is one run that rewrites exactly those days, computed a ba
 a time and split by day. The cube and the weekly activity are themselves daily (rows keyed by
 activity day, additive), so the whole-table assets only concatenate small daily results and
 add running sums, never touching events.
+`action_signals`, the actions engine's input, is daily too, but by cohort day (see there).
 Upstream: `canonical_events` (the events domain) and `spend_raw` (the spend domain). Every asset
 is named after the lake dataset it writes (`warehouse.reports.store`), and so is its function.
 """
@@ -24,7 +25,8 @@ from orchestration.resources import DatabaseResource, DataDirResource
 from transforms.reports import lifecycle
 from transforms.reports import ltv as ltv_model
 from transforms.reports import payback as payback_model
-from transforms.reports.schemas import WEEK_LOOKBACK_DAYS
+from transforms.reports import signals as signals_model
+from transforms.reports.schemas import SIGNAL_WINDOW_DAYS, WEEK_LOOKBACK_DAYS
 from warehouse import fx
 from warehouse.lake import Lake
 from warehouse.reports import serving, store
@@ -241,6 +243,38 @@ def cohort_activity(context: AssetExecutionContext, data_dir: DataDirResource) -
     return _daily(context, store_, store.COHORT_ACTIVITY, compute, pl.col("activity_date"))
 
 
+@dg.asset(
+    **_daily_asset(
+        deps=[acquisitions, subscription_events, spend],
+        description=(
+            "Growth-action signals of the day's cohort per campaign x creative x country x offer x paywall: "
+            "installs, spend, trials, conversions, subscriptions, refunded users, and per-user net revenue "
+            "sums and sums of squares at days 7, 14 and 30 since install."
+        ),
+    )
+)
+def action_signals(context: AssetExecutionContext, data_dir: DataDirResource) -> dg.MaterializeResult:
+    """Idempotent: each cohort day is recomputed from its users' events of the 30 days since
+    their install and its spend, and replaced whole. Partitioned by cohort day, not by activity
+    day like the cube: a sum of squares of per-user totals does not add up across days, so a
+    cohort's rows are computed in one piece, and recomputed whenever a day of its window (or the
+    day after, which completes it) is rewritten (`store.DERIVED_FROM`)."""
+    store_ = data_dir.paths.lake()
+    cohorts = _cohorts(store_)
+    observed = store.partition_days(store_, store.SUBSCRIPTION_EVENTS)
+
+    def compute(days: list[date]) -> pl.LazyFrame:
+        window = [days[0] + timedelta(days=k) for k in range((days[-1] - days[0]).days + SIGNAL_WINDOW_DAYS)]
+        return signals_model.action_signals(
+            cohorts.filter(pl.col("cohort_date").is_between(days[0], days[-1])),
+            store.scan_days(store_, store.SUBSCRIPTION_EVENTS, window),
+            store.scan_days(store_, store.SPEND, days),
+            max(observed, default=days[-1]),
+        )
+
+    return _daily(context, store_, store.ACTION_SIGNALS, compute, pl.col("cohort_date"))
+
+
 def _whole_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> dg.MaterializeResult:
     previous = store.table_rows(lake, dataset)
     store.write_table(lake, dataset, frame)
@@ -318,6 +352,6 @@ def published_reports(data_dir: DataDirResource, database: DatabaseResource) -> 
     )
 
 
-DAILY_ASSETS = [acquisitions, subscription_events, active_days, spend, payback_daily, cohort_activity]
+DAILY_ASSETS = [acquisitions, subscription_events, active_days, spend, payback_daily, cohort_activity, action_signals]
 TABLE_ASSETS = [payback, cohort_curves, ltv, published_reports]
 ASSETS = [*DAILY_ASSETS, *TABLE_ASSETS]

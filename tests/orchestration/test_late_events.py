@@ -107,12 +107,17 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
     installs_before = _published_installs(tmp_path, late_day)
     before = _mtimes(lake)
 
+    signals_before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.ACTION_SIGNALS).items()}
+    runs_before = {r.run_id for r in instance.get_runs()}
+
     late = _install(
         data.events, user_id="late_user", at=datetime.combine(late_day, datetime.min.time(), UTC), event_id="evt_late"
     )
     _land_late(lake, data.events, late_day, late)
     result = refresh(tmp_path, url(tmp_path), instance)
     assert result is not None and result.success
+    block_run, signals_run = [r.run_id for r in reversed(instance.get_runs()) if r.run_id not in runs_before]
+    assert block_run == result.run_id  # the run that published
 
     rewritten = _rewritten(lake, before)
     week = [late_day + timedelta(days=k) for k in range(7)]
@@ -132,6 +137,11 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
         "payback_daily": 1,
         "cohort_activity": 7,
     }  # spend is not in the run: no spend was delivered
+    # Then, in a run of their own, the action signals of the cohorts whose first 30 days reach it.
+    signals_now = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.ACTION_SIGNALS).items()}
+    reached = [START + timedelta(days=k) for k in range(4)]
+    assert [d for d in signals_now if signals_now[d] != signals_before[d]] == reached
+    assert _run_metadata(instance, signals_run) == {"action_signals": 4}
     assert _published_installs(tmp_path, late_day) == installs_before + 1
     assert refresh(tmp_path, url(tmp_path), instance) is None  # nothing left stale
 
@@ -151,14 +161,18 @@ def test_a_late_day_far_back_and_today_are_two_runs_with_nothing_between(
     demo.write_event_partitions(lake, late)
     demo.write_event_partitions(lake, held_out)  # and the current day arrives, as every six hours
     # What the daemon is asked for: the far block's daily assets, then the current day's and the tables,
-    # one at a time (the writer tag is limited to one run in the instance configs) in that order.
+    # then the action signals of the cohorts whose first 30 days reach the current day, one at a time
+    # (the writer tag is limited to one run in the instance configs) in that order.
     context = dg.build_schedule_context(resources={"data_dir": DataDirResource(root=str(tmp_path))})
-    far_request, last_request = reports_schedule(context)
-    # Only the assets with stale days in each block (no spend was delivered for either).
+    far_request, last_request, signals_request = reports_schedule(context)
+    # Only the assets with stale days in each block (no spend was delivered for either). The far
+    # day's signals ride along: no later block rewrites a day of its cohort's first 30.
     from_events = {dg.AssetKey(ds) for ds in DAILY if ds != store.SPEND}
-    assert set(far_request.asset_selection or []) == from_events
+    signals = dg.AssetKey(store.ACTION_SIGNALS)
+    assert set(far_request.asset_selection or []) == from_events | {signals}
     assert set(last_request.asset_selection or []) == from_events | {a.key for a in TABLE_ASSETS}
-    assert far_request.tags[REPORTS_WRITER_TAG] == last_request.tags[REPORTS_WRITER_TAG]
+    assert set(signals_request.asset_selection or []) == {signals}
+    assert {r.tags[REPORTS_WRITER_TAG] for r in (far_request, last_request, signals_request)} == {"1"}
     result = refresh(tmp_path, url(tmp_path), instance)
     assert result is not None and result.success
 
@@ -168,6 +182,7 @@ def test_a_late_day_far_back_and_today_are_two_runs_with_nothing_between(
     ] == [
         (far.isoformat(), far.isoformat()),  # no weekly activity after it to look back at it
         (LAST.isoformat(), LAST.isoformat()),
+        (START.isoformat(), LAST.isoformat()),  # the action signals of the cohorts before it
     ]
     # The far block computes the daily assets only; the tables are rebuilt once, by the last run.
     table_keys = {a.key for a in TABLE_ASSETS}
@@ -220,6 +235,10 @@ def test_a_late_install_that_moves_a_users_cohort_gives_what_a_full_recompute_gi
     curves = [store.scan_table(lk, store.COHORT_CURVES).collect() for lk in (lake, Lake(fresh / "lake"))]
     columns = [c for c, kind in curves[0].schema.items() if kind != pl.Float64]
     assert_frame_equal(curves[0].sort(columns), curves[1].sort(columns))
+    # The action signals too: the user left the old cohort day's rows and joined the new one's.
+    signals = [store.scan_days(lk, store.ACTION_SIGNALS).collect() for lk in (lake, Lake(fresh / "lake"))]
+    signal_key = ["workspace_id", "cohort_date", "campaign", "creative", "country", "offer", "paywall"]
+    assert_frame_equal(signals[0].sort(signal_key), signals[1].sort(signal_key))
     moved = incremental.filter((pl.col("dimension") == "campaign") & (pl.col("day") == 0))
     assert moved.filter(pl.col("cohort_date") == moved_to)["installs"].sum() >= 1
 
@@ -266,9 +285,13 @@ def test_flokit_refresh_reports_every_run_of_a_refresh(settings: Settings, db: D
     )
     with dg.DagsterInstance.ephemeral() as instance:
         outcomes = run_refresh(build_definitions(settings), instance, db, lake)
+    # The far day's action signals read day 30 of its cohort, the history's first day, which the
+    # second block writes: they run after it, on their own.
     assert [(o.name, o.partition, o.success) for o in outcomes] == [
         ("reports", far.isoformat(), True),
         ("reports", f"{START.isoformat()}..{(START + timedelta(days=4)).isoformat()}", True),
+        ("reports", far.isoformat(), True),
         ("analyst_catalog", None, True),
     ]
     assert "payback" not in outcomes[0].assets and "published_reports" in outcomes[1].assets
+    assert "action_signals" in outcomes[1].assets and outcomes[2].assets == ["action_signals"]

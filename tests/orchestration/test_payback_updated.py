@@ -209,9 +209,13 @@ def test_an_announcement_lost_after_the_swap_is_made_once_by_the_sensor_or_the_n
         assert after.by_workspace[ws][cohort] != before.by_workspace[ws][cohort]  # the change is live
         return cohort
 
-    # With no further input, the schedule would start nothing: the sensor asks for a catch-up.
+    # With no further input, the schedule would start nothing that publishes (only the action
+    # signals the failed run left behind): the sensor asks for a catch-up.
     lost = lose_announcement(0)
-    assert len(events(db)) == 1 and refresh(data_dir, database_url, instance) is None
+    leftover = refresh(data_dir, database_url, instance)
+    assert leftover is not None and leftover.success and len(events(db)) == 1
+    assert {e.asset_key.to_user_string() for e in leftover.get_asset_materialization_events()} == {"action_signals"}
+    assert refresh(data_dir, database_url, instance) is None
     request = tick(data_dir, database_url)
     assert isinstance(request, dg.RunRequest) and request.run_key
     catch_up(data_dir, database_url, instance)

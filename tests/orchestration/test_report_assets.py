@@ -77,12 +77,15 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
         now, then = mtimes(dataset), before if since is None else since
         return [d for d in now if now[d] != then.get(d)]
 
-    # The six-hourly case: a new day arrives; only that day is computed.
+    # The six-hourly case: a new day arrives; only that day is computed (then, in a run of their
+    # own, the action signals of the cohorts whose first 30 days reach it).
     before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.PAYBACK_DAILY).items()}
+    signals_before = mtimes(store.ACTION_SIGNALS)
     demo.write_event_partitions(lake, held_out)
     again = refresh(tmp_path, url, instance)
     assert again is not None and again.success
     assert touched(store.PAYBACK_DAILY) == [last_day]
+    assert touched(store.ACTION_SIGNALS, signals_before) == [last_day - timedelta(days=k) for k in range(29, -1, -1)]
     partitions = {e.partition for e in again.get_asset_materialization_events() if e.asset_key == acquisitions.key}
     assert partitions == {last_day.isoformat()}
     cube = store.scan_table(lake, store.PAYBACK).collect()

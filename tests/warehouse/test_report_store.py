@@ -46,15 +46,19 @@ def test_stale_days_are_the_days_whose_input_changed(tmp_path: Path) -> None:
     data = generate(DemoConfig("ws_s", users=50, days=3, seed=1, start=date(2026, 4, 1)))
     demo.write_event_partitions(lake, data.events)
     assert store.stale_days(lake) == [date(2026, 4, 1), date(2026, 4, 2), date(2026, 4, 3)]
-    for day in store.stale_days(lake):
-        for derived in store.DERIVED_FROM:
+    days = store.stale_days(lake)
+    for derived in store.DERIVED_FROM:  # in dependency order, as a refresh writes them
+        for day in days:
             store.write_day(lake, derived, day, pl.DataFrame(schema=store.SCHEMAS[derived]))
     assert store.stale_days(lake) == []
     time.sleep(0.01)
     day2 = data.events.filter(pl.col("occurred_at").dt.date() == date(2026, 4, 2))
     demo.write_event_partitions(lake, day2)
-    # Day 2 itself, and day 3 whose weekly activity looks back at day 2.
-    assert store.stale_days(lake) == [date(2026, 4, 2), date(2026, 4, 3)]
+    # Day 2 itself, day 3 whose weekly activity looks back at day 2, and day 1 whose cohort's
+    # action signals read its first 30 days.
+    assert store.stale_days(lake) == [date(2026, 4, 1), date(2026, 4, 2), date(2026, 4, 3)]
+    assert store.stale_by_dataset(lake)[store.ACTION_SIGNALS] == [date(2026, 4, 1), date(2026, 4, 2)]
+    assert store.stale_by_dataset(lake)[store.PAYBACK_DAILY] == [date(2026, 4, 2)]
 
 
 def test_write_days_splits_a_batch_by_day_and_refuses_rows_of_other_days(tmp_path: Path) -> None:

@@ -216,3 +216,30 @@ LTV_SCHEMA = pl.Schema(
 
 def empty(schema: dict[str, pl.DataType]) -> pl.LazyFrame:
     return pl.LazyFrame(schema=schema)
+
+
+# Horizons (days since install) of the growth-action signals' per-user revenue statistics
+# (transforms/reports/signals.py): the design's ROAS_7/14/30.
+SIGNAL_HORIZONS = (7, 14, 30)
+# A cohort's signals read its users' events of days since install 0..SIGNAL_WINDOW_DAYS-1.
+SIGNAL_WINDOW_DAYS = max(SIGNAL_HORIZONS)
+ACTION_SIGNAL_SCHEMA = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "cohort_date": pl.Date(),
+        **{d: pl.String() for d in DIMENSIONS},
+        "installs": pl.Int64(),
+        "spend": pl.Float64(),
+        "paywall_users": pl.Int64(),
+        "trials": pl.Int64(),
+        "trial_conversions": pl.Int64(),
+        "subscriptions": pl.Int64(),
+        "refunds_n": pl.Int64(),
+        **{
+            name: kind
+            for horizon in SIGNAL_HORIZONS
+            for name, kind in ((f"net_rev_d{horizon}", pl.Float64()), (f"net_rev_sq_d{horizon}", pl.Float64()))
+        },
+        "complete_days": pl.Int32(),
+    }
+)

@@ -3,7 +3,7 @@
 Daily datasets (`<lake>/<name>/date=YYYY-MM-DD/part.parquet`): the inputs `canonical_events`
 (written by the ingest pipeline) and `spend_raw` (written by ad-platform syncs, or the demo
 seed), and the derived `acquisitions`, `subscription_events`, `active_days`, `spend`,
-`payback_daily`, `cohort_activity`. Whole-table datasets
+`payback_daily`, `cohort_activity`, `action_signals` (by cohort day). Whole-table datasets
 (`<lake>/<name>/data.parquet`): `payback`, `cohort_curves`, `ltv`. Every write is the lake's
 atomic replace, so a re-run of a day rewrites exactly that day.
 """
@@ -23,6 +23,7 @@ import polars as pl
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.reports.schemas import (
     ACQUISITION_SCHEMA,
+    ACTION_SIGNAL_SCHEMA,
     ACTIVE_DAY_SCHEMA,
     CLEAN_SPEND_SCHEMA,
     COHORT_ACTIVITY_SCHEMA,
@@ -30,6 +31,7 @@ from transforms.reports.schemas import (
     LTV_SCHEMA,
     PAYBACK_DAILY_SCHEMA,
     PAYBACK_SCHEMA,
+    SIGNAL_WINDOW_DAYS,
     SPEND_KEY,
     SPEND_SCHEMA,
     SUBSCRIPTION_EVENT_SCHEMA,
@@ -46,6 +48,7 @@ ACTIVE_DAYS = "active_days"
 SPEND = "spend"
 PAYBACK_DAILY = "payback_daily"
 COHORT_ACTIVITY = "cohort_activity"
+ACTION_SIGNALS = "action_signals"
 PAYBACK = "payback"
 COHORT_CURVES = "cohort_curves"
 LTV = "ltv"
@@ -59,26 +62,45 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     SPEND: CLEAN_SPEND_SCHEMA,
     PAYBACK_DAILY: PAYBACK_DAILY_SCHEMA,
     COHORT_ACTIVITY: COHORT_ACTIVITY_SCHEMA,
+    ACTION_SIGNALS: ACTION_SIGNAL_SCHEMA,
     PAYBACK: PAYBACK_SCHEMA,
     COHORT_CURVES: COHORT_CURVE_SCHEMA,
     LTV: LTV_SCHEMA,
 }
 # Each derived daily dataset, the datasets its day D is computed from (its direct inputs, raw or
-# derived), and how many days before D each input reaches (cohort activity of D looks back over
-# D-6..D for the same week). In dependency order: a dataset comes after its inputs. A day is stale
-# for a dataset when one of these is newer than its partition, so a late event travels down the
-# chain one asset at a time and stops where nothing depends on it.
-DERIVED_FROM: dict[str, tuple[tuple[str, int], ...]] = {
-    ACQUISITIONS: ((CANONICAL_EVENTS, 0),),
-    SUBSCRIPTION_EVENTS: ((CANONICAL_EVENTS, 0),),
-    ACTIVE_DAYS: ((CANONICAL_EVENTS, 0),),
-    SPEND: ((SPEND_RAW, 0),),
-    PAYBACK_DAILY: ((ACQUISITIONS, 0), (SUBSCRIPTION_EVENTS, 0), (SPEND, 0)),
-    COHORT_ACTIVITY: ((ACQUISITIONS, 0), (ACTIVE_DAYS, WEEK_LOOKBACK_DAYS), (SUBSCRIPTION_EVENTS, WEEK_LOOKBACK_DAYS)),
+# derived), and how many days before and after D each input reaches: cohort activity of D looks
+# back over D-6..D for the same week; the action signals of cohort day D read the events of its
+# users' first SIGNAL_WINDOW_DAYS days, D..D+29, and one day more, D+30, whose arrival completes
+# the cohort's 30-day horizon (`complete_days`). In dependency order: a dataset comes after its
+# inputs. A day is stale for a dataset when one of these is newer than its partition, so a late
+# event travels down the chain one asset at a time and stops where nothing depends on it.
+DERIVED_FROM: dict[str, tuple[tuple[str, int, int], ...]] = {
+    ACQUISITIONS: ((CANONICAL_EVENTS, 0, 0),),
+    SUBSCRIPTION_EVENTS: ((CANONICAL_EVENTS, 0, 0),),
+    ACTIVE_DAYS: ((CANONICAL_EVENTS, 0, 0),),
+    SPEND: ((SPEND_RAW, 0, 0),),
+    PAYBACK_DAILY: ((ACQUISITIONS, 0, 0), (SUBSCRIPTION_EVENTS, 0, 0), (SPEND, 0, 0)),
+    COHORT_ACTIVITY: (
+        (ACQUISITIONS, 0, 0),
+        (ACTIVE_DAYS, WEEK_LOOKBACK_DAYS, 0),
+        (SUBSCRIPTION_EVENTS, WEEK_LOOKBACK_DAYS, 0),
+    ),
+    ACTION_SIGNALS: ((ACQUISITIONS, 0, 0), (SUBSCRIPTION_EVENTS, 0, SIGNAL_WINDOW_DAYS), (SPEND, 0, 0)),
 }
+
+
+def _readers_of(source_day: date, before: int, after: int) -> list[date]:
+    """The days whose partition reads `source_day` of an input reaching `before` days back and
+    `after` days ahead (the source day itself first)."""
+    return [source_day + timedelta(days=k) for k in sorted(range(-after, before + 1), key=abs)]
+
+
 # The daily datasets a user's cohort (day and attributes, from `acquisitions`) is read into for
 # every day the user is active, not only the cohort's own day.
 COHORT_READERS = (PAYBACK_DAILY, COHORT_ACTIVITY)
+# The daily datasets keyed by cohort day: a changed user's cohort days (old and new) are what
+# they read the user into.
+COHORT_DAY_READERS = (ACTION_SIGNALS,)
 _DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
 
@@ -222,18 +244,18 @@ def _written_with_another_schema(lake: Lake, dataset: str) -> set[date]:
 
 
 def stale_for(lake: Lake, dataset: str) -> list[date]:
-    """The days of a derived dataset to recompute now: one of its inputs (D, or D-6..D for cohort
-    activity) is newer than its partition, or it has no partition while its day's input has one,
-    or its partition was written with other columns than today's. Read by each asset as it
-    starts, after its inputs in the same run were rewritten."""
+    """The days of a derived dataset to recompute now: one of its inputs (D, D-6..D for cohort
+    activity, D..D+30 for the action signals) is newer than its partition, or it has no
+    partition while its day's input has one, or its partition was written with other columns
+    than today's. Read by each asset as it starts, after its inputs in the same run were
+    rewritten."""
     mine = _mtimes(lake, dataset)
     stale: set[date] = _written_with_another_schema(lake, dataset)
-    for source, lookback in DERIVED_FROM[dataset]:
+    for source, before, after in DERIVED_FROM[dataset]:
         for day, changed in _mtimes(lake, source).items():
-            for offset in range(lookback + 1):
-                target = day + timedelta(days=offset)
+            for target in _readers_of(day, before, after):
                 have = mine.get(target)
-                if (have is None and offset == 0) or (have is not None and have < changed):
+                if (have is None and target == day) or (have is not None and have < changed):
                     stale.add(target)
     return sorted(stale)
 
@@ -245,10 +267,10 @@ def stale_by_dataset(lake: Lake) -> dict[str, list[date]]:
     stale: dict[str, set[date]] = {}
     for dataset, sources in DERIVED_FROM.items():
         days, have = set(stale_for(lake, dataset)), partition_days(lake, dataset)
-        for source, lookback in sources:
+        for source, before, after in sources:
             for day in stale.get(source, ()):
-                # As in stale_for: a later day looking back at D only if it has a partition.
-                days.update(t for t in (day + timedelta(days=k) for k in range(lookback + 1)) if t == day or t in have)
+                # As in stale_for: another day reading D only if it has a partition.
+                days.update(t for t in _readers_of(day, before, after) if t == day or t in have)
         stale[dataset] = days
     return {dataset: sorted(days) for dataset, days in stale.items() if days}
 
@@ -282,8 +304,10 @@ def mark_cohort_readers_stale(lake: Lake, users: pl.DataFrame) -> list[date]:
     asset (or the next refresh, if the day is outside this run) recomputes it, and it keeps
     serving its rows until then. Those days: each acquisition day of the users (their previous
     cohort loses them), and each day they are active or have a subscription event (and the six
-    after it, for the weekly activity). Returns the days marked."""
-    readers = {dataset: partition_days(lake, dataset) for dataset in COHORT_READERS}
+    after it, for the weekly activity). The cohort-day readers (`action_signals`) read a user
+    into their cohort day's partition only: there, each acquisition day of the users is marked.
+    Returns the days marked."""
+    readers = {dataset: partition_days(lake, dataset) for dataset in (*COHORT_READERS, *COHORT_DAY_READERS)}
     if users.is_empty() or not any(readers.values()):  # the first refresh: nothing to mark yet
         return []
     cohort_days = scan_days(lake, ACQUISITIONS).join(users.lazy(), on=_USER).select(day=pl.col("cohort_date"))
@@ -291,16 +315,24 @@ def mark_cohort_readers_stale(lake: Lake, users: pl.DataFrame) -> list[date]:
         scan_days(lake, dataset).join(users.lazy(), on=_USER).select(day=pl.col("event_date"))
         for dataset in (SUBSCRIPTION_EVENTS, ACTIVE_DAYS)
     ]
-    days = set(pl.concat([cohort_days, *active]).unique().collect()["day"].to_list())
+    acquired = set(cohort_days.unique().collect()["day"].to_list())
+    days = acquired | set(pl.concat(active).unique().collect()["day"].to_list())
     marked: set[date] = set()
+
+    def mark(dataset: str, target: date) -> None:
+        path = readers[dataset].get(target)
+        if path is not None:
+            os.utime(path, ns=(0, 0))
+            marked.add(target)
+
     for dataset in COHORT_READERS:
-        reach = max((lookback for _, lookback in DERIVED_FROM[dataset]), default=0)
-        have = readers[dataset]
+        reach = max((before for _, before, _after in DERIVED_FROM[dataset]), default=0)
         for day in days:
             for target in (day + timedelta(days=k) for k in range(reach + 1)):
-                if target in have:
-                    os.utime(have[target], ns=(0, 0))
-                    marked.add(target)
+                mark(dataset, target)
+    for dataset in COHORT_DAY_READERS:
+        for day in acquired:
+            mark(dataset, day)
     return sorted(marked)
 
 
