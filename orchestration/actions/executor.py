@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from orchestration.adaccounts.client import AdPlatformClient, Retrier
@@ -143,6 +143,12 @@ def _auth_failed(database: Database, ad_account_id: str | None, error: PlatformE
         )
 
 
+def _after(now: datetime) -> datetime:
+    """The moment a run's outcome is recorded: after its preflight (stamped `now`), so that the
+    history, which puts a transition before an evaluation of the same instant, reads in order."""
+    return max(utcnow(), now + timedelta(microseconds=1))
+
+
 def _refuse(
     database: Database, action: repo.Action, reason: str, detail: dict[str, Any], now: datetime, *, evaluate: bool
 ) -> Outcome:
@@ -158,7 +164,7 @@ def _refuse(
         with contextlib.suppress(TransitionRefused):
             repo.transition(
                 conn, workspace_id=action.workspace_id, action_id=action.id, trigger="abandon", actor=EXECUTOR,
-                note=reason, at=now,
+                note=reason, at=_after(now),
             )  # fmt: skip
     return Outcome(action.id, "apply", "rejected", reason)
 
@@ -225,6 +231,11 @@ def _apply(database: Database, clients: _Clients, action: repo.Action, now: date
         refused = _preflight(database, clients, action, legs, made, now)
         if refused is not None:
             return refused
+        # Every leg's intent before the first call: a crash anywhere leaves the whole plan in the
+        # ledger, and the re-run carries it out rather than a new plan.
+        with database.write() as conn:
+            for leg in legs:
+                _intent(conn, action, "apply", leg, now)
     return _run_legs(database, clients, action, legs, now)
 
 
@@ -266,6 +277,14 @@ def _preflight(
     return None
 
 
+def _intent(conn: Any, action: repo.Action, kind: str, leg: Leg, now: datetime) -> ledger.Execution:
+    return ledger.record_intent(
+        conn, action_id=action.id, workspace_id=action.workspace_id, ad_account_id=leg.ad_account_id, kind=kind,
+        leg=leg.leg, platform=leg.platform, object_type=leg.object_type, object_id=leg.object_id, field=leg.field,
+        before=leg.before, after=leg.after, now=now,
+    )  # fmt: skip
+
+
 def _run_legs(
     database: Database, clients: _Clients, action: repo.Action, legs: tuple[Leg, ...], now: datetime
 ) -> Outcome:
@@ -275,11 +294,7 @@ def _run_legs(
         assert leg.ad_account_id is not None
         client = clients.get(leg.ad_account_id)
         with database.write() as conn:
-            row = ledger.record_intent(
-                conn, action_id=action.id, workspace_id=action.workspace_id, ad_account_id=leg.ad_account_id,
-                kind="apply", leg=leg.leg, platform=leg.platform, object_type=leg.object_type,
-                object_id=leg.object_id, field=leg.field, before=leg.before, after=leg.after, now=now,
-            )  # fmt: skip
+            row = _intent(conn, action, "apply", leg, now)
         if row.state == "verified":
             verified.append((leg, row))
             continue
@@ -313,7 +328,8 @@ def _run_legs(
             )
             return _give_up(database, clients, action, verified, reason, now)
         verified.append((leg, row))
-    effective = now + plan.propagation(legs)
+    done_at = _after(now)
+    effective = done_at + plan.propagation(legs)
     with database.write() as conn:
         for leg, _row in verified:
             if leg.platform != "sandbox" and leg.ad_account_id is not None:
@@ -328,7 +344,7 @@ def _run_legs(
         )
         repo.transition(
             conn, workspace_id=action.workspace_id, action_id=action.id, trigger="start", actor=EXECUTOR, note=note,
-            at=now, effective_at=effective,
+            at=done_at, effective_at=effective,
         )  # fmt: skip
     return Outcome(action.id, "apply", "running", note, writes=writes)
 
@@ -398,11 +414,7 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
         source = by_key[(leg.object_type, leg.object_id)]  # its after is leg.before, its before leg.after
         assert leg.ad_account_id is not None
         with database.write() as conn:
-            row = ledger.record_intent(
-                conn, action_id=action.id, workspace_id=action.workspace_id, ad_account_id=leg.ad_account_id,
-                kind="revert", leg=leg.leg, platform=leg.platform, object_type=leg.object_type,
-                object_id=leg.object_id, field=leg.field, before=leg.before, after=leg.after, now=now,
-            )  # fmt: skip
+            row = _intent(conn, action, "revert", leg, now)
         if row.state in ("verified", "conflict"):
             continue
         client = clients.get(leg.ad_account_id)
@@ -553,10 +565,11 @@ def _apply_offer_test(database: Database, action: repo.Action, now: datetime) ->
                 )  # fmt: skip
         if conflict is not None:
             return _refuse(database, action, conflict, {}, now, evaluate=True)
-    effective = now + plan.PROPAGATION[("flokit", "paywall_config")]
+    done_at = _after(now)
+    effective = done_at + plan.PROPAGATION[("flokit", "paywall_config")]
     with database.write() as conn:
         repo.transition(
-            conn, workspace_id=action.workspace_id, action_id=action.id, trigger="start", actor=EXECUTOR, at=now,
+            conn, workspace_id=action.workspace_id, action_id=action.id, trigger="start", actor=EXECUTOR, at=done_at,
             note=f"published the test config of paywall {paywall_id} in {len(planned)} app(s)", effective_at=effective,
         )  # fmt: skip
     return Outcome(action.id, "apply", "running", f"paywall {paywall_id} test published", writes=len(planned))
