@@ -224,8 +224,12 @@ def test_an_approval_is_one_run_and_meta_sees_the_absolute_budgets_decrease_firs
         (2, uac, 40000, 44000, "verified", 1),
     ]
     steps = history(client, workspace, action_id)
-    assert [s.get("to_status") or s["outcome"] for s in steps] == ["ready", "approved", "passed", "running"]
-    assert "500.00 → 460.00" in steps[2]["summary"] and steps[3]["actor"] == EXECUTOR
+    assert [s.get("to_status") or s.get("outcome") or s["state"] for s in steps] == [
+        "ready", "approved", "passed", "verified", "verified", "running"]  # fmt: skip
+    assert "500.00 → 460.00" in steps[2]["summary"] and steps[5]["actor"] == EXECUTOR
+    assert {k: steps[3][k] for k in ("entry", "kind", "leg", "object_id", "before", "after", "attempts")} == {
+        "entry": "execution", "kind": "apply", "leg": 1, "object_id": broad, "before": 50000, "after": 46000,
+        "attempts": 1}  # fmt: skip
     with db.read() as conn:  # the registry follows the read-back values
         assert accounts.get_entity(conn, ad_account_id=ledger_rows[0].ad_account_id or "", entity_type="campaign",
                                    external_id=broad).daily_budget == 46000  # fmt: skip
