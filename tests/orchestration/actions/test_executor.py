@@ -513,3 +513,23 @@ def test_an_offer_test_publishes_the_split_config_and_finishing_publishes_the_co
         back = configs.live(conn, app_id=app_id, paywall_id="onboarding")
     assert [p.version for p in finished] == [3] and again == []
     assert back is not None and back.version == 3 and back.document == live
+
+
+def test_a_refused_token_puts_the_account_in_error_and_tells_the_workspace(
+    db: Database, lake: Lake, workspace: dict, meta: MetaGraphFake
+) -> None:
+    ws = workspace["workspace_id"]
+    account_id = meta_account(db, lake, ws, meta)
+    action_id = propose(db, ws, "budget_shift", BUDGET_SHIFT)
+    with db.write() as conn:
+        repo.transition(conn, workspace_id=ws, action_id=action_id, trigger="approve", actor="ana@acme.com")
+    meta.token = "EAAG-rotated-since"  # the stored token was revoked
+
+    outcome = execute(db, lake, KEY, action_id=action_id, kind="apply", retrier=NO_WAIT)
+
+    assert outcome.result == "rejected" and "auth" in outcome.message and meta.writes == []
+    with db.read() as conn:
+        failed = accounts.get_account(conn, ad_account_id=account_id)
+    assert failed.status == "error" and "Error validating access token" in (failed.last_error or "")
+    [event] = events(db, "integration.error")
+    assert (event["data"]["reason"], event["data"]["ad_account_id"]) == ("ad_account_sync_failed", account_id)
