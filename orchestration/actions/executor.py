@@ -332,13 +332,7 @@ def _run_legs(
     effective = done_at + plan.propagation(legs)
     with database.write() as conn:
         for leg, _row in verified:
-            if leg.platform != "sandbox" and leg.ad_account_id is not None:
-                # The registry follows what was read back (the sandbox's client already wrote it).
-                accounts.set_live_state(
-                    conn, ad_account_id=leg.ad_account_id, entity_type=leg.object_type, external_id=leg.object_id,
-                    daily_budget=leg.after if leg.field == "daily_budget" else None,
-                    status=leg.after if leg.field == "status" else None, now=now,
-                )  # fmt: skip
+            _follow(conn, leg, leg.after, now)
         note = f"applied {len(legs)} leg(s) on {', '.join(sorted({leg.platform for leg in legs}))}; effective at " + (
             effective.isoformat()
         )
@@ -347,6 +341,18 @@ def _run_legs(
             at=done_at, effective_at=effective,
         )  # fmt: skip
     return Outcome(action.id, "apply", "running", note, writes=writes)
+
+
+def _follow(conn: Any, leg: Leg, value: Any, now: datetime) -> None:
+    """The registry follows a value read back from the platform, so the next preflight compares
+    with what is live (the sandbox's client already wrote its registry row)."""
+    if leg.platform in ("sandbox", "flokit") or leg.ad_account_id is None:
+        return
+    accounts.set_live_state(
+        conn, ad_account_id=leg.ad_account_id, entity_type=leg.object_type, external_id=leg.object_id,
+        daily_budget=value if leg.field == "daily_budget" else None,
+        status=value if leg.field == "status" else None, now=now,
+    )  # fmt: skip
 
 
 def _mark(
@@ -391,6 +397,8 @@ def _give_up(
             _mark(database, row.id, "compensated", now, attempted=True, request=_request(leg, row.before, leg.currency),
                   response=f"read back {back}")  # fmt: skip
             notes.append(f"leg {leg.leg} compensated ({row.after} → {back})")
+            with database.write() as conn:
+                _follow(conn, leg, back, now)
         except PlatformError as error:
             notes.append(f"leg {leg.leg} not compensated: {error.code}: {error.message}")
     full = reason + ("; " + "; ".join(notes) if notes else "")
@@ -430,6 +438,8 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
                 _mark(
                     database, row.id, "verified" if back == row.after else "failed", now, response=f"read back {back}"
                 )
+                with database.write() as conn:
+                    _follow(conn, leg, back, now)
             else:
                 conflicts.append(leg.leg)
                 _conflict(database, action, row, leg, live, now)

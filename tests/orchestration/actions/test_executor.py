@@ -367,6 +367,12 @@ def test_a_rollback_over_the_api_reverts_and_a_changed_value_is_left_alone(
     assert "is 47500, not the 46000 FloKit set" in event["data"]["detail"]
     assert conformance(event["data"], PAYLOAD_TYPES["guardrail.triggered"]) == []
     assert isinstance(tick(settings, instance, first.cursor), dg.SkipReason)
+    with db.read() as conn:  # the registry follows the reverted value
+        entity = accounts.get_entity(
+            conn, ad_account_id=rows(db, action_id, "revert")[0].ad_account_id or "", entity_type="campaign",
+            external_id=uac,
+        )  # fmt: skip
+    assert entity.daily_budget == 40000
 
 
 # --- creative pause --------------------------------------------------------------------------------
