@@ -539,3 +539,42 @@ def test_a_refused_token_puts_the_account_in_error_and_tells_the_workspace(
     assert failed.status == "error" and "Error validating access token" in (failed.last_error or "")
     [event] = events(db, "integration.error")
     assert (event["data"]["reason"], event["data"]["ad_account_id"]) == ("ad_account_sync_failed", account_id)
+
+
+def test_a_rerun_finding_a_third_value_refuses_and_compensates_the_verified_legs(
+    db: Database, lake: Lake, workspace: dict, meta: MetaGraphFake
+) -> None:
+    """Leg 2 was sent, then the process died; before the re-run an operator set a third value on
+    that campaign: neither FloKit's before nor its after, so the re-run writes nothing there,
+    restores leg 1 and gives up."""
+    ws = workspace["workspace_id"]
+    meta_account(db, lake, ws, meta)
+    action_id = propose(db, ws, "budget_shift", BUDGET_SHIFT)
+    with db.write() as conn:
+        repo.transition(conn, workspace_id=ws, action_id=action_id, trigger="approve", actor="ana@acme.com")
+    calls: list[str] = []
+
+    def crashing(*args: Any, **kwargs: Any) -> Any:
+        real = client_for(*args, **kwargs)
+        original = real.set_daily_budget
+
+        def set_then_die(entity_type: str, external_id: str, *a: Any, **k: Any) -> None:
+            original(entity_type, external_id, *a, **k)
+            calls.append(external_id)
+            if len(calls) == 2:
+                raise RuntimeError("the process died after the platform accepted leg 2")
+
+        real.set_daily_budget = set_then_die  # type: ignore[method-assign]
+        return real
+
+    with pytest.raises(RuntimeError):
+        execute(db, lake, KEY, action_id=action_id, kind="apply", retrier=NO_WAIT, client_factory=crashing)
+    [broad], [uac] = ids(meta, "meta_broad"), ids(meta, "meta_uac")
+    meta.edit(uac, daily_budget=41000)
+
+    outcome = execute(db, lake, KEY, action_id=action_id, kind="apply", retrier=NO_WAIT)
+
+    assert outcome.result == "rejected" and "is 41000, neither the 40000 FloKit read nor the 44000" in outcome.message
+    assert (meta.budget(broad), meta.budget(uac)) == (50000, 41000)
+    assert [(r.leg, r.state) for r in rows(db, action_id, "apply")] == [(1, "compensated"), (2, "conflict")]
+    assert action(db, ws, action_id).status == "rejected"
