@@ -16,6 +16,7 @@ from api.v1 import blueprint
 from api.validators import Id, path_id
 from transforms import actions as rules
 from transforms.timefmt import iso_z
+from warehouse.actions import executions
 from warehouse.actions import repository as repo
 
 # Free-text limits: long enough for an email or a paragraph, short enough to keep rows small.
@@ -109,7 +110,26 @@ class EvaluationEntry(BaseModel):
     at: Timestamp
 
 
-HistoryEntry = Annotated[TransitionEntry | EvaluationEntry, Field(discriminator="entry")]
+class ExecutionEntry(BaseModel):
+    entry: Literal["execution"] = Field(
+        description="A platform write by the executor (one leg of an apply or a revert), in its latest state."
+    )
+    kind: Literal["apply", "revert"]
+    leg: int = Field(description="1, 2, ...: decreases first.")
+    platform: str = Field(description="meta, apple_search_ads, sandbox, or flokit (the paywall gateway).")
+    object_type: str
+    object_id: str
+    field: str = Field(description="daily_budget (ISO minor units), status, or paywall_config.")
+    before: Any = Field(description="The value before (absolute).")
+    after: Any = Field(description="The value set (absolute).")
+    state: Literal["intent", "sent", "verified", "failed", "conflict", "compensated"]
+    attempts: int
+    last_response_code: int | None
+    last_response: str | None
+    at: Timestamp
+
+
+HistoryEntry = Annotated[TransitionEntry | EvaluationEntry | ExecutionEntry, Field(discriminator="entry")]
 
 
 class BudgetShiftParameters(BaseModel):
@@ -255,15 +275,43 @@ def read_action(action_id: str) -> Response:
     with state().db.read() as conn:
         action = repo.get_action(conn, workspace_id=ws, action_id=action_id)
         steps = repo.history(conn, workspace_id=ws, action_id=action_id)
+        writes = executions.executions(conn, action_id=action_id)
     detail = {
         **_summary(action),
         "data_signals": action.data_signals,
         "guardrail_checks": action.guardrail_checks,
         "rollback_conditions": action.rollback_conditions,
         "parameters": action.parameters,
-        "history": [_history_entry(s) for s in steps],
+        "history": _merged(steps, writes),
     }
     return respond(ActionEnvelope.model_validate({"action": detail}))
+
+
+def _merged(steps: list[repo.HistoryEntry], writes: list[executions.Execution]) -> list[dict[str, Any]]:
+    """Transitions, evaluations and the executor's writes, oldest first; a write is placed at
+    its latest state's time, after an evaluation of the same instant (the preflight before it)."""
+    timed = [(s.created_at, i, _history_entry(s)) for i, s in enumerate(steps)]
+    timed += [(w.updated_at, len(steps) + i, _execution_entry(w)) for i, w in enumerate(writes)]
+    return [entry for _at, _i, entry in sorted(timed, key=lambda t: (t[0], t[1]))]
+
+
+def _execution_entry(w: executions.Execution) -> dict[str, Any]:
+    return {
+        "entry": "execution",
+        "kind": w.kind,
+        "leg": w.leg,
+        "platform": w.platform,
+        "object_type": w.object_type,
+        "object_id": w.object_id,
+        "field": w.field,
+        "before": w.before,
+        "after": w.after,
+        "state": w.state,
+        "attempts": w.attempts,
+        "last_response_code": w.last_response_code,
+        "last_response": w.last_response,
+        "at": iso_z(w.updated_at),
+    }
 
 
 def _history_entry(step: repo.HistoryEntry) -> dict[str, Any]:

@@ -85,7 +85,7 @@ def test_validation_errors_use_the_surface_error_shape(client: FlaskClient, work
 
 def test_action_detail_documents_typed_parameters_and_both_history_entries(client: FlaskClient) -> None:
     """The detail's `parameters` is one of the three typed shapes or null; `history` entries are a
-    transition or an evaluation, told apart by `entry` (docs/actions-engine.md)."""
+    transition, an evaluation or an executor's write, told apart by `entry` (docs/actions-engine.md)."""
     schemas = client.get("/openapi.json").json["components"]["schemas"]
     detail = schemas["ActionDetail"]["properties"]
     shapes = [b.get("$ref", "").rsplit("/", 1)[-1] or b.get("type") for b in detail["parameters"]["oneOf"]]
@@ -101,7 +101,8 @@ def test_action_detail_documents_typed_parameters_and_both_history_entries(clien
     assert all(schemas[s]["additionalProperties"] is False for s in shapes[:3])
     items = detail["history"]["items"]
     assert items["discriminator"]["propertyName"] == "entry"
-    assert set(items["discriminator"]["mapping"]) == {"transition", "evaluation"}
+    assert set(items["discriminator"]["mapping"]) == {"transition", "evaluation", "execution"}
+    assert {"kind", "leg", "platform", "before", "after", "state", "at"} <= set(schemas["ExecutionEntry"]["required"])
     evaluation = schemas["EvaluationEntry"]
     assert {"kind", "outcome", "summary", "at"} <= set(evaluation["required"])
     assert set(schemas["TransitionEntry"]["required"]) >= {"from_status", "to_status", "trigger", "actor", "note", "at"}

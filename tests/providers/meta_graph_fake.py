@@ -17,7 +17,9 @@ and an `X-Business-Use-Case-Usage` header whose `estimated_time_to_regain_access
 
 Test hooks: `edit(id, daily_budget=…, status=…)` is an operator's change in Ads Manager, behind
 FloKit's back (it moves `updated_time`); `writes` records every update FloKit sent, with the
-absolute values as received.
+absolute values as received; `fail_writes[id] = n` answers the next n updates of that object
+with HTTP 500, code 2 "Service temporarily unavailable" (`is_transient`), so a write can fail for
+good once the client's retries run out.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class MetaGraphFake(ThreadedFake):
     http_429: int = 0
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     writes: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    fail_writes: dict[str, int] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: Any = field(default_factory=lambda: itertools.count(120210000000000001))
@@ -130,6 +133,17 @@ class MetaGraphFake(ThreadedFake):
         if node is None or edge is not None:
             return self._error(400, 100, f"Unsupported get request. Object with ID '{node_id}' does not exist",
                                subcode=33, kind="GraphMethodException")  # fmt: skip
+        if request.method == "POST" and self.fail_writes.get(node_id, 0) > 0:
+            with self._lock:
+                self.fail_writes[node_id] -= 1
+            error = {
+                "message": "An unexpected error has occurred. Please retry your request later.",
+                "type": "OAuthException",
+                "code": 2,
+                "is_transient": True,
+                "fbtrace_id": "AbCdEfGhIjK",
+            }
+            return Response(json.dumps({"error": error}), status=500, mimetype="application/json")
         if request.method == "POST":
             update = {k: v for k, v in request.form.to_dict().items() if k in ("daily_budget", "status")}
             with self._lock:

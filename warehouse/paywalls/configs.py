@@ -100,3 +100,33 @@ def live(conn: Connection, *, app_id: str, paywall_id: str) -> Published | None:
         published_by=row.published_by,
         published_at=row.published_at,
     )
+
+
+def version(conn: Connection, *, app_id: str, paywall_id: str, version: int) -> Published | None:
+    """One published version (the history a test's end publishes back from), or None."""
+    row = conn.execute(
+        sa.select(paywall_configs).where(
+            paywall_configs.c.app_id == app_id,
+            paywall_configs.c.paywall_id == paywall_id,
+            paywall_configs.c.version == version,
+        )
+    ).first()
+    if row is None:
+        return None
+    return Published(
+        app_id=row.app_id,
+        paywall_id=row.paywall_id,
+        version=row.version,
+        document=PaywallDocument.model_validate(row.document),
+        published_by=row.published_by,
+        published_at=row.published_at,
+    )
+
+
+def live_in_workspace(conn: Connection, *, workspace_id: str, paywall_id: str) -> list[Published]:
+    """The live config of `paywall_id` in every live app of the workspace that publishes it."""
+    ids = conn.execute(
+        sa.select(apps.c.id).where(apps.c.workspace_id == workspace_id, apps.c.revoked_at.is_(None)).order_by(apps.c.id)
+    ).scalars()
+    found = [live(conn, app_id=app_id, paywall_id=paywall_id) for app_id in list(ids)]
+    return [p for p in found if p is not None]

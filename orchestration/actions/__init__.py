@@ -1,0 +1,1 @@
+"""Growth actions in Dagster: the executor (sensor and job)."""

@@ -1,0 +1,630 @@
+"""The executor: an approved action applied on its ad platform (or FloKit's paywall gateway),
+and a rolled-back one reverted. Run by the job `execute_action` (orchestration/actions/jobs.py),
+one run per approval and per rollback (the sensor `action_executor`).
+
+Apply (`kind=apply`), docs/actions-engine.md "Executor":
+1. plan (`transforms.actions.execution`): the legs from the parameters, the registry and the
+   policy; a plan that cannot be made (nothing mapped, ambiguous, stale registry, over the
+   policy) is refused;
+2. preflight: every leg's object is re-read on the platform; a live value other than the
+   registry's (someone edited it since the engine read it) refuses the action;
+3. the legs in order (decreases first), each `intent` → write (absolute) → `sent` → read back
+   → `verified`; a leg that fails for good (after the client's retries) or finds a value that is
+   neither `before` nor `after` compensates the verified legs (their `before` written back) and
+   abandons the action; all verified → `start` (approved → running) with `effective_at` = now
+   plus the platform's propagation delay.
+A refusal is an `action_evaluations` row (kind `preflight`, outcome `refused`) and the `abandon`
+transition (approved → rejected, actor `flokit executor`) with the reason as its note.
+
+A re-run (a crash between steps) continues from the ledger: a leg already `verified` is left, a
+live value already equal to `after` is marked verified without writing, one equal to `before` is
+written, anything else is a conflict. The platform is never called inside a database transaction.
+
+Revert (`kind=revert`): each verified apply leg gets its `before` back ONLY if the live value is
+still the `after` FloKit set; otherwise a `conflict` row and `guardrail.triggered`, and the value
+is left as the operator set it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from orchestration.adaccounts.client import AdPlatformClient, Retrier
+from orchestration.adaccounts.sync import client_for
+from transforms.actions import execution as plan
+from transforms.actions.execution import Leg, Plan, Refusal, RegistryObject
+from transforms.adaccounts.errors import PlatformError
+from transforms.paywall import PaywallDocument, Variant
+from transforms.webhooks import payloads
+from warehouse.actions import executions as ledger
+from warehouse.actions import repository as repo
+from warehouse.actions.policy import policy_for
+from warehouse.adaccounts import repository as accounts
+from warehouse.db import Database, utcnow
+from warehouse.errors import TransitionRefused
+from warehouse.lake import Lake
+from warehouse.paywalls import configs
+from warehouse.webhooks.outbox import emit_event
+
+EXECUTOR = "flokit executor"
+ENGINE_VERSION = "executor-1"
+# The guardrail name `guardrail.triggered` carries when a revert finds an operator's value.
+REVERT_CONFLICT = "revert_conflict"
+ClientFactory = Callable[..., AdPlatformClient]
+
+
+@dataclass
+class Outcome:
+    action_id: str
+    kind: str
+    result: str  # running | rejected | nothing_to_apply | skipped | reverted | conflict | finished
+    message: str
+    writes: int = 0
+    conflicts: list[int] = field(default_factory=list)
+
+
+class _Clients:
+    """One client per ad account, built on first use (credentials unsealed once per run)."""
+
+    def __init__(
+        self,
+        database: Database,
+        lake: Lake,
+        instance_key: str,
+        now: datetime,
+        retrier: Retrier | None,
+        factory: ClientFactory,
+    ) -> None:
+        self.database, self.lake, self.instance_key, self.now = database, lake, instance_key, now
+        self.retrier, self.factory = retrier, factory
+        self._built: dict[str, AdPlatformClient] = {}
+
+    def get(self, ad_account_id: str) -> AdPlatformClient:
+        if ad_account_id not in self._built:
+            with self.database.read() as conn:
+                account = accounts.get_account(conn, ad_account_id=ad_account_id)
+                config = accounts.config_of(conn, ad_account_id=ad_account_id, instance_key=self.instance_key)
+            self._built[ad_account_id] = self.factory(
+                self.database, self.lake, account, config, now=self.now, retrier=self.retrier or Retrier()
+            )
+        return self._built[ad_account_id]
+
+
+def _registry(database: Database, workspace_id: str) -> list[RegistryObject]:
+    with database.read() as conn:
+        rows = accounts.workspace_entities(conn, workspace_id=workspace_id)
+    return [
+        RegistryObject(a.id, a.platform, a.currency, e.as_platform(), e.synced_at, e.removed_at is not None)
+        for a, e in rows
+    ]
+
+
+def _live(client: AdPlatformClient, leg: Leg | ledger.Execution, parent: str | None) -> Any:
+    entity = client.read(leg.object_type, leg.object_id, parent)
+    return entity.daily_budget if leg.field == "daily_budget" else entity.status
+
+
+def _write(
+    client: AdPlatformClient, leg: Leg | ledger.Execution, value: Any, parent: str | None, currency: str
+) -> None:
+    if leg.field == "daily_budget":
+        client.set_daily_budget(leg.object_type, leg.object_id, int(value), currency, parent)
+    else:
+        client.set_status(leg.object_type, leg.object_id, value, parent)
+
+
+def _request(leg: Leg | ledger.Execution, value: Any, currency: str | None) -> dict[str, Any]:
+    call = "set_daily_budget" if leg.field == "daily_budget" else "set_status"
+    return {"call": call, "object_type": leg.object_type, "object_id": leg.object_id, "value": value,
+            "currency": currency}  # fmt: skip
+
+
+def _parent_and_currency(database: Database, row: ledger.Execution) -> tuple[str | None, str]:
+    with database.read() as conn:
+        entity = accounts.get_entity(
+            conn, ad_account_id=str(row.ad_account_id), entity_type=row.object_type, external_id=row.object_id
+        )
+        account = accounts.get_account(conn, ad_account_id=str(row.ad_account_id))
+    return entity.parent_external_id, (entity.currency or account.currency or "")
+
+
+def _auth_failed(database: Database, ad_account_id: str | None, error: PlatformError, now: datetime) -> None:
+    """A refusal of the credentials: the account to `error` and `integration.error` (once), as a
+    sync's refusal does (`warehouse.adaccounts.repository.finish_sync_failure`)."""
+    if ad_account_id is None or not error.refused:
+        return
+    with database.write() as conn:
+        accounts.finish_sync_failure(
+            conn, ad_account_id=ad_account_id, message=error.message, refused=True, error_code=error.code, now=now
+        )
+
+
+def _after(now: datetime) -> datetime:
+    """The moment a run's outcome is recorded: after its preflight (stamped `now`), so that the
+    history, which puts a transition before an evaluation of the same instant, reads in order."""
+    return max(utcnow(), now + timedelta(microseconds=1))
+
+
+def _refuse(
+    database: Database, action: repo.Action, reason: str, detail: dict[str, Any], now: datetime, *, evaluate: bool
+) -> Outcome:
+    """Abandon the approved action with `reason` (and a `preflight` / `refused` evaluation)."""
+    with database.write() as conn:
+        if evaluate:
+            repo.record_evaluation(
+                conn, action_id=action.id, kind="preflight", outcome="refused",
+                detail={**detail, "summary": f"Executor preflight refused: {reason}"},
+                engine_version=ENGINE_VERSION, data_as_of=None, at=now,
+            )  # fmt: skip
+        # A refusal of an action that moved meanwhile (e.g. rejected) leaves its evaluation only.
+        with contextlib.suppress(TransitionRefused):
+            repo.transition(
+                conn, workspace_id=action.workspace_id, action_id=action.id, trigger="abandon", actor=EXECUTOR,
+                note=reason, at=_after(now),
+            )  # fmt: skip
+    return Outcome(action.id, "apply", "rejected", reason)
+
+
+def execute(
+    database: Database,
+    lake: Lake,
+    instance_key: str,
+    *,
+    action_id: str,
+    kind: str,
+    now: datetime | None = None,
+    retrier: Retrier | None = None,
+    client_factory: ClientFactory = client_for,
+    log: Callable[[str], None] = lambda _line: None,
+) -> Outcome:
+    """Apply or revert one action (the job's body)."""
+    now = now or utcnow()
+    with database.read() as conn:
+        action = repo.get_action(conn, workspace_id=ledger.workspace_of(conn, action_id=action_id), action_id=action_id)
+    clients = _Clients(database, lake, instance_key, now, retrier, client_factory)
+    if kind == "apply":
+        outcome = _apply(database, clients, action, now)
+    elif kind == "revert":
+        outcome = _revert(database, clients, action, now)
+    else:
+        raise ValueError(f"unknown execution kind {kind!r}; expected apply or revert")
+    log(f"action {action_id} {kind}: {outcome.result}: {outcome.message}")
+    return outcome
+
+
+# --- apply ----------------------------------------------------------------------------------
+
+
+def _apply(database: Database, clients: _Clients, action: repo.Action, now: datetime) -> Outcome:
+    if action.status != "approved":
+        return Outcome(action.id, "apply", "skipped", f"the action is {action.status}, not approved")
+    if not action.parameters:
+        with database.write() as conn:
+            repo.record_evaluation(
+                conn, action_id=action.id, kind="preflight", outcome="pending", engine_version=ENGINE_VERSION,
+                data_as_of=None, at=now,
+                detail={"summary": "Nothing FloKit can apply: this action has no parameters; carry it out yourself."},
+            )  # fmt: skip
+        return Outcome(action.id, "apply", "nothing_to_apply", "no parameters: left approved for the operator")
+    if action.type == "offer_test":
+        return _apply_offer_test(database, action, now)
+    with database.read() as conn:
+        done = ledger.executions(conn, action_id=action.id, kind="apply")
+        policy = policy_for(conn, workspace_id=action.workspace_id)
+    objects = _registry(database, action.workspace_id)
+    if done:
+        # A re-run: the ledger, not a new plan, says what the first run set out to do.
+        legs = tuple(_leg_of(database, row) for row in done)
+    else:
+        made: Plan | Refusal
+        if action.type == "budget_shift":
+            made = plan.plan_budget_shift(action.parameters, objects, policy, now=now)
+        else:
+            made = plan.plan_creative_pause(action.parameters, objects, now=now)
+        if isinstance(made, Refusal):
+            return _refuse(database, action, made.reason, made.checks, now, evaluate=True)
+        legs = made.legs
+        refused = _preflight(database, clients, action, legs, made, now)
+        if refused is not None:
+            return refused
+        # Every leg's intent before the first call: a crash anywhere leaves the whole plan in the
+        # ledger, and the re-run carries it out rather than a new plan.
+        with database.write() as conn:
+            for leg in legs:
+                _intent(conn, action, "apply", leg, now)
+    return _run_legs(database, clients, action, legs, now)
+
+
+def _leg_of(database: Database, row: ledger.Execution) -> Leg:
+    parent, currency = _parent_and_currency(database, row) if row.ad_account_id else (None, "")
+    return Leg(row.leg, row.ad_account_id, row.platform, row.object_type, row.object_id, parent, row.field,
+               row.before, row.after, currency or None)  # fmt: skip
+
+
+def _preflight(
+    database: Database, clients: _Clients, action: repo.Action, legs: tuple[Leg, ...], made: Plan, now: datetime
+) -> Outcome | None:
+    """Re-read every object; refuse when one differs from the registry's value."""
+    live: list[dict[str, Any]] = []
+    for leg in legs:
+        assert leg.ad_account_id is not None
+        try:
+            value = _live(clients.get(leg.ad_account_id), leg, leg.parent_id)
+        except PlatformError as error:
+            _auth_failed(database, leg.ad_account_id, error, now)
+            reason = (
+                f"reading {leg.object_type} {leg.object_id} on {leg.platform} failed: {error.code}: {error.message}"
+            )
+            return _refuse(database, action, reason, made.checks, now, evaluate=True)
+        live.append({"leg": leg.leg, "object": f"{leg.object_type} {leg.object_id}", "registry": leg.before,
+                     "live": value, "target": leg.after})  # fmt: skip
+        if value != leg.before:
+            reason = (
+                f"{leg.label or leg.object_id}: the live {leg.field} on {leg.platform} is {value}, not the "
+                f"{leg.before} the registry synced; someone changed it since the engine read it"
+            )
+            return _refuse(database, action, reason, {**made.checks, "legs": live}, now, evaluate=True)
+    with database.write() as conn:
+        repo.record_evaluation(
+            conn, action_id=action.id, kind="preflight", outcome="passed", engine_version=ENGINE_VERSION,
+            data_as_of=None, at=now,
+            detail={**made.checks, "legs": live, "summary": f"Executor preflight passed: {made.summary}"},
+        )  # fmt: skip
+    return None
+
+
+def _intent(conn: Any, action: repo.Action, kind: str, leg: Leg, now: datetime) -> ledger.Execution:
+    return ledger.record_intent(
+        conn, action_id=action.id, workspace_id=action.workspace_id, ad_account_id=leg.ad_account_id, kind=kind,
+        leg=leg.leg, platform=leg.platform, object_type=leg.object_type, object_id=leg.object_id, field=leg.field,
+        before=leg.before, after=leg.after, now=now,
+    )  # fmt: skip
+
+
+def _run_legs(
+    database: Database, clients: _Clients, action: repo.Action, legs: tuple[Leg, ...], now: datetime
+) -> Outcome:
+    writes = 0
+    verified: list[tuple[Leg, ledger.Execution]] = []
+    for leg in legs:
+        assert leg.ad_account_id is not None
+        client = clients.get(leg.ad_account_id)
+        with database.write() as conn:
+            row = _intent(conn, action, "apply", leg, now)
+        if row.state == "verified":
+            verified.append((leg, row))
+            continue
+        try:
+            live = _live(client, leg, leg.parent_id)
+            if live == row.after:
+                _mark(database, row.id, "verified", now, response="the live value already equals the target")
+            elif live == row.before:
+                _mark(database, row.id, "sent", now, attempted=True, request=_request(leg, row.after, leg.currency))
+                _write(client, leg, row.after, leg.parent_id, leg.currency or "")
+                writes += 1
+                back = _live(client, leg, leg.parent_id)
+                if back != row.after:
+                    _mark(database, row.id, "failed", now, response=f"read back {back}, expected {row.after}")
+                    return _give_up(database, clients, action, verified, f"leg {leg.leg}: read back {back}", now)
+                _mark(database, row.id, "verified", now, response=f"read back {back}")
+            else:
+                _mark(database, row.id, "conflict", now, response=f"live {live}: neither before nor after")
+                reason = (
+                    f"leg {leg.leg} ({leg.label or leg.object_id}): the live {leg.field} is {live}, neither the "
+                    f"{row.before} FloKit read nor the {row.after} it sets; someone else changed it"
+                )
+                return _give_up(database, clients, action, verified, reason, now)
+        except PlatformError as error:
+            _auth_failed(database, leg.ad_account_id, error, now)
+            _mark(
+                database, row.id, "failed", now, response_code=error.status, response=f"{error.code}: {error.message}"
+            )
+            reason = (
+                f"leg {leg.leg} ({leg.label or leg.object_id}) failed on {leg.platform}: {error.code}: {error.message}"
+            )
+            return _give_up(database, clients, action, verified, reason, now)
+        verified.append((leg, row))
+    done_at = _after(now)
+    effective = done_at + plan.propagation(legs)
+    with database.write() as conn:
+        for leg, _row in verified:
+            _follow(conn, leg, leg.after, now)
+        note = f"applied {len(legs)} leg(s) on {', '.join(sorted({leg.platform for leg in legs}))}; effective at " + (
+            effective.isoformat()
+        )
+        repo.transition(
+            conn, workspace_id=action.workspace_id, action_id=action.id, trigger="start", actor=EXECUTOR, note=note,
+            at=done_at, effective_at=effective,
+        )  # fmt: skip
+    return Outcome(action.id, "apply", "running", note, writes=writes)
+
+
+def _follow(conn: Any, leg: Leg, value: Any, now: datetime) -> None:
+    """The registry follows a value read back from the platform, so the next preflight compares
+    with what is live (the sandbox's client already wrote its registry row)."""
+    if leg.platform in ("sandbox", "flokit") or leg.ad_account_id is None:
+        return
+    accounts.set_live_state(
+        conn, ad_account_id=leg.ad_account_id, entity_type=leg.object_type, external_id=leg.object_id,
+        daily_budget=value if leg.field == "daily_budget" else None,
+        status=value if leg.field == "status" else None, now=now,
+    )  # fmt: skip
+
+
+def _mark(
+    database: Database,
+    execution_id: int,
+    state: str,
+    now: datetime,
+    *,
+    attempted: bool = False,
+    request: Any = None,
+    response_code: int | None = None,
+    response: str | None = None,
+) -> None:
+    with database.write() as conn:
+        ledger.update(
+            conn, execution_id, state=state, attempted=attempted, request=request, response_code=response_code,
+            response=response, now=now,
+        )  # fmt: skip
+
+
+def _give_up(
+    database: Database,
+    clients: _Clients,
+    action: repo.Action,
+    verified: list[tuple[Leg, ledger.Execution]],
+    reason: str,
+    now: datetime,
+) -> Outcome:
+    """Compensate the verified legs, latest first (their `before` written back where the live
+    value is still FloKit's), then abandon the action with the reason."""
+    notes: list[str] = []
+    for leg, row in reversed(verified):
+        assert leg.ad_account_id is not None
+        client = clients.get(leg.ad_account_id)
+        try:
+            live = _live(client, leg, leg.parent_id)
+            if live != row.after:
+                notes.append(f"leg {leg.leg} not compensated: its live value {live} is no longer FloKit's {row.after}")
+                continue
+            _write(client, leg, row.before, leg.parent_id, leg.currency or "")
+            back = _live(client, leg, leg.parent_id)
+            _mark(database, row.id, "compensated", now, attempted=True, request=_request(leg, row.before, leg.currency),
+                  response=f"read back {back}")  # fmt: skip
+            notes.append(f"leg {leg.leg} compensated ({row.after} → {back})")
+            with database.write() as conn:
+                _follow(conn, leg, back, now)
+        except PlatformError as error:
+            notes.append(f"leg {leg.leg} not compensated: {error.code}: {error.message}")
+    full = reason + ("; " + "; ".join(notes) if notes else "")
+    return _refuse(database, action, full, {"compensation": notes}, now, evaluate=False)
+
+
+# --- revert ---------------------------------------------------------------------------------
+
+
+def _revert(database: Database, clients: _Clients, action: repo.Action, now: datetime) -> Outcome:
+    if action.status != "rolled_back":
+        return Outcome(action.id, "revert", "skipped", f"the action is {action.status}, not rolled_back")
+    with database.read() as conn:
+        applied = [r for r in ledger.executions(conn, action_id=action.id, kind="apply") if r.state == "verified"]
+    if not applied:
+        return Outcome(action.id, "revert", "skipped", "no verified platform change to revert")
+    by_key = {(r.object_type, r.object_id): r for r in applied}
+    legs = plan.reverted([_leg_of(database, r) for r in applied])
+    writes, conflicts = 0, []
+    for leg in legs:
+        source = by_key[(leg.object_type, leg.object_id)]  # its after is leg.before, its before leg.after
+        assert leg.ad_account_id is not None
+        with database.write() as conn:
+            row = _intent(conn, action, "revert", leg, now)
+        if row.state in ("verified", "conflict"):
+            continue
+        client = clients.get(leg.ad_account_id)
+        try:
+            live = _live(client, leg, leg.parent_id)
+            if live == row.after:
+                _mark(database, row.id, "verified", now, response="the live value is already the one before")
+            elif live == source.after:
+                _mark(database, row.id, "sent", now, attempted=True, request=_request(leg, row.after, leg.currency))
+                _write(client, leg, row.after, leg.parent_id, leg.currency or "")
+                writes += 1
+                back = _live(client, leg, leg.parent_id)
+                _mark(
+                    database, row.id, "verified" if back == row.after else "failed", now, response=f"read back {back}"
+                )
+                with database.write() as conn:
+                    _follow(conn, leg, back, now)
+            else:
+                conflicts.append(leg.leg)
+                _conflict(database, action, row, leg, live, now)
+        except PlatformError as error:
+            _auth_failed(database, leg.ad_account_id, error, now)
+            _mark(
+                database, row.id, "failed", now, response_code=error.status, response=f"{error.code}: {error.message}"
+            )
+    result = "conflict" if conflicts else "reverted"
+    return Outcome(action.id, "revert", result, f"{writes} write(s), conflicts on legs {conflicts}", writes, conflicts)
+
+
+def _conflict(
+    database: Database, action: repo.Action, row: ledger.Execution, leg: Leg, live: Any, now: datetime
+) -> None:
+    detail = (
+        f"Revert of {leg.label or leg.object_type + ' ' + leg.object_id} on {leg.platform} left alone: its live "
+        f"{leg.field} is {live}, not the {leg.before} FloKit set, so someone changed it since; FloKit would have "
+        f"written back {leg.after}"
+    )
+    with database.write() as conn:
+        ledger.update(conn, row.id, state="conflict", response=f"live {live}", now=now)
+        current = repo.get_action(conn, workspace_id=action.workspace_id, action_id=action.id)
+        emit_event(
+            conn,
+            workspace_id=action.workspace_id,
+            event_type="guardrail.triggered",
+            data=payloads.guardrail_triggered(
+                guardrail=REVERT_CONFLICT, action=current.webhook_data()["action"], detail=detail
+            ),
+            now=now,
+        )
+
+
+# --- offer tests on FloKit's own gateway -----------------------------------------------------
+
+
+def _offer(document: PaywallDocument, product_id: str) -> Any:
+    for variant in document.variants:
+        for offer in variant.offers:
+            if offer.product_id == product_id:
+                return offer
+    return None
+
+
+def offer_test_document(
+    document: PaywallDocument, *, control: str, treatment: str, action_id: str
+) -> PaywallDocument | str:
+    """The live document turned into a two-arm test: the control variant (the one everyone sees
+    now, the first) and a treatment variant with the control offer replaced by the treatment
+    offer, at `OFFER_TEST_SPLIT`, `experiment_active`. Both offers must be in the live document:
+    FloKit knows an offer's price and terms only from there."""
+    if document.experiment_active:
+        return "the paywall already runs an experiment"
+    base = document.variants[0]
+    control_offer, treatment_offer = _offer(document, control), _offer(document, treatment)
+    if control_offer is None or all(o.product_id != control for o in base.offers):
+        return f"the control offer {control!r} is not an offer of the variant everyone sees ({base.variant_id})"
+    if treatment_offer is None:
+        return f"the treatment offer {treatment!r} is not in the live config, so its price and terms are unknown"
+    offers = [treatment_offer if o.product_id == control else o for o in base.offers]
+    arm = Variant(
+        variant_id=f"treatment_{action_id}"[:100],
+        layout=base.layout,
+        offers=offers,
+        cta_copy=base.cta_copy,
+        traffic_weight=1 - plan.OFFER_TEST_SPLIT,
+    )
+    control_arm = base.model_copy(update={"traffic_weight": plan.OFFER_TEST_SPLIT})
+    return PaywallDocument(experiment_active=True, variants=[control_arm, arm])
+
+
+def _apply_offer_test(database: Database, action: repo.Action, now: datetime) -> Outcome:
+    params = action.parameters or {}
+    paywall_id = str(params.get("paywall_id", ""))
+    with database.read() as conn:
+        done = {r.leg: r for r in ledger.executions(conn, action_id=action.id, kind="apply")}
+        live = configs.live_in_workspace(conn, workspace_id=action.workspace_id, paywall_id=paywall_id)
+    if not live:
+        return _refuse(database, action, f"no app of the workspace publishes paywall {paywall_id!r}", {}, now,
+                       evaluate=True)  # fmt: skip
+    planned: list[tuple[configs.Published, PaywallDocument]] = []
+    for published in live:
+        leg_no = len(planned) + 1
+        if leg_no in done:
+            planned.append((published, published.document))
+            continue
+        document = offer_test_document(
+            published.document,
+            control=str(params.get("control_offer")),
+            treatment=str(params.get("treatment_offer")),
+            action_id=action.id,
+        )
+        if isinstance(document, str):
+            return _refuse(database, action, f"{published.app_id}/{paywall_id}: {document}", {}, now, evaluate=True)
+        planned.append((published, document))
+    if not done:
+        with database.write() as conn:
+            repo.record_evaluation(
+                conn, action_id=action.id, kind="preflight", outcome="passed", engine_version=ENGINE_VERSION,
+                data_as_of=None, at=now,
+                detail={"summary": f"Executor preflight passed: test {params.get('treatment_offer')} against "
+                        f"{params.get('control_offer')} on paywall {paywall_id} in {len(planned)} app(s), "
+                        f"{plan.OFFER_TEST_SPLIT:.0%} each",
+                        "apps": [p.app_id for p, _ in planned]},
+            )  # fmt: skip
+    for leg_no, (published, document) in enumerate(planned, start=1):
+        conflict: str | None = None
+        with database.write() as conn:
+            row = ledger.record_intent(
+                conn, action_id=action.id, workspace_id=action.workspace_id, ad_account_id=None, kind="apply",
+                leg=leg_no, platform="flokit", object_type="paywall", object_id=f"{published.app_id}:{paywall_id}",
+                field="paywall_config", before={"version": published.version},
+                after={"version": published.version + 1, "split": plan.OFFER_TEST_SPLIT}, now=now,
+            )  # fmt: skip
+            if row.state == "verified":
+                continue
+            current = configs.live(conn, app_id=published.app_id, paywall_id=paywall_id)
+            version = current.version if current else 0
+            if version == row.after["version"] and current is not None and current.published_by == EXECUTOR:
+                ledger.update(conn, row.id, state="verified", response=f"version {version} already live", now=now)
+                continue
+            if version != row.before["version"]:
+                ledger.update(conn, row.id, state="conflict", response=f"live version {version}", now=now)
+                conflict = f"{published.app_id}/{paywall_id}: version {version} was published meanwhile"
+            else:
+                out = configs.publish(
+                    conn, app_id=published.app_id, paywall_id=paywall_id, document=document, actor=EXECUTOR
+                )
+                ledger.update(
+                    conn, row.id, state="verified", attempted=True, now=now,
+                    request={"publish": document.model_dump(mode="json")}, response=f"published version {out.version}",
+                )  # fmt: skip
+        if conflict is not None:
+            return _refuse(database, action, conflict, {}, now, evaluate=True)
+    done_at = _after(now)
+    effective = done_at + plan.PROPAGATION[("flokit", "paywall_config")]
+    with database.write() as conn:
+        repo.transition(
+            conn, workspace_id=action.workspace_id, action_id=action.id, trigger="start", actor=EXECUTOR, at=done_at,
+            note=f"published the test config of paywall {paywall_id} in {len(planned)} app(s)", effective_at=effective,
+        )  # fmt: skip
+    return Outcome(action.id, "apply", "running", f"paywall {paywall_id} test published", writes=len(planned))
+
+
+def finish_offer_test(
+    database: Database, action: repo.Action, *, publish: str, now: datetime | None = None
+) -> list[configs.Published]:
+    """End an offer test on the gateway: publish the control back (the version before the test)
+    or the winner (the treatment arm alone), as the next version of each app's paywall; ledger
+    rows kind `revert`. Where the live version is no longer the test FloKit published (an operator
+    published since), nothing is published for that app: a `conflict` row. The transition
+    (`complete`) is the caller's (the monitor's). Idempotent: a finished leg is not published again."""
+    if publish not in ("control", "winner"):
+        raise ValueError("publish must be 'control' or 'winner'")
+    now = now or utcnow()
+    paywall_id = str((action.parameters or {}).get("paywall_id", ""))
+    out: list[configs.Published] = []
+    with database.write() as conn:
+        applied = [r for r in ledger.executions(conn, action_id=action.id, kind="apply") if r.state == "verified"]
+        for row in applied:
+            app_id = row.object_id.split(":", 1)[0]
+            finished = ledger.record_intent(
+                conn, action_id=action.id, workspace_id=action.workspace_id, ad_account_id=None, kind="revert",
+                leg=row.leg, platform="flokit", object_type="paywall", object_id=row.object_id,
+                field="paywall_config", before=row.after, after={"publish": publish}, now=now,
+            )  # fmt: skip
+            if finished.state != "intent":
+                continue
+            current = configs.live(conn, app_id=app_id, paywall_id=paywall_id)
+            if current is None or current.version != row.after["version"]:
+                ledger.update(conn, finished.id, state="conflict", now=now,
+                              response=f"live version {current.version if current else None}")  # fmt: skip
+                continue
+            if publish == "control":
+                previous = configs.version(conn, app_id=app_id, paywall_id=paywall_id, version=row.before["version"])
+                assert previous is not None, "a published version is never deleted"
+                document = previous.document
+            else:
+                winner = current.document.variants[-1].model_copy(update={"traffic_weight": 1.0})
+                document = PaywallDocument(experiment_active=False, variants=[winner])
+            done = configs.publish(conn, app_id=app_id, paywall_id=paywall_id, document=document, actor=EXECUTOR)
+            ledger.update(
+                conn, finished.id, state="verified", attempted=True, now=now,
+                request={"publish": publish}, response=f"published version {done.version}",
+            )  # fmt: skip
+            out.append(done)
+    return out
