@@ -39,7 +39,7 @@ planned split.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Literal
@@ -239,7 +239,7 @@ class _Measure:
     se: float
     n_total: float
     sample: int
-    to_metric: Any  # Callable[[float], float]
+    to_metric: Callable[[float], float]
     problem: str | None = None
     # Revenue metrics: the users the window holds (REVENUE_MIN_SAMPLE applies to them).
     revenue_users: int | None = None
