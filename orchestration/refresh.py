@@ -12,7 +12,9 @@ the UI's run history like the daemon's, and each is the run the daemon itself wo
 1. `canonical_events` over every UTC day with pending landed rows (one run per block of nearby
    days, as `landed_events_sensor` requests them; only the changed days are rewritten);
 2. the reports over every day whose inputs changed (the six-hourly schedule's runs);
-3. `analyst_catalog`, last, since it reads what the others wrote.
+3. `analyst_catalog`, since it reads what the others wrote;
+4. the growth-action monitor (`orchestration.actions.monitor`), last: it reads the action signals
+   the reports step wrote.
 
 A step that has nothing to do starts no run. The refresh stops at the first failed run:
 whatever is downstream of a failure would be stale.
@@ -26,6 +28,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from orchestration.actions.monitor import latest_run_key, monitor_actions_job, monitor_run_config
 from orchestration.adaccounts.jobs import ad_accounts_sync_job
 from orchestration.catalog.assets import analyst_catalog
 from orchestration.events.assets import ASSET as EVENTS
@@ -34,6 +37,7 @@ from orchestration.partitions import range_label
 from orchestration.reports.jobs import refresh_reports
 from orchestration.syncs.jobs import integration_sync_job, sync_run_config
 from orchestration.syncs.sensors import sync_run_request
+from warehouse.actions.repository import running_actions
 from warehouse.adaccounts.repository import list_accounts, live_accounts
 from warehouse.db import Database
 from warehouse.events.landing import pending_days
@@ -149,5 +153,23 @@ def refresh(
         raise_on_error=False,
         run_config=QUIET,
     )
-    record("analyst_catalog", catalog)
+    if not record("analyst_catalog", catalog):
+        return outcomes
+
+    # Last: the growth-action monitor over the lake as this refresh left it (the engine's step,
+    # when there is one, comes before it). One run keyed like the sensor's, so the daemon's
+    # sensor seeing the same materialization records nothing twice.
+    with database.read() as conn:
+        running = running_actions(conn)
+    progress(f"{len(running)} running growth action(s) to check")
+    if not running:
+        return outcomes
+    run_key = latest_run_key(instance)
+    monitor = defs.resolve_job_def(monitor_actions_job.name).execute_in_process(
+        instance=instance,
+        run_config={**monitor_run_config(run_key), **QUIET},
+        tags={REFRESH_TAG: "true"},
+        raise_on_error=False,
+    )
+    record("monitor_actions", monitor)
     return outcomes

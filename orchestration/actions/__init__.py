@@ -1,1 +1,1 @@
-"""Growth actions in Dagster: the executor (sensor and job)."""
+"""Growth actions in Dagster: the executor (sensor and job) and the monitor of running actions."""

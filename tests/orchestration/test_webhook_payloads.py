@@ -19,8 +19,10 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
+from orchestration.actions.monitor import monitor_workspace
 from orchestration.webhooks.drain import drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
+from tests.monitor_support import CPI_RULE, plant, running_action, times
 from tests.reports_support import refresh, seed_lake
 from tests.webhook_receiver import Receiver, running_receiver
 from transforms.actions import generate_content
@@ -38,6 +40,7 @@ from transforms.webhooks.payloads import (
 from warehouse.actions import repository
 from warehouse.db import Database
 from warehouse.integrations import repository as integrations_repo
+from warehouse.lake import Lake
 from warehouse.webhooks import endpoints
 from warehouse.webhooks.outbox import emit_test_event
 from warehouse.webhooks.tables import webhook_events
@@ -148,6 +151,21 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
     with dg.DagsterInstance.ephemeral() as instance:
         result = refresh(data_dir, url, instance)
         assert result is not None and result.success
+    # guardrail.triggered: the monitor, on a running action whose campaign's CPI doubled since the
+    # change (and which it rolls back: one more action.created and action.rolled_back).
+    effective, today = times()
+    monitor_lake = Lake(data_dir / "monitor-lake")
+    plant(
+        monitor_lake,
+        workspace_id,
+        effective,
+        today,
+        {"installs": 100, "spend": 200.0},
+        {"installs": 100, "spend": 400.0},
+    )
+    running_action(db, workspace_id, effective, [CPI_RULE])
+    checks = monitor_workspace(db, monitor_lake, workspace_id, run_key="parity")
+    assert [c.transition for c in checks] == ["rollback"]
 
 
 def test_every_sample_has_the_shape_of_the_real_event(
@@ -171,10 +189,8 @@ def test_every_sample_has_the_shape_of_the_real_event(
             assert shape_differences(sample, real, declared) == [], (event_type, real)
         if reals:
             produced.add(event_type)
-    # Nothing emits guardrail.triggered yet (the actions engine is a later issue): its sample is
-    # held to the declared payload type above, which shares the action summary with the others.
-    assert produced == set(EVENT_TYPES) - {"guardrail.triggered"}
-    assert len(stored(db, "action.created", test=False)) == 2 + DISABLE_AFTER_FAILURES
+    assert produced == set(EVENT_TYPES)
+    assert len(stored(db, "action.created", test=False)) == 3 + DISABLE_AFTER_FAILURES
     errors = stored(db, "integration.error", test=False)
     disabled = [e for e in errors if e["reason"] == "webhook_endpoint_disabled"]
     assert sorted(e["last_status_code"] is None for e in disabled) == [False, True]  # both kinds of failure

@@ -46,12 +46,63 @@ class ActionEventData(TypedDict):
     action: ActionSummary
 
 
+class RuleScope(TypedDict):
+    entity: str
+    name: str
+
+
+class RuleThreshold(TypedDict):
+    kind: str
+    value: float
+    currency: str | None
+
+
+class RuleBaseline(TypedDict):
+    window_days: int
+
+
+class RuleWindow(TypedDict):
+    max_days: int
+
+
+class RuleMinSample(TypedDict):
+    unit: str
+    value: int
+
+
+class RuleData(TypedDict):
+    """A rollback rule as stored (`RollbackRule.to_dict()`), `threshold.currency` always present."""
+
+    id: str
+    metric: str
+    scope: RuleScope
+    comparator: str
+    threshold: RuleThreshold
+    baseline: RuleBaseline | None
+    window: RuleWindow
+    min_sample: RuleMinSample
+    grace_hours: int
+    test: str
+    alpha: float | None
+    n_star: int | None
+    consecutive: int
+    on_breach: str
+
+
 class GuardrailTriggeredData(TypedDict):
-    """`guardrail.triggered`: declared for the actions engine (a later issue); nothing emits it yet."""
+    """`guardrail.triggered`: a guardrail stopped an action. From the monitor (`guardrail`
+    "rollback_rule"): the rule that breached, the observed value since the change, the bound that
+    crossed the threshold, the threshold and the baseline, in the metric's units. A guardrail that
+    is not a rollback rule has null `rule` and numbers."""
 
     guardrail: str
     action: ActionSummary
     detail: str
+    rule: RuleData | None
+    observed: float | None
+    bound: float | None
+    threshold: float | None
+    baseline: float | None
 
 
 class PaybackUpdatedData(TypedDict):
@@ -144,8 +195,53 @@ def action_event(action: ActionSummary) -> ActionEventData:
     return {"action": action}
 
 
-def guardrail_triggered(*, guardrail: str, action: ActionSummary, detail: str) -> GuardrailTriggeredData:
-    return {"guardrail": guardrail, "action": action, "detail": detail}
+def rule_data(rule: Mapping[str, Any]) -> RuleData:
+    """The payload form of a stored rule (`RollbackRule.to_dict()`): every key always present."""
+    threshold = rule["threshold"]
+    baseline = rule.get("baseline")
+    return {
+        "id": str(rule["id"]),
+        "metric": str(rule["metric"]),
+        "scope": {"entity": str(rule["scope"]["entity"]), "name": str(rule["scope"]["name"])},
+        "comparator": str(rule["comparator"]),
+        "threshold": {
+            "kind": str(threshold["kind"]),
+            "value": float(threshold["value"]),
+            "currency": threshold.get("currency"),
+        },
+        "baseline": None if baseline is None else {"window_days": int(baseline["window_days"])},
+        "window": {"max_days": int(rule["window"]["max_days"])},
+        "min_sample": {"unit": str(rule["min_sample"]["unit"]), "value": int(rule["min_sample"]["value"])},
+        "grace_hours": int(rule["grace_hours"]),
+        "test": str(rule["test"]),
+        "alpha": None if rule.get("alpha") is None else float(rule["alpha"]),
+        "n_star": None if rule.get("n_star") is None else int(rule["n_star"]),
+        "consecutive": int(rule["consecutive"]),
+        "on_breach": str(rule["on_breach"]),
+    }
+
+
+def guardrail_triggered(
+    *,
+    guardrail: str,
+    action: ActionSummary,
+    detail: str,
+    rule: Mapping[str, Any] | None = None,
+    observed: float | None = None,
+    bound: float | None = None,
+    threshold: float | None = None,
+    baseline: float | None = None,
+) -> GuardrailTriggeredData:
+    return {
+        "guardrail": guardrail,
+        "action": action,
+        "detail": detail,
+        "rule": None if rule is None else rule_data(rule),
+        "observed": observed,
+        "bound": bound,
+        "threshold": threshold,
+        "baseline": baseline,
+    }
 
 
 def payback_updated(*, refreshed_at: datetime, cohort_start: date, cohort_end: date) -> PaybackUpdatedData:
@@ -228,6 +324,23 @@ def _iso(value: datetime) -> str:
 
 _SAMPLE_TIME = datetime.fromisoformat("2026-01-01T00:00:00+00:00")
 _SAMPLE_IMPACT = {"metric": "payback_days", "direction": "decrease", "magnitude": 12.0}
+# The design note's example rule (docs/actions-engine.md "Tables"), as `RollbackRule.to_dict()` stores it.
+_SAMPLE_RULE: dict[str, Any] = {
+    "id": "rb1",
+    "metric": "cpi",
+    "scope": {"entity": "campaign", "name": "sample_campaign"},
+    "comparator": "gt",
+    "threshold": {"kind": "relative_to_baseline", "value": 1.3},
+    "baseline": {"window_days": 14},
+    "window": {"max_days": 14},
+    "min_sample": {"unit": "installs", "value": 150},
+    "grace_hours": 24,
+    "test": "confidence_sequence",
+    "alpha": 0.1,
+    "n_star": 1500,
+    "consecutive": 1,
+    "on_breach": "rollback",
+}
 
 
 def _sample_action(status: str, *, approved: bool, action_type: str = "budget_shift") -> ActionSummary:
@@ -249,7 +362,14 @@ SAMPLE_DATA: dict[str, Mapping[str, object]] = {
     "action.approved": action_event(_sample_action("approved", approved=True)),
     "action.rolled_back": action_event(_sample_action("rolled_back", approved=True, action_type="creative_pause")),
     "guardrail.triggered": guardrail_triggered(
-        guardrail="max_budget_shift", action=_sample_action("draft", approved=False), detail="Sample guardrail"
+        guardrail="rollback_rule",
+        action=_sample_action("running", approved=True),
+        detail="Sample: Roll back if CPI of campaign sample_campaign rises more than 30% above its 14-day baseline",
+        rule=_SAMPLE_RULE,
+        observed=3.1,
+        bound=2.8,
+        threshold=2.6,
+        baseline=2.0,
     ),
     "report.payback_updated": payback_updated(
         refreshed_at=_SAMPLE_TIME, cohort_start=date(2025, 12, 1), cohort_end=date(2025, 12, 31)

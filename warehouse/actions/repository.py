@@ -412,3 +412,12 @@ def transitions(conn: Connection, *, workspace_id: str, action_id: str) -> list[
         .order_by(action_transitions.c.id)
     ).all()
     return [TransitionRecord(**r._mapping) for r in rows]
+
+
+def running_actions(conn: Connection, *, workspace_id: str | None = None) -> list[Action]:
+    """Every `running` action (of one workspace, or all), oldest first: what the monitor checks."""
+    where = [actions.c.status == "running"]
+    if workspace_id is not None:
+        where.append(actions.c.workspace_id == workspace_id)
+    rows = conn.execute(sa.select(*_COLUMNS).where(*where).order_by(actions.c.created_at, actions.c.id)).all()
+    return [_action(r) for r in rows]
