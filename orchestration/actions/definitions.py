@@ -6,6 +6,9 @@ import dagster as dg
 
 from orchestration.actions.jobs import execute_action_job
 from orchestration.actions.monitor import action_monitor_sensor, monitor_actions_job
-from orchestration.actions.sensors import action_executor
+from orchestration.actions.sensors import action_executor, action_executor_retry
 
-defs = dg.Definitions(jobs=[execute_action_job, monitor_actions_job], sensors=[action_executor, action_monitor_sensor])
+defs = dg.Definitions(
+    jobs=[execute_action_job, monitor_actions_job],
+    sensors=[action_executor, action_executor_retry, action_monitor_sensor],
+)

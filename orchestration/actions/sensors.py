@@ -7,6 +7,11 @@ per run key, and the cursor (the highest transition id requested) keeps a later 
 again; Dagster stores the cursor only once the tick's runs are launched, so none is lost. A
 second approval of the same action (approved, refused, proposed again) is a new transition id,
 hence a new run. Like the webhook drain sensor, the tick reads one indexed query and nothing else.
+
+A run that fails (the process died, the database went away mid-run) would otherwise leave its
+approval waiting forever, since the cursor has moved past it: `action_executor_retry` requests
+the same work again, up to MAX_ATTEMPTS runs, while the action still needs it. The executor
+continues from its ledger, so a retry never writes a leg twice.
 """
 
 from __future__ import annotations
@@ -15,9 +20,16 @@ import dagster as dg
 
 from orchestration.actions.jobs import ACTION_TAG, KIND_TAG, execute_action_job, execute_run_config
 from orchestration.resources import DatabaseResource
-from warehouse.actions.executions import work_after
+from warehouse.actions import repository
+from warehouse.actions.executions import work_after, workspace_of
+from warehouse.errors import NotFound
 
 INTERVAL_S = 30
+MAX_ATTEMPTS = 3  # runs per approval or rollback, the first included
+ATTEMPT_TAG = "flokit/attempt"
+RUN_KEY_TAG = "dagster/run_key"
+# The status in which an action still needs its run's work.
+_NEEDS = {"apply": "approved", "revert": "rolled_back"}
 
 
 def run_key(action_id: str, kind: str, transition_id: int) -> str:
@@ -46,3 +58,39 @@ def action_executor(context: dg.SensorEvaluationContext, database: DatabaseResou
         for action_id, kind, transition_id in work
     ]
     return dg.SensorResult(run_requests=requests, cursor=str(max(t for _, _, t in work)))
+
+
+@dg.run_failure_sensor(
+    name="action_executor_retry",
+    monitored_jobs=[execute_action_job],
+    request_job=execute_action_job,
+    minimum_interval_seconds=INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Requests a failed execute_action run again (up to 3 runs) while its action still needs it.",
+)
+def action_executor_retry(
+    context: dg.RunFailureSensorContext, database: DatabaseResource
+) -> dg.RunRequest | dg.SkipReason:
+    failed = context.dagster_run
+    action_id, kind = failed.tags.get(ACTION_TAG), failed.tags.get(KIND_TAG, "apply")
+    attempt = int(failed.tags.get(ATTEMPT_TAG, "1"))
+    if not action_id or kind not in _NEEDS:
+        return dg.SkipReason(f"run {failed.run_id} names no action to execute")
+    if attempt >= MAX_ATTEMPTS:
+        return dg.SkipReason(
+            f"{action_id}: {attempt} runs failed; re-execute the last one from the Dagster UI once the cause is fixed"
+        )
+    with database.database().read() as conn:
+        try:
+            workspace_id = workspace_of(conn, action_id=action_id)
+            status = repository.get_action(conn, workspace_id=workspace_id, action_id=action_id).status
+        except NotFound:
+            return dg.SkipReason(f"{action_id} no longer exists")
+    if status != _NEEDS[kind]:
+        return dg.SkipReason(f"{action_id} is {status} now: nothing left to {kind}")
+    base = failed.tags.get(RUN_KEY_TAG, f"act-{kind}-{action_id}").split(":attempt-")[0]
+    return dg.RunRequest(
+        run_key=f"{base}:attempt-{attempt + 1}",
+        run_config=failed.run_config,
+        tags={ACTION_TAG: action_id, KIND_TAG: kind, ATTEMPT_TAG: str(attempt + 1)},
+    )

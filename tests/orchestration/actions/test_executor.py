@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 
 from orchestration.actions.executor import EXECUTOR, execute, finish_offer_test
 from orchestration.actions.jobs import execute_action_job, execute_run_config
-from orchestration.actions.sensors import action_executor
+from orchestration.actions.sensors import action_executor, action_executor_retry
 from orchestration.adaccounts.client import Retrier
 from orchestration.adaccounts.sync import client_for, sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
@@ -578,3 +578,63 @@ def test_a_rerun_finding_a_third_value_refuses_and_compensates_the_verified_legs
     assert (meta.budget(broad), meta.budget(uac)) == (50000, 41000)
     assert [(r.leg, r.state) for r in rows(db, action_id, "apply")] == [(1, "compensated"), (2, "conflict")]
     assert action(db, ws, action_id).status == "rejected"
+
+
+def test_a_failed_run_is_requested_again_while_its_approval_waits(
+    settings: Settings, db: Database, lake: Lake, workspace: dict, client: FlaskClient, meta: MetaGraphFake,
+    instance: dg.DagsterInstance, tmp_path: Any,
+) -> None:  # fmt: skip
+    """The approval's run dies (its database is unreachable): the retry sensor asks for it again,
+    the second run applies it; once the action no longer needs it, or after three runs, it stops."""
+    ws = workspace["workspace_id"]
+    meta_account(db, lake, ws, meta)
+    action_id = propose(db, ws, "budget_shift", BUDGET_SHIFT)
+    approve(client, workspace, action_id)
+    first = tick(settings, instance, None)
+    assert isinstance(first, dg.SensorResult)
+    [request] = first.run_requests or []
+    gone = DatabaseResource(url=f"sqlite:///{tmp_path}/missing/flokit.db")  # its directory does not exist
+    failed = execute_action_job.execute_in_process(
+        instance=instance, run_config=request.run_config, tags={**request.tags, "dagster/run_key": request.run_key},
+        resources={"database": gone, "data_dir": DataDirResource(root=str(settings.data_dir)),
+                   "instance_key": InstanceKeyResource(data_dir=str(settings.data_dir))},
+        raise_on_error=False,
+    )  # fmt: skip
+    assert not failed.success and meta.writes == []
+
+    def retry(run_id: str) -> dg.RunRequest | dg.SkipReason:
+        run_record = instance.get_run_by_id(run_id)
+        assert run_record is not None
+        [failure] = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+        context = dg.build_run_status_sensor_context(
+            sensor_name="action_executor_retry", dagster_instance=instance, dagster_run=run_record,
+            dagster_event=failure.dagster_event,  # type: ignore[arg-type]
+            resources={"database": DatabaseResource(url=settings.database_url)},
+        ).for_run_failure()  # fmt: skip
+        result = action_executor_retry(context)
+        assert isinstance(result, dg.RunRequest | dg.SkipReason)
+        return result
+
+    again = retry(failed.run_id)
+    assert isinstance(again, dg.RunRequest)
+    assert again.run_key == f"{request.run_key}:attempt-2" and again.tags["flokit/attempt"] == "2"
+    outcome = run(settings, instance, again)
+    assert outcome["result"] == "running" and action(db, ws, action_id).status == "running"
+    [broad], [uac] = ids(meta, "meta_broad"), ids(meta, "meta_uac")
+    assert meta.writes == [(broad, {"daily_budget": "46000"}), (uac, {"daily_budget": "44000"})]
+    # Nothing left to apply now: the same failure asks for nothing more.
+    assert isinstance(retry(failed.run_id), dg.SkipReason)
+
+    # A third failed run of an approval that still waits is the last one asked for.
+    other = propose(db, ws, "budget_shift", {**BUDGET_SHIFT, "amount_per_day": 10.0})
+    approve(client, workspace, other)
+    third = execute_action_job.execute_in_process(
+        instance=instance, run_config=execute_run_config(other, "apply"),
+        tags={"flokit/action_id": other, "flokit/execution_kind": "apply", "flokit/attempt": "3"},
+        resources={"database": gone, "data_dir": DataDirResource(root=str(settings.data_dir)),
+                   "instance_key": InstanceKeyResource(data_dir=str(settings.data_dir))},
+        raise_on_error=False,
+    )  # fmt: skip
+    assert not third.success
+    gave_up = retry(third.run_id)
+    assert isinstance(gave_up, dg.SkipReason) and "3 runs failed" in (gave_up.skip_message or "")
