@@ -13,6 +13,7 @@ import os
 
 import dagster as dg
 
+from orchestration.actions.definitions import defs as actions_defs
 from orchestration.adaccounts.definitions import defs as adaccounts_defs
 from orchestration.catalog.definitions import defs as catalog_defs
 from orchestration.events.definitions import defs as events_defs
@@ -42,6 +43,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         env_url = os.environ.get(DATABASE_URL_ENV, "").strip()
         database_url = dg.EnvVar(DATABASE_URL_ENV) if env_url else settings.database_url
     return dg.Definitions.merge(
+        actions_defs,
         adaccounts_defs,
         catalog_defs,
         events_defs,

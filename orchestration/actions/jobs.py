@@ -1,0 +1,32 @@
+"""`actions_engine_job`: the engine over every workspace (or one), after the reports.
+
+Requested by `actions_engine_sensor` when `action_signals` is materialized, and run by `flokit
+refresh` after the reports. A workspace whose step fails is logged and the others still run.
+"""
+
+# No `from __future__ import annotations`: Dagster reads the op's config annotation at runtime.
+
+import dagster as dg
+
+from orchestration.actions.engine import run_engine
+from orchestration.resources import DatabaseResource, DataDirResource
+
+
+class EngineConfig(dg.Config):
+    workspace_id: str | None = None
+
+
+@dg.op(description="Proposes, re-evaluates and expires growth actions from the action signals and the registry.")
+def run_actions_engine(
+    context: dg.OpExecutionContext, config: EngineConfig, database: DatabaseResource, data_dir: DataDirResource
+) -> None:
+    run_engine(database.database(), data_dir.paths.lake(), workspace_id=config.workspace_id, log=context.log.info)
+
+
+@dg.job(
+    description="The growth-actions engine: proposals from the action signals (after every reports publish).",
+    executor_def=dg.in_process_executor,
+    tags={"flokit/domain": "actions"},
+)
+def actions_engine_job() -> None:
+    run_actions_engine()
