@@ -8,10 +8,10 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
+from tests.actions_support import seed_queue
 from tests.conftest import bearer
 from tests.support import live_server, run_together
 from warehouse.actions import repository as repo
-from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.tables import api_keys
@@ -176,7 +176,7 @@ def test_reject_and_rollback(client: FlaskClient, db: Database, workspace: dict,
     assert client.post(f"/v1/actions/{action_id}/reject", json={"rejected_by": "lee"}, headers=rw).status_code == 409
     assert client.post(f"/v1/actions/{action_id}/rollback", headers=rw).status_code == 409
     with db.write() as conn:
-        demo = {a.status: a for a in seed_demo_actions(conn, workspace_id=workspace["workspace_id"])}
+        demo = {a.status: a for a in seed_queue(conn, workspace_id=workspace["workspace_id"])}
     running = demo["running"]
     r = client.post(f"/v1/actions/{running.id}/rollback", headers=rw)
     assert r.status_code == 200 and r.json["action"] == {"id": running.id, "status": "rolled_back"}
@@ -196,7 +196,7 @@ def test_offer_tests_cannot_be_rolled_back(client: FlaskClient, db: Database, wo
 
 def test_status_filter_and_paging(client: FlaskClient, db: Database, workspace: dict, ro: dict) -> None:
     with db.write() as conn:
-        seed_demo_actions(conn, workspace_id=workspace["workspace_id"])
+        seed_queue(conn, workspace_id=workspace["workspace_id"])
     everything = client.get("/v1/actions?limit=100", headers=ro).json
     assert everything["total"] == 8
     ids = [a["id"] for a in everything["actions"]]
