@@ -1,11 +1,11 @@
 """Schemathesis against the live v1 server: no 5xx, no answer that the document does not describe.
 
 The server is a real threaded HTTP server on 127.0.0.1 serving only the v1 surface (so its
-/openapi.json is the v1 document), with a bootstrapped read-write key, a queue of actions in
-every status (tests/actions_support.py), so that generated ids sometimes hit real actions, and published reports (a generated history refreshed
-through the real assets), so that report answers with rows, organic ones included, are checked
-against their declared schemas (`response_schema_conformance`). Examples per operation are
-capped to keep the run short.
+/openapi.json is the v1 document), with a bootstrapped read-write key, a queue of actions in every
+status (tests/actions_support.py), so that generated ids sometimes hit real actions, and published
+reports (a generated history refreshed through the real assets), so that report answers with rows,
+organic ones included, are checked against their declared schemas (`response_schema_conformance`).
+Examples per operation are capped to keep the run short.
 """
 
 import dataclasses
