@@ -23,26 +23,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from datetime import date, datetime, timedelta
 
 import polars as pl
 
 from transforms.actions import proposals as gen
 from transforms.actions.proposals import entities_of, evaluate
 from warehouse.actions import repository as repo
-from warehouse.actions.engine_inputs import (
-    evaluation_details,
-    history,
-    open_actions,
-    read_signals,
-    registry_snapshot,
-    workspace_ids,
-)
-from warehouse.actions.policy import policy_for
+from warehouse.actions.engine_inputs import evaluation_details, load, open_actions, workspace_ids
 from warehouse.db import Connection, Database, utcnow
 from warehouse.lake import Lake
-from warehouse.reports.store import last_day
 
 ACTOR = "flokit engine"
 # Hysteresis (§5.4): propose at p_decision, expire only under this on two consecutive evaluations.
@@ -70,52 +60,19 @@ class EngineResult:
         )
 
 
-def data_as_of(day: date) -> datetime:
-    """The evaluations' `data_as_of`: the start (UTC) of the newest day with events."""
-    return datetime.combine(day, time.min, tzinfo=UTC)
-
-
-def evaluation_detail(e: gen.Evaluation, summary: str) -> dict[str, Any]:
-    """What an evaluation row keeps: the summary line, the guardrail results and data signals as
-    shown, the confidence and sample (hysteresis and suppression read them), and the evidence."""
-    return {
-        "summary": summary,
-        "confidence": e.confidence,
-        "sample": e.sample,
-        "signal": e.signal,
-        "score": e.score,
-        "parameters": e.parameters,
-        "guardrail_checks": e.content.guardrail_checks,
-        "data_signals": e.content.data_signals,
-        "evidence": e.evidence,
-    }
-
-
 def run_workspace(conn: Connection, lake: Lake, workspace_id: str, now: datetime) -> EngineResult:
-    through = last_day(lake)
-    result = EngineResult(workspace_id, through)
-    if through is None:
+    loaded = load(conn, lake, workspace_id, now)
+    if loaded is None:
+        result = EngineResult(workspace_id, None)
         result.skipped = "no data in the lake yet"
         return result
-    signals = read_signals(lake, workspace_id, through)
+    signals, ctx = loaded
+    result = EngineResult(workspace_id, ctx.data_through)
     if signals.is_empty():
         result.skipped = "no action signals for this workspace"
         return result
-    as_of_data = data_as_of(through)
-    policy = policy_for(conn, workspace_id=workspace_id)
+    as_of_data = gen.data_as_of(ctx.data_through)
     open_rows = open_actions(conn, workspace_id)
-    rejections, cooldowns = history(conn, workspace_id, now, policy.suppress_after_reject_days)
-    held = [gen.OpenAction(a.id, a.type, a.status, a.fingerprint, entities_of(a.type, a.parameters)) for a in open_rows]
-    ctx = gen.Context(
-        workspace_id=workspace_id,
-        as_of=now,
-        data_through=through,
-        policy=policy,
-        registry=registry_snapshot(conn, workspace_id),
-        open_actions=held,
-        rejections=rejections,
-        cooldowns=cooldowns,
-    )
     still_open = []
     for action in open_rows:
         if action.status not in ("draft", "ready") or not action.parameters:
@@ -151,7 +108,7 @@ def run_workspace(conn: Connection, lake: Lake, workspace_id: str, now: datetime
                 action_id=held.action_id,
                 kind="revalidation",
                 outcome="passed" if proposal.guardrails_pass else "failed",
-                detail=evaluation_detail(proposal, f"Engine re-evaluation: {_confidence_line(proposal)}"),
+                detail=gen.evaluation_detail(proposal, f"Engine re-evaluation: {gen.confidence_line(proposal)}"),
                 engine_version=gen.ENGINE_VERSION,
                 data_as_of=as_of_data,
                 at=now,
@@ -163,19 +120,13 @@ def run_workspace(conn: Connection, lake: Lake, workspace_id: str, now: datetime
             action_id=action.id,
             kind="proposal",
             outcome="proposed",
-            detail=evaluation_detail(proposal, f"Engine proposal: {_confidence_line(proposal)}"),
+            detail=gen.evaluation_detail(proposal, f"Engine proposal: {gen.confidence_line(proposal)}"),
             engine_version=gen.ENGINE_VERSION,
             data_as_of=as_of_data,
             at=now,
         )
         result.created.append(action.id)
     return result
-
-
-def _confidence_line(e: gen.Evaluation) -> str:
-    failed = [c["check"] for c in e.content.guardrail_checks if not c["passed"]]
-    checks = f"guardrails failing: {', '.join(failed)}" if failed else "all guardrails pass"
-    return f"confidence {e.confidence * 100:.1f} %, {checks}"
 
 
 def _revalidate(
@@ -225,7 +176,7 @@ def _revalidate(
         action_id=action.id,
         kind="revalidation",
         outcome=outcome,
-        detail=evaluation_detail(evaluation, f"Engine re-evaluation: {_confidence_line(evaluation)}"),
+        detail=gen.evaluation_detail(evaluation, f"Engine re-evaluation: {gen.confidence_line(evaluation)}"),
         engine_version=gen.ENGINE_VERSION,
         data_as_of=as_of_data,
         at=now,

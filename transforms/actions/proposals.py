@@ -37,7 +37,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import numpy as np
@@ -535,8 +535,10 @@ def evaluate_budget_shift(
 # --- creative pause -------------------------------------------------------------------------------
 
 
-def _matured(signals: pl.DataFrame) -> pl.DataFrame:
-    return signals.filter((pl.col("complete_days") >= TRIAL_MATURITY_DAYS) & (pl.col("campaign") != ORGANIC))
+def _matured(signals: pl.DataFrame, *, paid_only: bool = True) -> pl.DataFrame:
+    """Cohort rows old enough for their trials to have converted (of paid campaigns: creatives)."""
+    rows = signals.filter(pl.col("complete_days") >= TRIAL_MATURITY_DAYS)
+    return rows.filter(pl.col("campaign") != ORGANIC) if paid_only else rows
 
 
 def _pause_rules(campaign: str, observe: int) -> tuple[RollbackRule, ...]:
@@ -714,7 +716,7 @@ def evaluate_offer_test(
     i.e. this country answers the offer differently and a randomised test can say whether to lead
     with it. Matured cohorts only (a trial's conversion must have had time to land).
     """
-    rows = _matured(signals).filter((pl.col("paywall") == paywall) & (pl.col("paywall") != NONE_LABEL))
+    rows = _matured(signals, paid_only=False).filter((pl.col("paywall") == paywall) & (pl.col("paywall") != NONE_LABEL))
     if rows.is_empty():
         return None
     agg = rows.group_by("country", "offer").agg(
@@ -853,7 +855,7 @@ def candidates(signals: pl.DataFrame, ctx: Context) -> list[Evaluation]:
 
 
 def _offer_candidates(signals: pl.DataFrame, ctx: Context) -> list[Evaluation]:
-    rows = _matured(signals).filter(
+    rows = _matured(signals, paid_only=False).filter(
         (pl.col("paywall") != NONE_LABEL) & (pl.col("offer") != NONE_LABEL) & pl.col("paywall").is_not_null()
     )
     if rows.is_empty():
@@ -950,3 +952,33 @@ def evaluate(
         parameters["treatment_offer"],
         own_id,
     )
+
+
+# --- what an evaluation row keeps ---------------------------------------------------------------
+
+
+def data_as_of(day: date) -> datetime:
+    """The evaluations' `data_as_of`: the start (UTC) of the newest day with events."""
+    return datetime.combine(day, time.min, tzinfo=UTC)
+
+
+def evaluation_detail(e: Evaluation, summary: str) -> dict[str, Any]:
+    """What an evaluation row keeps: the summary line, the guardrail results and data signals as
+    shown, the confidence and sample (hysteresis and suppression read them), and the evidence."""
+    return {
+        "summary": summary,
+        "confidence": e.confidence,
+        "sample": e.sample,
+        "signal": e.signal,
+        "score": e.score,
+        "parameters": e.parameters,
+        "guardrail_checks": e.content.guardrail_checks,
+        "data_signals": e.content.data_signals,
+        "evidence": e.evidence,
+    }
+
+
+def confidence_line(e: Evaluation) -> str:
+    failed = [c["check"] for c in e.content.guardrail_checks if not c["passed"]]
+    checks = f"guardrails failing: {', '.join(failed)}" if failed else "all guardrails pass"
+    return f"confidence {e.confidence * 100:.1f} %, {checks}"

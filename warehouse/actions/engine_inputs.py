@@ -16,10 +16,11 @@ from sqlalchemy.engine import Connection
 from transforms.actions import OPEN_STATUSES
 from transforms.actions import proposals as gen
 from warehouse.actions import repository as repo
+from warehouse.actions.policy import policy_for
 from warehouse.actions.tables import action_evaluations, action_transitions, actions
 from warehouse.adaccounts.repository import workspace_entities
 from warehouse.lake import Lake
-from warehouse.reports.store import ACTION_SIGNALS, partition_days, scan_days
+from warehouse.reports.store import ACTION_SIGNALS, last_day, partition_days, scan_days
 from warehouse.tables import workspaces
 
 
@@ -133,3 +134,31 @@ def history(
         for name in gen.entities_of(row.type, row.parameters):
             cooldowns[name] = max(cooldowns.get(name, at), at)
     return rejections, cooldowns
+
+
+def load(conn: Connection, lake: Lake, workspace_id: str, now: datetime) -> tuple[pl.DataFrame, gen.Context] | None:
+    """The signals and the context one evaluation of the workspace reads; None before any data.
+
+    The engine step and `POST /v1/actions` with parameters both start here, so an action a client
+    proposes is checked against exactly what the engine would have seen at that moment."""
+    through = last_day(lake)
+    if through is None:
+        return None
+    signals = read_signals(lake, workspace_id, through)
+    policy = policy_for(conn, workspace_id=workspace_id)
+    rejections, cooldowns = history(conn, workspace_id, now, policy.suppress_after_reject_days)
+    held = [
+        gen.OpenAction(a.id, a.type, a.status, a.fingerprint, gen.entities_of(a.type, a.parameters))
+        for a in open_actions(conn, workspace_id)
+    ]
+    ctx = gen.Context(
+        workspace_id=workspace_id,
+        as_of=now,
+        data_through=through,
+        policy=policy,
+        registry=registry_snapshot(conn, workspace_id),
+        open_actions=held,
+        rejections=rejections,
+        cooldowns=cooldowns,
+    )
+    return signals, ctx
