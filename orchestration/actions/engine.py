@@ -143,8 +143,9 @@ def _revalidate(
     previous = evaluation_details(conn, action.id)
     evaluation = evaluate(signals, ctx, action.type, action.parameters, own_id=action.id)
     if evaluation is None:
+        # Since the last evaluation that had data (or since the action was made, if none ever had).
         last_data = next((d["_data_as_of"] for d in previous if d.get("confidence") is not None), None)
-        stale = last_data is None or as_of_data - last_data > timedelta(hours=STALE_HOURS)
+        stale = as_of_data - (last_data or action.created_at) > timedelta(hours=STALE_HOURS)
         repo.record_evaluation(
             conn,
             action_id=action.id,

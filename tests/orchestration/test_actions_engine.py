@@ -147,3 +147,19 @@ def test_the_policy_caps_new_actions_per_refresh(db: Database, seeded: dict) -> 
 def test_a_workspace_without_signals_is_skipped(db: Database, settings: Settings, workspace: dict) -> None:
     [result] = run_engine(db, settings.paths.lake(), workspace_id=workspace["workspace_id"])
     assert result.skipped == "no data in the lake yet" and not result.created
+
+
+def test_a_subject_the_data_stops_covering_expires_after_72_hours(db: Database, seeded: dict) -> None:
+    run_engine(db, seeded["lake"], workspace_id=seeded["ws"], now=seeded["now"])
+    shift = actions_of(db, seeded["ws"])["budget_shift"]
+    # `slow` stops appearing in the signals; the newest data is 4 days newer than the proposal's.
+    newer = seeded["through"] + timedelta(days=4)
+    rest = [c for c in WORLD if c.name != "slow"]
+    write_lake(seeded["lake"], signal_rows(seeded["ws"], newer, rest), newer)
+    [result] = run_engine(db, seeded["lake"], workspace_id=seeded["ws"], now=seeded["now"] + timedelta(days=4))
+    assert shift.id in result.expired
+    with db.read() as conn:
+        last = repo.transitions(conn, workspace_id=seeded["ws"], action_id=shift.id)[-1]
+    assert (last.trigger, last.actor) == ("expire", ACTOR)
+    assert last.note == "signal faded: no evaluable data for more than 72 h"
+    assert [e.outcome for e in evaluations(db, seeded["ws"], shift.id)] == ["proposed", "faded"]
