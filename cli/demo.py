@@ -37,6 +37,7 @@ DEMO_ACTOR = "flokit demo"
 
 def instance_key(settings: Settings) -> str | None:
     """The instance key, created as `flokit db upgrade` would when none exists yet."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)  # a PostgreSQL deployment may not have made it yet
     ensure_instance_key(settings)
     return settings.instance_key or instance_key_for(os.environ, settings.data_dir)
 
