@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,13 +11,17 @@ import click
 
 from cli.context import App, json_option, pass_app
 from cli.progress import Progress
+from transforms.adaccounts.kinds import validate_config
 from transforms.demo import DEFAULT_WORLD, NO_SIGNAL_WORLD, DemoConfig
 from transforms.demo_truth import truth
+from warehouse.adaccounts import repository as adaccounts
 from warehouse.db import Database
 from warehouse.errors import NotFound
+from warehouse.instance_key import ensure_instance_key
 from warehouse.lake import Lake
 from warehouse.reports import demo as demo_data
 from warehouse.reports.demo import SeedProgress
+from warehouse.settings import Settings, instance_key_for
 from warehouse.workspaces import get_workspace
 
 # What `flokit up` seeds into a fresh demo workspace: enough for every report to show real
@@ -26,6 +31,36 @@ from warehouse.workspaces import get_workspace
 UP_USERS = 3000
 UP_DAYS = 60
 UP_SEED = 1
+SANDBOX_NAME = "Demo sandbox"
+DEMO_ACTOR = "flokit demo"
+
+
+def instance_key(settings: Settings) -> str | None:
+    """The instance key, created as `flokit db upgrade` would when none exists yet."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)  # a PostgreSQL deployment may not have made it yet
+    ensure_instance_key(settings)
+    return settings.instance_key or instance_key_for(os.environ, settings.data_dir)
+
+
+def connect_sandbox(database: Database, workspace_id: str, key: str) -> str:
+    """The workspace's live sandbox ad account, connected when it has none: its campaigns and
+    budgets come from the workspace's own delivered spend at the next registry sync (`flokit
+    refresh`), so the engine can size budget shifts and the executor has something to change.
+    It is labelled `sandbox` wherever it is listed; nothing outside FloKit's records is touched."""
+    with database.write() as conn:
+        for account in adaccounts.live_accounts(conn, workspace_id=workspace_id):
+            if account.platform == "sandbox":
+                return account.id
+        account = adaccounts.connect(
+            conn,
+            workspace_id=workspace_id,
+            platform="sandbox",
+            config=validate_config("sandbox", {}),
+            instance_key=key,
+            actor=DEMO_ACTOR,
+            name=SANDBOX_NAME,
+        )
+    return account.id
 
 
 def seed_workspace(
@@ -39,11 +74,13 @@ def seed_workspace(
     *,
     no_signal: bool = False,
     truth_out: Path | None = None,
+    sandbox_key: str | None = None,
 ) -> dict:
     """Seed `days` of history ending yesterday (UTC), in the workspace's reporting currency.
 
     With `truth_out`, also write what the reports should show (`transforms.demo_truth.truth`):
-    the world's parameters, the true figures, the sample's realized totals and the story."""
+    the world's parameters, the true figures, the sample's realized totals and the story. With
+    `sandbox_key` (the instance key), also connect a sandbox ad account (`connect_sandbox`)."""
     with database.read() as conn:
         workspace = get_workspace(conn, workspace_id)
     today = datetime.now(UTC).date()
@@ -59,8 +96,17 @@ def seed_workspace(
     result = demo_data.seed(database, lake, config, progress or (lambda _step, _done, _total: None), world)
     if truth_out is not None:
         truth_out.write_text(json.dumps(truth(config, result.data, no_signal=no_signal), indent=1) + "\n")
+    sandbox = None
+    if sandbox_key:
+        sandbox = connect_sandbox(database, workspace_id, sandbox_key)
+        # Synced now, from the spend just landed: `flokit up`'s daemon has no registry schedule,
+        # and its first engine run (after the first reports) sizes budget shifts on it.
+        from orchestration.adaccounts.sync import sync_accounts  # deferred: loads the platform SDKs
+
+        sync_accounts(database, lake, sandbox_key, ad_account_id=sandbox)
     return {
         "workspace_id": workspace_id,
+        "sandbox_ad_account_id": sandbox,
         "events": result.events,
         "written": result.written,
         "duplicate": result.duplicate,
@@ -100,8 +146,13 @@ def seed(
     Events go through the landing path (dedup claims), so re-running with the same seed adds
     nothing; `flokit refresh` then makes every report answerable. The history is drawn from
     known parameters (`transforms.demo.DEFAULT_WORLD`, which plants a story); `--truth-out`
-    writes what the reports should show, so they can be checked against it.
+    writes what the reports should show, so they can be checked against it. A labelled `sandbox`
+    ad account is connected (once), so that the growth-actions engine can size budget shifts on
+    the demo's campaigns after `flokit refresh`.
     """
+    key = instance_key(app.settings)
+    if key is None:
+        app.fail("no instance key: run `flokit db upgrade` (it creates one) or set FLOKIT_SECRET_KEY")
     steps = Progress(app)
 
     def progress(step: str, done: int, total: int) -> None:
@@ -125,11 +176,13 @@ def seed(
             progress,
             no_signal=no_signal,
             truth_out=truth_out,
+            sandbox_key=key,
         )
     except NotFound:
         app.fail(f"no workspace {workspace_id}")
     app.emit(
         result,
         f"seeded {workspace_id}: {result['written']} events landed ({result['duplicate']} already there), "
-        f"{result['spend_rows']} spend rows, {result['first_day']}..{result['last_day']}",
+        f"{result['spend_rows']} spend rows, {result['first_day']}..{result['last_day']}; "
+        f"sandbox ad account {result['sandbox_ad_account_id']}",
     )

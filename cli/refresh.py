@@ -22,7 +22,7 @@ from cli.progress import Progress
 @json_option
 @pass_app
 def refresh(app: App) -> None:
-    """Run queued integration syncs, write landed events to canonical_events, refresh reports, rebuild the catalog."""
+    """Run queued syncs, land events in canonical_events, refresh reports, run the actions engine, build the catalog."""
     settings = app.settings
     database = app.database
     try:

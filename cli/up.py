@@ -32,11 +32,10 @@ from cli.console import LogRotation, RunWatch, warnings_to
 from cli.context import App, pass_app
 from cli.dagster_instance import RUNNING_LOCK, InstanceBusy, InstanceDamaged, holding, prepare_instance
 from cli.db import secure_data_dir, warn_if_not_durable
-from cli.demo import UP_DAYS, UP_SEED, UP_USERS, seed_workspace
+from cli.demo import UP_DAYS, UP_SEED, UP_USERS, instance_key, seed_workspace
 from cli.location import LocationWatch
 from cli.supervisor import Child, RestartPolicy, Supervisor
 from warehouse import migrate, workspaces
-from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
 from warehouse.settings import APP_SESSION_SECRET_FILE, DATA_DIR_MODE, Settings
 
@@ -151,11 +150,18 @@ def _up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> int:
             created = None
             if not workspaces.count_workspaces(conn):
                 created = bootstrap(conn, name="Demo workspace", actor="flokit up")
-                seed_demo_actions(conn, workspace_id=created["workspace_id"])
         if created:
             print_first_run(created)
+            # The demo queue is the engine's: its first refresh (the daemon's first reports, then
+            # `actions_engine_sensor`) proposes from this history, sized on the sandbox account.
             seeded = seed_workspace(
-                database, settings.paths.lake(), created["workspace_id"], UP_USERS, UP_DAYS, UP_SEED
+                database,
+                settings.paths.lake(),
+                created["workspace_id"],
+                UP_USERS,
+                UP_DAYS,
+                UP_SEED,
+                sandbox_key=instance_key(settings),
             )
             click.echo(
                 f"Seeded a demo history: {seeded['written']} events, {seeded['first_day']}..{seeded['last_day']}"

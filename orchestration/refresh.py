@@ -12,8 +12,10 @@ the UI's run history like the daemon's, and each is the run the daemon itself wo
 1. `canonical_events` over every UTC day with pending landed rows (one run per block of nearby
    days, as `landed_events_sensor` requests them; only the changed days are rewritten);
 2. the reports over every day whose inputs changed (the six-hourly schedule's runs);
-3. `analyst_catalog`, since it reads what the others wrote;
-4. the growth-action monitor (`orchestration.actions.monitor`), last: it reads the action signals
+3. the growth-actions engine (`actions_engine_job`), after the reports: proposals from the
+   signals just written (the daemon runs it on the `action_signals` materialization instead);
+4. `analyst_catalog`, since it reads what the others wrote;
+5. the growth-action monitor (`orchestration.actions.monitor`), last: it reads the action signals
    the reports step wrote.
 
 A step that has nothing to do starts no run. The refresh stops at the first failed run:
@@ -28,6 +30,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from orchestration.actions.engine_jobs import actions_engine_job
 from orchestration.actions.monitor import latest_run_key, monitor_actions_job, monitor_run_config
 from orchestration.adaccounts.jobs import ad_accounts_sync_job
 from orchestration.catalog.assets import analyst_catalog
@@ -144,6 +147,12 @@ def refresh(
         progress("  reports are up to date")
     elif not all([record("reports", run) for run in runs]):
         return outcomes
+
+    progress("running the growth-actions engine ...")
+    engine = defs.resolve_job_def(actions_engine_job.name).execute_in_process(
+        instance=instance, tags={REFRESH_TAG: "true"}, raise_on_error=False, run_config=QUIET
+    )
+    record("actions_engine", engine)  # a failure is printed and fails the refresh; the catalog does not need it
 
     progress("rebuilding the analyst catalog ...")
     catalog = job.execute_in_process(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from flask import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import principal, require_key
 from api.context import state
@@ -15,9 +15,13 @@ from api.responses import respond
 from api.v1 import blueprint
 from api.validators import Id, path_id
 from transforms import actions as rules
+from transforms.actions import proposals
+from transforms.actions.rules import NAME_MAX, RollbackRule
 from transforms.timefmt import iso_z
 from warehouse.actions import executions
 from warehouse.actions import repository as repo
+from warehouse.actions.engine_inputs import load
+from warehouse.db import utcnow
 
 # Free-text limits: long enough for an email or a paragraph, short enough to keep rows small.
 ACTOR_MAX = 200
@@ -63,9 +67,10 @@ class CreateBody(_Body):
     parameters: dict[str, Any] | None = Field(
         None,
         description=(
-            "Not accepted yet (400): typed parameters are evaluated by the engine's guardrails, which this "
-            "server does not run on created actions yet. Without parameters the action is the client's own "
-            "proposal: FloKit evaluates nothing for it."
+            "The typed subject, by type (BudgetShiftParameters, CreativePauseParameters, OfferTestParameters; "
+            "names as the reports show them). The engine's guardrails run on it against the workspace's "
+            "data: `ready_for_approval` when every check passes, `draft` otherwise. Without parameters the "
+            "action is the client's own proposal: FloKit evaluates nothing for it."
         ),
     )
 
@@ -132,26 +137,37 @@ class ExecutionEntry(BaseModel):
 HistoryEntry = Annotated[TransitionEntry | EvaluationEntry | ExecutionEntry, Field(discriminator="entry")]
 
 
+# A report label (campaign, creative, offer, paywall): as long as the registry's names allow.
+Label = Annotated[str, Field(min_length=1, max_length=NAME_MAX)]
+
+
 class BudgetShiftParameters(BaseModel):
     model_config = ConfigDict(extra="forbid", title="BudgetShiftParameters")
-    from_campaign: str = Field(description="The campaign budget moves from, as the reports name it.")
-    to_campaign: str = Field(description="The campaign budget moves to, as the reports name it.")
-    amount_per_day: float = Field(description="Daily budget moved, in `currency`.")
-    currency: str = Field(description="ISO 4217 code.")
+    from_campaign: Label = Field(description="The campaign budget moves from, as the reports name it.")
+    to_campaign: Label = Field(description="The campaign budget moves to, as the reports name it.")
+    amount_per_day: float = Field(gt=0, description="Daily budget moved, in `currency`.")
+    currency: str = Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 code.")
 
 
 class CreativePauseParameters(BaseModel):
     model_config = ConfigDict(extra="forbid", title="CreativePauseParameters")
-    creative: str = Field(description="The creative to pause, as the reports name it.")
-    campaign: str = Field(description="Its campaign, as the reports name it.")
+    creative: Label = Field(description="The creative to pause, as the reports name it.")
+    campaign: Label = Field(description="Its campaign, as the reports name it.")
 
 
 class OfferTestParameters(BaseModel):
     model_config = ConfigDict(extra="forbid", title="OfferTestParameters")
-    paywall_id: str
-    country: str = Field(description="ISO 3166-1 alpha-2.")
-    control_offer: str
-    treatment_offer: str
+    paywall_id: Label
+    country: str = Field(pattern=r"^[A-Z]{2}$", description="ISO 3166-1 alpha-2.")
+    control_offer: Label
+    treatment_offer: Label
+
+
+PARAMETER_MODELS: dict[str, type[BaseModel]] = {
+    "budget_shift": BudgetShiftParameters,
+    "creative_pause": CreativePauseParameters,
+    "offer_test": OfferTestParameters,
+}
 
 
 def _one_of(schema: dict[str, Any]) -> None:
@@ -433,15 +449,9 @@ def create_action(body: CreateBody) -> Response:
     if body.workspace_id != who.workspace_id:
         # 404, not 403: a key never learns whether another workspace exists.
         raise ApiError(404, f"No workspace {body.workspace_id} for this API key")
-    if body.parameters is not None:
-        # Storing parameters no guardrail evaluated would present a subject as checked that
-        # is not; the engine's evaluation of created actions comes with the engine.
-        raise ApiError(
-            400,
-            "parameters: not accepted yet (the engine that evaluates them does not run on created actions); "
-            "omit parameters to create your own proposal",
-        )
     action_type = rules.canonical_type(body.type)
+    if body.parameters is not None:
+        return _create_with_parameters(body, action_type)
     content = rules.client_content(action_type, proposed_by=f"API key {who.key_id}", reason=body.reason)
     with state().db.write() as conn:
         action = repo.create_action(
@@ -453,6 +463,97 @@ def create_action(body: CreateBody) -> Response:
             origin="api",
             reason=body.reason,
             key_id=who.key_id,
+        )
+    label = rules.CREATED_STATUS_LABEL if action.status == "ready" else action.status
+    return respond(Created(id=action.id, status=label), 201, headers={"Location": f"/v1/actions/{action.id}"})
+
+
+def _parameters(action_type: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """The parameters checked against the type's shape; 400 naming the first wrong field."""
+    try:
+        model = PARAMETER_MODELS[action_type].model_validate(raw, strict=True)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "parameters"
+        raise ApiError(400, f"parameters.{where}: {error['msg']}") from None
+    values = model.model_dump()
+    if action_type == "budget_shift":
+        values["amount_per_day"] = float(values["amount_per_day"])
+    return values
+
+
+def _create_with_parameters(body: CreateBody, action_type: rules.ActionType) -> Response:
+    """A client's subject, evaluated by the engine's own function for its type on the workspace's data
+    (`transforms.actions.proposals.evaluate`): its content, rollback rules and guardrail checks are the
+    engine's; the evidence is stored as a `create` evaluation. `ready_for_approval` when every check
+    passes, else `draft`. When the data cannot speak about the subject at all (no signals yet, no
+    registry budget for a campaign, no such ad), the action is a draft whose one check says so."""
+    who = principal()
+    assert body.parameters is not None
+    parameters = _parameters(action_type, body.parameters)
+    app = state()
+    now = utcnow()
+    with app.db.write() as conn:
+        loaded = load(conn, app.settings.paths.lake(), who.workspace_id, now)
+        evaluation = None if loaded is None else proposals.evaluate(loaded[0], loaded[1], action_type, parameters)
+        # The engine sizes in the registry's currency; a client's amount in another one cannot be checked.
+        if (
+            evaluation is not None
+            and action_type == "budget_shift"
+            and evaluation.parameters["currency"] != parameters["currency"]
+        ):
+            raise ApiError(
+                400,
+                f"parameters.currency: the campaigns' budgets are in {evaluation.parameters['currency']}, "
+                f"not {parameters['currency']}",
+            )
+        if evaluation is None:
+            content = rules.ActionContent(
+                title=f"{rules.TYPE_LABELS[action_type]} proposed by API key {who.key_id}",
+                rationale=body.reason or f"{rules.TYPE_LABELS[action_type]} proposed by API key {who.key_id}.",
+                expected_impact=dict(rules.NOT_ESTIMATED),
+                guardrail_checks=[
+                    {
+                        "check": "minimum_cohort_size",
+                        "passed": False,
+                        "detail": (
+                            "the workspace's action signals and ad-account registry hold no data this subject "
+                            "can be evaluated on (no signals yet, no known budget, or no such active ad)"
+                        ),
+                    }
+                ],
+            )
+            fingerprint, detail = None, {"summary": "Evaluation at creation: no data for this subject"}
+            rollback: tuple[RollbackRule, ...] = ()
+        else:
+            content = evaluation.content
+            fingerprint, rollback = evaluation.fingerprint, evaluation.rollback_rules
+            detail = proposals.evaluation_detail(
+                evaluation, "Evaluation at creation: " + proposals.confidence_line(evaluation)
+            )
+        action = repo.create_action(
+            conn,
+            workspace_id=who.workspace_id,
+            action_type=action_type,
+            content=content,
+            actor=who.key_id,
+            origin="api",
+            reason=body.reason,
+            key_id=who.key_id,
+            at=now,
+            parameters=parameters,
+            fingerprint=fingerprint,
+            rollback_rules=rollback,
+        )
+        repo.record_evaluation(
+            conn,
+            action_id=action.id,
+            kind="create",
+            outcome="passed" if content.guardrails_pass else "failed",
+            detail=detail,
+            engine_version=proposals.ENGINE_VERSION,
+            data_as_of=None if loaded is None else proposals.data_as_of(loaded[1].data_through),
+            at=now,
         )
     label = rules.CREATED_STATUS_LABEL if action.status == "ready" else action.status
     return respond(Created(id=action.id, status=label), 201, headers={"Location": f"/v1/actions/{action.id}"})

@@ -1,1 +1,1 @@
-"""Growth actions in Dagster: the executor (sensor and job) and the monitor of running actions."""
+"""Growth actions in Dagster: the engine after each reports publish, the executor, the monitor."""

@@ -1,14 +1,15 @@
-"""The actions domain: the executor's job and sensor, the monitor's job and sensor."""
+"""The actions domain: the engine's, the executor's and the monitor's jobs and sensors."""
 
 from __future__ import annotations
 
 import dagster as dg
 
+from orchestration.actions.engine_jobs import actions_engine_job, actions_engine_sensor
 from orchestration.actions.jobs import execute_action_job
 from orchestration.actions.monitor import action_monitor_sensor, monitor_actions_job
 from orchestration.actions.sensors import action_executor, action_executor_retry
 
 defs = dg.Definitions(
-    jobs=[execute_action_job, monitor_actions_job],
-    sensors=[action_executor, action_executor_retry, action_monitor_sensor],
+    jobs=[actions_engine_job, execute_action_job, monitor_actions_job],
+    sensors=[actions_engine_sensor, action_executor, action_executor_retry, action_monitor_sensor],
 )

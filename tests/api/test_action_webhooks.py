@@ -4,8 +4,8 @@ import json
 
 from flask.testing import FlaskClient
 
+from tests.actions_support import seed_queue
 from tests.conftest import bearer
-from warehouse.actions.demo import seed_demo_actions
 from warehouse.db import Database
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.tables import webhook_events
@@ -24,7 +24,7 @@ def test_create_approve_and_rollback_reach_a_subscribed_endpoint(
             events=ACTION_EVENTS,
             allow_private=True,
         )
-        running = {a.status: a for a in seed_demo_actions(conn, workspace_id=workspace["workspace_id"])}["running"]
+        running = {a.status: a for a in seed_queue(conn, workspace_id=workspace["workspace_id"])}["running"]
     with db.read() as conn:  # the demo seeding itself went through the same transitions
         seeded = {json.loads(r.body)["data"]["action"]["id"] for r in conn.execute(webhook_events.select())}
     rw = bearer(workspace["api_key_read_write"])

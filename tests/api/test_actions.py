@@ -1,6 +1,6 @@
 """v1 actions over HTTP: shapes, lifecycle, validation, tenancy, and the approval race on a real server."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
@@ -8,12 +8,14 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
+from tests.actions_support import seed_queue
 from tests.conftest import bearer
+from tests.engine_support import WORLD, connect_registry, signal_rows, write_lake
 from tests.support import live_server, run_together
 from warehouse.actions import repository as repo
-from warehouse.actions.demo import seed_demo_actions
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
+from warehouse.settings import Settings
 from warehouse.tables import api_keys
 
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -142,17 +144,118 @@ def test_history_shows_evaluations_with_the_transitions_oldest_first(
     assert [h["at"] for h in history] == sorted(h["at"] for h in history)
 
 
-def test_parameters_on_create_are_refused_until_the_engine_evaluates_them(
-    client: FlaskClient, workspace: dict, rw: dict, ro: dict
+def _with_data(db: Database, settings: Settings, workspace: dict) -> None:
+    """The planted world of tests/engine_support.py in the lake and a sandbox registry."""
+    today = datetime.now(UTC).date()
+    through = today - timedelta(days=1)
+    write_lake(settings.paths.lake(), signal_rows(workspace["workspace_id"], through, WORLD), through)
+    connect_registry(db, workspace["workspace_id"], WORLD)
+
+
+def test_parameters_run_the_engine_guardrails_ready_when_they_pass(
+    client: FlaskClient, db: Database, settings: Settings, workspace: dict, rw: dict, ro: dict
 ) -> None:
-    params = {"from_campaign": "meta_broad", "to_campaign": "google_uac", "amount_per_day": 50, "currency": "USD"}
+    _with_data(db, settings, workspace)
+    params = {"from_campaign": "slow", "to_campaign": "fast", "amount_per_day": 20, "currency": "USD"}
     r = client.post(
         "/v1/actions",
         json={"workspace_id": workspace["workspace_id"], "type": "shift_budget", "parameters": params},
         headers=rw,
     )
-    assert r.status_code == 400 and r.json["error"] == "invalid_request"
-    assert r.json["message"].startswith("parameters: not accepted yet")
+    assert r.status_code == 201 and r.json["status"] == "ready_for_approval", r.json
+    detail = client.get(f"/v1/actions/{r.json['id']}", headers=ro).json["action"]
+    assert detail["parameters"] == {**params, "amount_per_day": 20.0}
+    assert detail["title"] == "Shift 20.00 USD/day from slow to fast"
+    assert {c["check"] for c in detail["guardrail_checks"]} >= {
+        "minimum_cohort_size", "statistical_confidence", "spend_change_within_limit", "data_fresh",
+    }  # fmt: skip
+    assert all(c["passed"] for c in detail["guardrail_checks"]) and len(detail["rollback_conditions"]) == 4
+    [created, evaluation] = detail["history"]
+    assert created["entry"] == "transition" and evaluation["kind"] == "create" and evaluation["outcome"] == "passed"
+    assert evaluation["detail"]["guardrail_checks"] == detail["guardrail_checks"]
+    # A second one on the same subject while the first is open: 409 (one open action per fingerprint).
+    again = client.post(
+        "/v1/actions",
+        json={"workspace_id": workspace["workspace_id"], "type": "shift_budget", "parameters": params},
+        headers=rw,
+    )
+    assert again.status_code == 409
+
+
+def test_parameters_that_fail_a_guardrail_make_a_draft(
+    client: FlaskClient, db: Database, settings: Settings, workspace: dict, rw: dict, ro: dict
+) -> None:
+    _with_data(db, settings, workspace)
+    params = {"from_campaign": "slow", "to_campaign": "fast", "amount_per_day": 35.5, "currency": "USD"}
+    r = client.post(
+        "/v1/actions",
+        json={"workspace_id": workspace["workspace_id"], "type": "budget_shift", "parameters": params},
+        headers=rw,
+    )
+    assert r.status_code == 201 and r.json["status"] == "draft"
+    detail = client.get(f"/v1/actions/{r.json['id']}", headers=ro).json["action"]
+    failed = [c for c in detail["guardrail_checks"] if not c["passed"]]
+    assert [c["check"] for c in failed] == ["spend_change_within_limit"]
+    assert failed[0]["detail"].startswith("moves 35.50 USD/day: 36 % of slow")
+    pause = client.post(
+        "/v1/actions",
+        json={
+            "workspace_id": workspace["workspace_id"],
+            "type": "pause_creative",
+            "parameters": {"creative": "good_cr", "campaign": "mixed"},  # the better creative: no signal
+        },
+        headers=rw,
+    )
+    assert pause.status_code == 201 and pause.json["status"] == "draft"
+    checks = client.get(f"/v1/actions/{pause.json['id']}", headers=ro).json["action"]["guardrail_checks"]
+    assert "statistical_confidence" in [c["check"] for c in checks if not c["passed"]]
+
+
+def test_parameters_without_data_make_a_draft_that_says_so(
+    client: FlaskClient, workspace: dict, rw: dict, ro: dict
+) -> None:
+    params = {"creative": "ugc_v3", "campaign": "meta_broad"}
+    r = client.post(
+        "/v1/actions",
+        json={"workspace_id": workspace["workspace_id"], "type": "creative_pause", "parameters": params},
+        headers=rw,
+    )
+    assert r.status_code == 201 and r.json["status"] == "draft"
+    detail = client.get(f"/v1/actions/{r.json['id']}", headers=ro).json["action"]
+    assert detail["parameters"] == params and detail["data_signals"] == []
+    [check] = detail["guardrail_checks"]
+    assert check["check"] == "minimum_cohort_size" and not check["passed"]
+    assert "hold no data this subject can be evaluated on" in check["detail"]
+
+
+@pytest.mark.parametrize(
+    ("action_type", "params", "field"),
+    [
+        ("shift_budget", {"from_campaign": "a", "to_campaign": "b", "amount_per_day": 0, "currency": "USD"}, "amount"),
+        (
+            "shift_budget",
+            {"from_campaign": "a", "to_campaign": "b", "amount_per_day": 5, "currency": "usd"},
+            "currency",
+        ),
+        (
+            "shift_budget",
+            {"from_campaign": "a" * 201, "to_campaign": "b", "amount_per_day": 5, "currency": "USD"},
+            "from",
+        ),
+        ("creative_pause", {"creative": "a", "campaign": "b", "extra": 1}, "extra"),
+        ("creative_pause", {"from_campaign": "a"}, "creative"),
+        ("offer_test", {"paywall_id": "p", "country": "USA", "control_offer": "a", "treatment_offer": "b"}, "country"),
+    ],
+)
+def test_bad_parameters_are_400_naming_the_field(
+    client: FlaskClient, workspace: dict, rw: dict, ro: dict, action_type: str, params: dict, field: str
+) -> None:
+    r = client.post(
+        "/v1/actions",
+        json={"workspace_id": workspace["workspace_id"], "type": action_type, "parameters": params},
+        headers=rw,
+    )
+    assert r.status_code == 400 and r.json["message"].startswith("parameters.") and field in r.json["message"], r.json
     assert client.get("/v1/actions", headers=ro).json["total"] == 0
 
 
@@ -176,7 +279,7 @@ def test_reject_and_rollback(client: FlaskClient, db: Database, workspace: dict,
     assert client.post(f"/v1/actions/{action_id}/reject", json={"rejected_by": "lee"}, headers=rw).status_code == 409
     assert client.post(f"/v1/actions/{action_id}/rollback", headers=rw).status_code == 409
     with db.write() as conn:
-        demo = {a.status: a for a in seed_demo_actions(conn, workspace_id=workspace["workspace_id"])}
+        demo = {a.status: a for a in seed_queue(conn, workspace_id=workspace["workspace_id"])}
     running = demo["running"]
     r = client.post(f"/v1/actions/{running.id}/rollback", headers=rw)
     assert r.status_code == 200 and r.json["action"] == {"id": running.id, "status": "rolled_back"}
@@ -196,7 +299,7 @@ def test_offer_tests_cannot_be_rolled_back(client: FlaskClient, db: Database, wo
 
 def test_status_filter_and_paging(client: FlaskClient, db: Database, workspace: dict, ro: dict) -> None:
     with db.write() as conn:
-        seed_demo_actions(conn, workspace_id=workspace["workspace_id"])
+        seed_queue(conn, workspace_id=workspace["workspace_id"])
     everything = client.get("/v1/actions?limit=100", headers=ro).json
     assert everything["total"] == 8
     ids = [a["id"] for a in everything["actions"]]

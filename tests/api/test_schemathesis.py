@@ -1,11 +1,11 @@
 """Schemathesis against the live v1 server: no 5xx, no answer that the document does not describe.
 
 The server is a real threaded HTTP server on 127.0.0.1 serving only the v1 surface (so its
-/openapi.json is the v1 document), with a bootstrapped read-write key, the demo queue, so that
-generated ids sometimes hit real actions, and published reports (a generated history refreshed
-through the real assets), so that report answers with rows, organic ones included, are checked
-against their declared schemas (`response_schema_conformance`). Examples per operation are
-capped to keep the run short.
+/openapi.json is the v1 document), with a bootstrapped read-write key, a queue of actions in every
+status (tests/actions_support.py), so that generated ids sometimes hit real actions, and published
+reports (a generated history refreshed through the real assets), so that report answers with rows,
+organic ones included, are checked against their declared schemas (`response_schema_conformance`).
+Examples per operation are capped to keep the run short.
 """
 
 import dataclasses
@@ -28,10 +28,10 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from api.app import create_app
+from tests.actions_support import seed_queue
 from tests.money_support import reports_database
 from tests.reports_support import START, refresh, seed_lake
 from tests.support import live_server
-from warehouse.actions.demo import seed_demo_actions
 from warehouse.db import Database, utcnow
 from warehouse.settings import Settings
 from warehouse.tables import workspaces
@@ -79,7 +79,7 @@ def v1_server(settings: Settings, db: Database, published_dir: Path) -> Iterator
             )
         )
         key = create_key(conn, workspace_id=WORKSPACE, scope="read_write").api_key
-        demo = seed_demo_actions(conn, workspace_id=WORKSPACE)
+        demo = seed_queue(conn, workspace_id=WORKSPACE)
     shutil.copytree(published_dir, settings.data_dir, dirs_exist_ok=True)
     app = create_app(dataclasses.replace(settings, surfaces=("v1",)))
     with live_server(app) as base:

@@ -47,11 +47,17 @@ def test_seed_lands_events_and_makes_reports_answerable(settings: Settings, db: 
 
     again = json.loads(seed(settings, *args).stdout)
     assert again["written"] == 0 and again["duplicate"] == result["events"]
+    assert again["sandbox_ad_account_id"] == result["sandbox_ad_account_id"]  # connected once
 
     refreshed = flokit(settings, "refresh", "--json")
     assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
     runs = json.loads(refreshed.stdout)["runs"]
-    assert [r["name"] for r in runs] == ["canonical_events", "reports", "analyst_catalog"]
+    # The seed connected a sandbox ad account: the refresh syncs its registry, and the engine runs
+    # after the reports.
+    assert result["sandbox_ad_account_id"].startswith("adacct_")
+    assert [r["name"] for r in runs] == [
+        "ad_accounts_sync", "canonical_events", "reports", "actions_engine", "analyst_catalog",
+    ]  # fmt: skip
     assert all(r["success"] for r in runs)
     assert len(store.partition_days(settings.paths.lake(), store.CANONICAL_EVENTS)) >= 20
     with db.read() as conn:

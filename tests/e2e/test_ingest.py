@@ -83,6 +83,7 @@ def test_callbacks_over_http_reach_the_analyst_catalog(ingest_server: str, works
     assert report["ok"] and [(r["name"], r["partitions"]) for r in report["runs"]] == [
         ("canonical_events", "2026-11-18..2026-11-20"),
         ("reports", "2026-11-18..2026-11-20"),
+        ("actions_engine", None),
         ("analyst_catalog", None),
     ]
     assert "materializing canonical_events [2026-11-18..2026-11-20]" in result.stderr

@@ -50,7 +50,7 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signa
         assert "gunicorn" in names and "dagster-webserver" in names and "dagster-daemon" in names
         assert (tmp_path / "data" / "dagster" / "dagster.yaml").exists()
         assert requests.get(f"http://127.0.0.1:{api_port}/v1/workspace", timeout=5).status_code == 401
-        key = assert_demo_queue_is_listed(f"http://127.0.0.1:{api_port}", tmp_path / "data" / "flokit.db")
+        key = demo_read_key(f"http://127.0.0.1:{api_port}", tmp_path / "data" / "flokit.db")
         if stop_signal == signal.SIGINT:  # once is enough: the daemon's pipeline takes a minute
             assert_daemon_brings_the_demo_to_reports_and_catalog(f"http://127.0.0.1:{api_port}", key, tmp_path / "data")
     finally:
@@ -65,9 +65,9 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signa
     assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
 
 
-def assert_demo_queue_is_listed(base: str, sqlite_path: Path) -> str:
-    """A newcomer's first GET /v1/actions shows the demo queue in several statuses. Returns a
-    read-only key of the demo workspace."""
+def demo_read_key(base: str, sqlite_path: Path) -> str:
+    """A read-only key of the demo workspace. Its action queue is the engine's: nothing is in it
+    before the daemon's first reports (no action is drawn at random any more)."""
     db = Database(f"sqlite:///{sqlite_path}")
     try:
         with db.write() as conn:
@@ -77,8 +77,6 @@ def assert_demo_queue_is_listed(base: str, sqlite_path: Path) -> str:
         db.dispose()
     r = requests.get(f"{base}/v1/actions?limit=100", headers={"Authorization": f"Bearer {key}"}, timeout=5)
     assert r.status_code == 200
-    statuses = {a["status"] for a in r.json()["actions"]}
-    assert statuses == {"draft", "ready", "approved", "running", "completed", "rejected", "rolled_back"}
     return key
 
 
@@ -105,5 +103,11 @@ def assert_daemon_brings_the_demo_to_reports_and_catalog(base: str, key: str, da
             return con.execute("SELECT count(*) FROM payback").fetchone()[0] > 0
 
     wait_for(catalog_has_payback, 120, "the analyst catalog with the reports")
+
+    def engine_queue() -> bool:  # actions_engine_sensor runs the engine on the signals just written
+        r = requests.get(f"{base}/v1/actions?limit=100", headers={"Authorization": f"Bearer {key}"}, timeout=5)
+        return r.status_code == 200 and {"budget_shift", "creative_pause"} <= {a["type"] for a in r.json()["actions"]}
+
+    wait_for(engine_queue, 180, "the engine's demo queue (a budget shift and a creative pause)")
     with duckdb.connect(str(catalog), read_only=True) as con:
         assert con.execute("SELECT count(DISTINCT occurred_at::DATE) FROM canonical_events").fetchone()[0] >= 60

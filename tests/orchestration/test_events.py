@@ -244,13 +244,14 @@ def test_refresh_writes_pending_days_then_reports_then_the_catalog(
         assert [(o.name, o.partition, o.success) for o in outcomes] == [
             ("canonical_events", "2026-11-19..2026-11-20", True),
             ("reports", "2026-11-19..2026-11-20", True),
+            ("actions_engine", None, True),
             ("analyst_catalog", None, True),
         ]
         assert {"acquisitions", "payback", "published_reports"} <= set(outcomes[1].assets)
         runs = instance.get_runs()
-        assert len(runs) == 3 and all(r.is_success for r in runs)
-        # Nothing new: only the catalog is rebuilt.
-        assert [o.name for o in refresh(defs, instance, db, lake)] == ["analyst_catalog"]
+        assert len(runs) == 4 and all(r.is_success for r in runs)
+        # Nothing new: the engine re-evaluates (cheap) and the catalog is rebuilt.
+        assert [o.name for o in refresh(defs, instance, db, lake)] == ["actions_engine", "analyst_catalog"]
     assert any("2 day(s)" in line for line in lines)
     with duckdb.connect(str(settings.paths.catalog), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM canonical_events").fetchone()[0] == 3

@@ -291,6 +291,7 @@ def test_flokit_refresh_reports_every_run_of_a_refresh(settings: Settings, db: D
         ("reports", far.isoformat(), True),
         ("reports", f"{START.isoformat()}..{(START + timedelta(days=4)).isoformat()}", True),
         ("reports", far.isoformat(), True),
+        ("actions_engine", None, True),
         ("analyst_catalog", None, True),
     ]
     assert "payback" not in outcomes[0].assets and "published_reports" in outcomes[1].assets

@@ -22,10 +22,10 @@ import sqlalchemy as sa
 from orchestration.actions.monitor import monitor_workspace
 from orchestration.webhooks.drain import drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
+from tests.actions_support import literal_content
 from tests.monitor_support import CPI_RULE, plant, running_action, times
 from tests.reports_support import refresh, seed_lake
 from tests.webhook_receiver import Receiver, running_receiver
-from transforms.actions import generate_content
 from transforms.integrations.kinds import validate_config
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES
 from transforms.webhooks.envelope import EVENT_TYPES
@@ -91,7 +91,7 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
             conn,
             workspace_id=workspace_id,
             action_type="budget_shift",
-            content=generate_content("budget_shift", seed="parity"),
+            content=literal_content("budget_shift"),
             actor="parity-test",
             origin="demo",
         )
@@ -99,7 +99,7 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
             conn,
             workspace_id=workspace_id,
             action_type="offer_test",
-            content=generate_content("offer_test", seed="parity-draft", guardrails_pass=False),
+            content=literal_content("offer_test", guardrails_pass=False),
             actor="parity-test",
             origin="demo",
         )
@@ -120,12 +120,12 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
             events=["integration.error"],
             allow_private=True,
         )
-        for i in range(DISABLE_AFTER_FAILURES):
+        for _ in range(DISABLE_AFTER_FAILURES):
             repository.create_action(
                 conn,
                 workspace_id=workspace_id,
                 action_type="creative_pause",
-                content=generate_content("creative_pause", seed=f"fill-{i}"),
+                content=literal_content("creative_pause"),
                 actor="parity-test",
                 origin="demo",
             )

@@ -374,3 +374,49 @@ def benjamini_hochberg(p_values: ArrayLike, q: float = FDR_Q) -> NDArray[np.bool
         k = int(np.flatnonzero(below)[-1]) + 1
         reject[order[:k]] = True
     return reject.reshape(p.shape)
+
+
+# ---------------------------------------------------------------- large ratios (budget shifts)
+
+
+def log_ratio_posterior(
+    control_mean: ArrayLike,
+    control_var: ArrayLike,
+    treatment_mean: ArrayLike,
+    treatment_var: ArrayLike,
+    prior_sd: float = LIFT_PRIOR_SD,
+) -> LiftPosterior:
+    """The lift of treatment over control on the log scale, θ = ln(μT/μC), under a N(0, prior_sd²) prior.
+
+    `*_var` is the variance of each estimated mean (not of a user's value), so standardised means (a
+    weighted sum over countries) enter as they are. Why not `lift_posterior`: between campaigns the gap is
+    often several-fold (the demo's fastest campaign returns 5x the slowest's ROAS), and on the relative
+    scale the delta-method error grows with the ratio (σ²C·μT²/μC⁴), so the N(0, 0.3²) prior on a
+    relative lift reads a 5x gap measured on 300 installs as a coin flip. On the log scale the error is
+    σ²C/(nC·μC²) + σ²T/(nT·μT²) whatever the ratio, the prior N(0, 0.3²) means the same "most effects within
+    about ±30 %", and the test is symmetric (A/B and B/A give the same confidence). `mean`/`sd` are of θ;
+    `raw` is the observed relative lift μT/μC − 1; `chance_to_win` is P(θ > 0) and `risk` E[max(−θ, 0)].
+    NaN when either mean is not positive.
+    """
+    mc, vc, mt, vt = _f(control_mean), _f(control_var), _f(treatment_mean), _f(treatment_var)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ok = (mc > 0) & (mt > 0)
+        theta = np.where(ok, np.log(np.where(ok, mt / mc, 1.0)), np.nan)
+        data_var = np.where(ok, vc / (mc * mc) + vt / (mt * mt), np.nan)
+        prior_var = prior_sd * prior_sd
+        post_var = np.where(data_var > 0, 1.0 / (1.0 / prior_var + 1.0 / data_var), 0.0)
+        post_mean = np.where(data_var > 0, post_var * theta / data_var, theta)
+        sd = np.sqrt(post_var)
+        z = post_mean / sd
+        ctw = np.where(sd > 0, special.ndtr(z), np.where(post_mean > 0, 1.0, np.where(post_mean < 0, 0.0, 0.5)))
+        risk = np.where(sd > 0, sd * stats.norm.pdf(z) - post_mean * special.ndtr(-z), np.maximum(-post_mean, 0.0))
+        raw = np.where(ok, mt / mc - 1.0, np.nan)
+    nan = np.isnan(theta) | np.isnan(data_var)
+    return LiftPosterior(
+        raw=np.asarray(raw, dtype=np.float64),
+        raw_se=np.asarray(np.sqrt(data_var), dtype=np.float64),
+        mean=np.where(nan, np.nan, post_mean),
+        sd=np.where(nan, np.nan, sd),
+        chance_to_win=np.where(nan, np.nan, ctw),
+        risk=np.where(nan, np.nan, risk),
+    )

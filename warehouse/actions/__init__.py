@@ -1,1 +1,1 @@
-"""Growth actions: their rows, their transition history, and the demo queue."""
+"""Growth actions: their rows, their transition history, evaluations, policy and the engine's inputs."""

@@ -127,6 +127,45 @@ def test_budget_shift_detects_a_source_paying_back_25_percent_less() -> None:
     assert backwards == 0.0, f"the shift proposed the wrong way in {backwards:.1%} of worlds"
 
 
+def log_shift_proposed(source: st.Moments, target: st.Moments) -> NDArray[np.bool_]:
+    """The rule the engine applies (transforms/actions/proposals.py): the lift on the log scale, 200 installs
+    per side, CTW ≥ 0.95, posterior lift ≥ +20 %, risk ≤ 0.01."""
+    post = st.log_ratio_posterior(source.mean, source.variance / source.n, target.mean, target.variance / target.n)
+    eligible = (source.n >= 200) & (target.n >= 200)
+    lift = np.exp(post.mean) - 1.0
+    return eligible & (post.chance_to_win >= SHIFT_BAR) & (lift >= SHIFT_MIN_LIFT) & (post.risk <= SHIFT_MAX_RISK)
+
+
+def test_the_engines_log_scale_shift_aa_proposes_in_at_most_5_percent_of_worlds() -> None:
+    rng = np.random.default_rng(203)
+    first = revenue_moments(rng, rng.integers(200, 1501, WORLDS), 1.0)
+    second = revenue_moments(rng, rng.integers(200, 1501, WORLDS), 1.0)
+    proposed = log_shift_proposed(first, second) | log_shift_proposed(second, first)
+    assert proposed.mean() <= 0.05, f"A/A budget shifts proposed in {proposed.mean():.1%} of worlds"
+
+
+def test_the_engines_log_scale_shift_detects_a_source_paying_back_25_percent_less() -> None:
+    rng = np.random.default_rng(204)
+    installs = np.full(WORLDS, 3000)
+    source = revenue_moments(rng, installs, 0.75)
+    target = revenue_moments(rng, installs, 1.0)
+    detected = log_shift_proposed(source, target).mean()
+    assert detected >= 0.80, f"planted budget shift proposed in {detected:.1%} of worlds"
+    assert log_shift_proposed(target, source).mean() == 0.0
+
+
+def test_the_log_scale_sees_a_several_fold_gap_the_relative_scale_reads_as_noise() -> None:
+    # The demo's gap: one campaign returns about 5x the other's revenue per install, 300 installs each.
+    # On the relative scale the delta-method error grows with the ratio and the N(0, 0.3²) prior pulls the
+    # lift to a coin flip; the log scale proposes it in nearly every world.
+    rng = np.random.default_rng(205)
+    installs = np.full(WORLDS, 300)
+    source = revenue_moments(rng, installs, 0.2)
+    target = revenue_moments(rng, installs, 1.0)
+    assert log_shift_proposed(source, target).mean() >= 0.80
+    assert shift_proposed(source, target).mean() <= 0.50
+
+
 # ---------------------------------------------------------------- (c), (d) the monitor
 
 
