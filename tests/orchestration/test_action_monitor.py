@@ -214,14 +214,21 @@ def test_flokit_refresh_checks_the_running_actions_last(
     effective, today = times()
     lake = settings.paths.lake()
     defs = build_definitions(settings)
-    assert [o.name for o in refresh(defs, instance, db, lake)] == ["analyst_catalog"]  # nothing running
+    assert [o.name for o in refresh(defs, instance, db, lake)] == [
+        "actions_engine",
+        "analyst_catalog",
+    ]  # nothing running
     # The signals as a refresh wrote them (not their inputs, which would make the reports rewrite them).
     plant(lake, ws, effective, today, {"installs": 100, "spend": 200.0, "trials": 30},
           {"installs": 100, "spend": 400.0, "trials": 30}, with_spend=False)  # fmt: skip
     action_id = running_action(db, ws, effective, [CPI_RULE])
     lines: list[str] = []
     outcomes = refresh(defs, instance, db, lake, lines.append)
-    assert [(o.name, o.success) for o in outcomes] == [("analyst_catalog", True), ("monitor_actions", True)]
+    assert [(o.name, o.success) for o in outcomes] == [
+        ("actions_engine", True),
+        ("analyst_catalog", True),
+        ("monitor_actions", True),
+    ]
     assert "1 running growth action(s) to check" in lines
     with db.read() as conn:
         assert repository.get_action(conn, workspace_id=ws, action_id=action_id).status == "rolled_back"
