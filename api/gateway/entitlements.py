@@ -69,6 +69,9 @@ class Verification(BaseModel):
 
 
 class EntitlementBody(BaseModel):
+    # Frozen: its few values (active x source) are serialized once per process (api/responses.py).
+    model_config = ConfigDict(frozen=True)
+
     active: bool
     source: str = Field(description="iap when verified with a store; none when nothing was verified.")
 
@@ -145,11 +148,14 @@ def verify_receipt(body: ReceiptBody) -> Response:
     return private(respond(verdict))
 
 
+_IDENTITY_HEADERS = ("x-app-key", "x-app-token", "x-user-id")
+
+
 def private(response: Response) -> Response:
     """Answers about one user's purchases: never stored by a shared cache, and never served
     from a cache to a request with other identity headers."""
     response.headers["Cache-Control"] = "private, no-store"
-    response.vary.update(("x-app-key", "x-app-token", "x-user-id"))
+    response.vary.update(_IDENTITY_HEADERS)
     return response
 
 
