@@ -5,9 +5,10 @@
 Per backend: a fresh database, a bootstrapped workspace, a published two-variant experiment
 (`onboarding`) and 2 000 users with a purchase in the ledger (a third active, the rest lapsed);
 gunicorn started exactly as `flokit up` starts it, serving only the gateway surface; then `wrk`
-(16 connections) alternates slices of GET /healthz (the ceiling: the same server answering without any work), GET
+(16 connections) alternates slices of GET /healthz (the ceiling: the same server answering without any work,
+asked with the reads' own scripted requests and headers; the bare /healthz too), GET
 /api/paywall/config and GET /api/paywall/entitlement, each with a different user per request.
-Printed: req/s, p50/p99 and each read's share of the ceiling; every answer must be a 200.
+Printed: req/s, p50/p99 and each read's share of the ceiling (and of the bare one); every answer must be a 200.
 The entitlement read's per-worker cache of ledger rows (`warehouse/entitlements/cache.py`) starts
 empty and fills during the run (2 000 users on each of 4 workers): its misses are in the figures.
 """
