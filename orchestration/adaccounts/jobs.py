@@ -12,6 +12,7 @@ import dagster as dg
 
 from orchestration.adaccounts.sync import sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
+from warehouse.adaccounts.repository import live_accounts
 
 
 class AdAccountsSyncConfig(dg.Config):
@@ -46,3 +47,27 @@ def sync_ad_accounts(
 )
 def ad_accounts_sync_job() -> None:
     sync_ad_accounts()
+
+
+# A quarter of an hour before each six-hourly reports refresh (`reports_schedule`, "0 */6"), so
+# the engine that runs after the reports sizes its proposals on a fresh registry, and the
+# executor's preflight (which refuses a registry older than 48 h) finds one in a deployment that
+# only runs the daemon.
+SYNC_CRON = "45 5-23/6 * * *"
+
+
+@dg.schedule(
+    name="ad_accounts_schedule",
+    cron_schedule=SYNC_CRON,
+    job=ad_accounts_sync_job,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="The registry sync of every live ad account, before each six-hourly reports refresh.",
+)
+def ad_accounts_schedule(
+    context: dg.ScheduleEvaluationContext, database: DatabaseResource
+) -> dg.RunRequest | dg.SkipReason:
+    with database.database().read() as conn:
+        if not live_accounts(conn):
+            return dg.SkipReason("no live ad account")
+    return dg.RunRequest(run_key=None)

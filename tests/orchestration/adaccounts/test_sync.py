@@ -275,3 +275,30 @@ def test_a_sandbox_with_no_spend_and_no_campaigns_has_no_objects(db: Database, l
     account_id = connect(db, workspace["workspace_id"], "sandbox", {})
     [result] = sync_accounts(db, lake, KEY, workspace_id=workspace["workspace_id"])
     assert result.status == "succeeded" and registry(db, account_id) == {}
+
+
+def test_the_daemon_syncs_the_registry_before_each_reports_refresh(
+    db: Database, workspace: dict, settings: Settings
+) -> None:
+    """Without `flokit refresh`, only the schedule keeps the registry fresh (the executor refuses
+    one older than 48 h): it runs 15 minutes before each six-hourly reports refresh, and only
+    when there is a live account to read."""
+    import dagster as dg
+
+    from orchestration.adaccounts.jobs import ad_accounts_schedule
+    from orchestration.definitions import build_definitions
+    from orchestration.reports.jobs import REFRESH_CRON
+    from orchestration.resources import DatabaseResource
+
+    defs = build_definitions(settings)
+    schedule = defs.resolve_schedule_def("ad_accounts_schedule")
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert (schedule.cron_schedule, REFRESH_CRON) == ("45 5-23/6 * * *", "0 */6 * * *")
+    resources = {"database": DatabaseResource(url=settings.database_url)}
+    with dg.build_schedule_context(resources=resources) as context:
+        assert isinstance(ad_accounts_schedule(context), dg.SkipReason)  # nothing connected yet
+    connect(
+        db, workspace["workspace_id"], "sandbox", {"campaigns": [{"name": "c1", "daily_budget": 10, "currency": "USD"}]}
+    )
+    with dg.build_schedule_context(resources=resources) as context:
+        assert isinstance(ad_accounts_schedule(context), dg.RunRequest)
