@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from orchestration.actions.engine_jobs import actions_engine_job
+from orchestration.actions.engine_jobs import actions_engine_job, run_actions_engine
 from orchestration.actions.monitor import latest_run_key, monitor_actions_job, monitor_run_config
 from orchestration.adaccounts.jobs import ad_accounts_sync_job
 from orchestration.catalog.assets import analyst_catalog
@@ -73,7 +73,7 @@ def refresh(
     outcomes: list[RunOutcome] = []
     job = defs.resolve_implicit_global_asset_job_def()
 
-    def record(name: str, result: dg.ExecuteInProcessResult) -> bool:
+    def record(name: str, result: dg.ExecuteInProcessResult, what: str | None = None) -> bool:
         materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events() if e.asset_key}
         outcome = RunOutcome(
             name, range_label(result.dagster_run.tags), result.run_id, result.success, sorted(materialized)
@@ -81,7 +81,7 @@ def refresh(
         outcomes.append(outcome)
         where = f" [{outcome.partition}]" if outcome.partition else ""
         verdict = "succeeded" if outcome.success else "FAILED"
-        progress(f"  run {outcome.run_id} {verdict}: {', '.join(outcome.assets) or 'nothing new'}{where}")
+        progress(f"  run {outcome.run_id} {verdict}: {what or ', '.join(outcome.assets) or 'nothing new'}{where}")
         return result.success
 
     with database.read() as conn:
@@ -152,7 +152,10 @@ def refresh(
     engine = defs.resolve_job_def(actions_engine_job.name).execute_in_process(
         instance=instance, tags={REFRESH_TAG: "true"}, raise_on_error=False, run_config=QUIET
     )
-    record("actions_engine", engine)  # a failure is printed and fails the refresh; the catalog does not need it
+    # A failure is printed and fails the refresh; the catalog does not need it. The engine
+    # materializes nothing, so its line says what it did to each workspace's queue.
+    summaries = engine.output_for_node(run_actions_engine.name) if engine.success else None
+    record("actions_engine", engine, ("; ".join(summaries) or "no workspace") if summaries is not None else None)
 
     progress("rebuilding the analyst catalog ...")
     catalog = job.execute_in_process(

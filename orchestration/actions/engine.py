@@ -56,7 +56,7 @@ class EngineResult:
             return f"{self.workspace_id}: {self.skipped}"
         return (
             f"{self.workspace_id}: {len(self.created)} new, {len(self.revalidated)} re-evaluated, "
-            f"{len(self.promoted)} ready, {len(self.expired)} expired (data through {self.data_through})"
+            f"{len(self.promoted)} draft -> ready, {len(self.expired)} expired (data through {self.data_through})"
         )
 
 

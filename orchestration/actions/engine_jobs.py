@@ -27,8 +27,13 @@ class EngineConfig(dg.Config):
 @dg.op(description="Proposes, re-evaluates and expires growth actions from the action signals and the registry.")
 def run_actions_engine(
     context: dg.OpExecutionContext, config: EngineConfig, database: DatabaseResource, data_dir: DataDirResource
-) -> None:
-    run_engine(database.database(), data_dir.paths.lake(), workspace_id=config.workspace_id, log=context.log.info)
+) -> list[str]:
+    """Each workspace's summary is also the op's output, so `flokit refresh` can print what the
+    engine did (it materializes no asset to show)."""
+    results = run_engine(
+        database.database(), data_dir.paths.lake(), workspace_id=config.workspace_id, log=context.log.info
+    )
+    return [r.summary() for r in results]
 
 
 @dg.job(

@@ -81,12 +81,11 @@ def meta() -> Iterator[MetaGraphFake]:
         yield fake
 
 
-def flokit(env: dict[str, str], *args: str) -> Any:
-    done = subprocess.run(
-        [str(BIN / "flokit"), *args, "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
-    )
+def flokit(env: dict[str, str], *args: str, as_json: bool = True) -> Any:
+    argv = [str(BIN / "flokit"), *args, *(["--json"] if as_json else [])]
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
+    return json.loads(done.stdout) if as_json else done.stdout + done.stderr
 
 
 def wait_until(what: str, check: Callable[[], Any], timeout: float, up: Up) -> Any:
@@ -149,7 +148,8 @@ def test_an_approved_shift_runs_on_meta_and_a_planted_deterioration_rolls_it_bac
            "--config", str(config))  # fmt: skip
 
     # 2. The engine proposes the planted shift, sized from Meta's budgets.
-    flokit(env, "refresh")
+    printed = flokit(env, "refresh", as_json=False)
+    assert f"{workspace_id}: 3 new, 0 re-evaluated, 0 draft -> ready, 0 expired" in printed  # shift, pause, offer test
     database = database_for(env["FLOKIT_DATABASE_URL"])
     with database.read() as conn:
         rows = conn.execute(
