@@ -27,9 +27,9 @@ lint: $(STAMP) ## ruff (lint and format), the import-linter contracts between th
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-test: $(STAMP) ## Lint, then the whole suite against SQLite and a private PostgreSQL cluster (and Redis, nginx)
+test: $(STAMP) ## Lint, then the whole suite against SQLite and a private PostgreSQL cluster (and Redis, nginx, chromium)
 	$(MAKE) lint
-	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest
+	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest
 
 faults: $(STAMP) ## The whole fault suite, long scenarios included (see docs/reliability.md)
 	FLOKIT_TEST_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(BIN)/pytest tests/faults --run-slow -v
