@@ -37,5 +37,5 @@ faults: $(STAMP) ## The whole fault suite, long scenarios included (see docs/rel
 bench: $(STAMP) ## Benchmarks (figures printed; see docs/benchmarks.md)
 	scripts/with-postgres.sh $(BIN)/python -m tests.bench
 
-clean: ## Remove the environment and local data
-	rm -rf $(VENV) data
+clean: ## Remove the environment, local data and test artefacts (browser screenshots)
+	rm -rf $(VENV) data test-artifacts
