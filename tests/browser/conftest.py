@@ -24,6 +24,8 @@ from tests.browser.support import (
     screenshots_dir,
     written_screenshots,
 )
+from tests.support import GunicornServer, gunicorn_server
+from warehouse.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 launch_seconds: list[float] = []
@@ -111,6 +113,15 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         if guard.problems:
             pytest.fail(guard.report(), pytrace=False)
     return result
+
+
+@pytest.fixture
+def flokit_server(settings: Settings, tmp_path: Path) -> Iterator[GunicornServer]:
+    """FloKit itself under gunicorn, as `flokit up` runs it, on this test's database (SQLite, and
+    PostgreSQL under `make test`). Two workers, so that state one worker keeps for itself (a secret
+    key made per process, an in-memory session) shows up as a failure instead of passing by luck."""
+    with gunicorn_server({**os.environ, **settings.child_env()}, workers=2, log_dir=tmp_path) as server:
+        yield server
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -211,6 +211,22 @@ def test_axe_finds_an_inaccessible_page(browser_context: tuple[Any, PageGuard], 
         assert_accessible(page)
 
 
+def test_the_guard_on_flokit_under_gunicorn(browser_context: tuple[Any, PageGuard], flokit_server: Any) -> None:
+    """The fixtures the dashboard's flows start from: a real FloKit, a guarded page. An HTTP error
+    the page loads is a console error, so the guard flags it too."""
+    context, guard = browser_context
+    page = visit(context, f"{flokit_server.base}/healthz")
+    assert json.loads(page.inner_text("body")) == {"status": "ok"}
+    assert guard.problems == []
+
+    visit(context, f"{flokit_server.base}/no-such-page")
+
+    assert guard.problems == [
+        "console error: Failed to load resource: the server responded with a status of 404 (NOT FOUND)"
+        f" (at {flokit_server.base}/no-such-page)"
+    ]
+
+
 BAD_SUITE = """
 def test_clean_page(page):
     page.goto("data:text/html,<title>ok</title><h1>ok</h1>")
