@@ -4,7 +4,7 @@
 #   scripts/with-chromium.sh <command...>
 #   scripts/with-chromium.sh --check-install
 #
-# Installs Debian's `chromium` package when no chromium is on PATH (Playwright drives it through
+# Installs Debian's `chromium` package when no chromium is on PATH (and FLOKIT_CHROMIUM is unset) (Playwright drives it through
 # `executable_path`; `playwright install` cannot work here: it downloads a browser build from a
 # CDN that CI cannot reach). Exports FLOKIT_CHROMIUM (the binary) and FLOKIT_TEST_REQUIRE_BROWSER=1
 # so that browser tests fail rather than skip.
@@ -64,7 +64,16 @@ if [ "$#" -eq 0 ]; then
   exit 2
 fi
 
-CHROMIUM=$(find_chromium || true)
+# A chromium chosen by the caller wins, as in the tests' fixture (tests/browser/support.py).
+if [ -n "${FLOKIT_CHROMIUM:-}" ]; then
+  if [ ! -x "$FLOKIT_CHROMIUM" ]; then
+    echo "with-chromium: FLOKIT_CHROMIUM=$FLOKIT_CHROMIUM is not an executable" >&2
+    exit 1
+  fi
+  CHROMIUM=$FLOKIT_CHROMIUM
+else
+  CHROMIUM=$(find_chromium || true)
+fi
 if [ -z "$CHROMIUM" ]; then
   echo "with-chromium: installing Debian's chromium package" >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -61,6 +61,21 @@ def test_the_command_runs_with_the_browser_exported() -> None:
     assert "with-chromium: Chromium " in result.stderr
 
 
+def test_a_chromium_chosen_by_the_caller_wins(tmp_path: Path) -> None:
+    chosen = tmp_path / "my-chromium"
+    chosen.write_text('#!/bin/sh\necho "Chromium 1.2.3 (a stand-in)"\n')
+    chosen.chmod(0o755)
+
+    result = run("sh", "-c", 'echo "$FLOKIT_CHROMIUM"', env={**os.environ, "FLOKIT_CHROMIUM": str(chosen)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(chosen)
+    assert f"with-chromium: Chromium 1.2.3 (a stand-in) at {chosen}" in result.stderr
+
+    missing = run("true", env={**os.environ, "FLOKIT_CHROMIUM": str(tmp_path / "nothing")})
+    assert missing.returncode == 1
+    assert f"FLOKIT_CHROMIUM={tmp_path / 'nothing'} is not an executable" in missing.stderr
+
+
 def test_without_a_command_it_says_how_to_use_it() -> None:
     result = run()
 
