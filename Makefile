@@ -27,9 +27,9 @@ lint: $(STAMP) ## ruff (lint and format), the import-linter contracts between th
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-test: $(STAMP) ## Lint, then the whole suite against SQLite and a private PostgreSQL cluster (and Redis, nginx)
+test: $(STAMP) ## Lint, then the whole suite against SQLite and a private PostgreSQL cluster (and Redis, nginx, chromium)
 	$(MAKE) lint
-	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest
+	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest
 
 faults: $(STAMP) ## The whole fault suite, long scenarios included (see docs/reliability.md)
 	FLOKIT_TEST_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(BIN)/pytest tests/faults --run-slow -v
@@ -37,5 +37,5 @@ faults: $(STAMP) ## The whole fault suite, long scenarios included (see docs/rel
 bench: $(STAMP) ## Benchmarks (figures printed; see docs/benchmarks.md)
 	scripts/with-postgres.sh $(BIN)/python -m tests.bench
 
-clean: ## Remove the environment and local data
-	rm -rf $(VENV) data
+clean: ## Remove the environment, local data and test artefacts (browser screenshots)
+	rm -rf $(VENV) data test-artifacts

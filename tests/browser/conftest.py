@@ -1,0 +1,135 @@
+"""Fixtures for real-browser tests: one chromium per run, a fresh guarded page per test.
+
+`browser` skips when Playwright or chromium is missing, and fails instead under
+FLOKIT_TEST_REQUIRE_BROWSER=1 (`make test` sets it through scripts/with-chromium.sh), as the
+PostgreSQL fixtures do. Every test under tests/browser is marked `browser` (`pytest -m browser`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.support import (
+    CHROMIUM_ARGS,
+    PageGuard,
+    browser_required,
+    chromium_path,
+    screenshots_dir,
+    written_screenshots,
+)
+from tests.support import GunicornServer, gunicorn_server
+from warehouse.settings import Settings
+
+HERE = Path(__file__).resolve().parent
+launch_seconds: list[float] = []
+launched_version: list[str] = []
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.browser)
+
+
+def _unavailable(reason: str) -> None:
+    if browser_required():
+        pytest.fail(f"{reason}; FLOKIT_TEST_REQUIRE_BROWSER=1 (make test installs it: scripts/with-chromium.sh)")
+    pytest.skip(f"browser tests need {reason} (make test installs chromium: scripts/with-chromium.sh)")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Debian's chromium, headless, launched once for the whole run (about 0.7 s)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright package (make venv installs it)")
+    executable = chromium_path()
+    if executable is None:
+        _unavailable("chromium on PATH or FLOKIT_CHROMIUM")
+    if not os.access(executable, os.X_OK):
+        _unavailable(f"chromium, but FLOKIT_CHROMIUM={executable} is not an executable")
+    started = time.monotonic()
+    playwright = sync_playwright().start()
+    try:
+        chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        launch_seconds.append(time.monotonic() - started)
+        launched_version.append(chromium.version)
+        yield chromium
+        chromium.close()
+    finally:
+        playwright.stop()
+
+
+@pytest.fixture
+def browser_context(browser: Any) -> Iterator[tuple[Any, PageGuard]]:
+    """A new context (own cookies and storage) at 1280x800, with a PageGuard attached; closed after."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, device_scale_factor=1)
+    guard = PageGuard.watch(context)
+    try:
+        yield context, guard
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def page(browser_context: tuple[Any, PageGuard]) -> Any:
+    """A page whose test fails on any console error, page error, failed request or request to a host
+    other than 127.0.0.1, with the list in the failure (checked by `pytest_runtest_call` below)."""
+    context, _ = browser_context
+    return context.new_page()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """After the body of a test that used `page`: close its context and fail the test on problems.
+
+    Closing first delivers the events still in flight (the sync API hands them over only when the
+    driver is next called). Done here rather than in the fixture's teardown so that the test itself
+    is reported FAILED, not "passed" plus a teardown error; when the body already failed, the
+    problems are attached to its report as a "browser" section (often they are the cause).
+    """
+    watched = "page" in getattr(item, "fixturenames", ()) and hasattr(item, "funcargs")
+    try:
+        result = yield
+    except BaseException:
+        if watched:
+            context, guard = item.funcargs["browser_context"]
+            with contextlib.suppress(Exception):  # the test's own failure is the one to report
+                context.close()
+            if guard.problems:
+                item.add_report_section("call", "browser", guard.report())
+        raise
+    if watched:
+        context, guard = item.funcargs["browser_context"]
+        context.close()
+        if guard.problems:
+            pytest.fail(guard.report(), pytrace=False)
+    return result
+
+
+@pytest.fixture
+def flokit_server(settings: Settings, tmp_path: Path) -> Iterator[GunicornServer]:
+    """FloKit itself under gunicorn, as `flokit up` runs it, on this test's database (SQLite, and
+    PostgreSQL under `make test`). Two workers, so that state one worker keeps for itself (a secret
+    key made per process, an in-memory session) shows up as a failure instead of passing by luck."""
+    with gunicorn_server({**os.environ, **settings.child_env()}, workers=2, log_dir=tmp_path) as server:
+        yield server
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if launch_seconds:
+        terminalreporter.write_line(
+            f"browser: chromium {launched_version[0]} launched once in {launch_seconds[0]:.2f} s"
+        )
+    if written_screenshots:
+        terminalreporter.write_line(
+            f"browser screenshots: {len(written_screenshots)} written to {screenshots_dir().resolve()}"
+        )
