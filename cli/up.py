@@ -16,10 +16,12 @@ console as well.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -113,6 +115,32 @@ def print_first_run(result: dict[str, str]) -> None:
         click.echo(f"  {field:<20} {value}")
 
 
+def demo_queue(settings: Settings, env: dict[str, str], workspace_id: str) -> None:
+    """The demo's queue, before the servers start: a first `flokit refresh` (the reports and the
+    engine's proposals), then `flokit demo walkthrough` (a shift run, a pause run and rolled back,
+    an offer test rejected, all on the sandbox account), so the newcomer's first look shows every
+    status for real. Child processes, so this process never loads Dagster; their output goes to
+    `<logs>/demo-bootstrap.log`. A failure is reported and the service starts anyway (the daemon
+    refreshes on its schedule)."""
+    log = settings.paths.logs / "demo-bootstrap.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    steps = (["refresh", "--json"], ["demo", "walkthrough", "--workspace", workspace_id, "--json"])
+    with log.open("a") as out:
+        for args in steps:
+            done = subprocess.run([_tool("flokit"), *args], env=env, capture_output=True, text=True, check=False)
+            out.write(f"$ flokit {' '.join(args)}\n{done.stderr}{done.stdout}\n")
+            if done.returncode != 0:
+                click.echo(f"flokit up: `flokit {' '.join(args)}` failed (see {log}); starting anyway", err=True)
+                return
+    click.echo(
+        f"Demo queue: first refresh and walkthrough on the sandbox account in {time.monotonic() - started:.0f} s"
+    )
+    for step in json.loads(done.stdout)["steps"]:
+        if step["action_id"]:
+            click.echo(f"  {step['action_type']:<15} {step['action_id']}  {step['status']}")
+
+
 @click.command()
 @click.option("--no-bootstrap", is_flag=True, help="Do not create a demo workspace in an empty database.")
 @click.option("--workers", type=int, default=DEFAULT_WORKERS, show_default=True, help="Gunicorn workers.")
@@ -145,9 +173,9 @@ def _up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> int:
     applied = migrate.upgrade(database)
     click.echo(f"database {settings.database_url.split('@')[-1]} at revision {', '.join(applied)}")
     warn_if_not_durable(database)
+    created = None
     if not no_bootstrap:
         with database.write() as conn:
-            created = None
             if not workspaces.count_workspaces(conn):
                 created = bootstrap(conn, name="Demo workspace", actor="flokit up")
         if created:
@@ -169,6 +197,8 @@ def _up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> int:
     app.close()  # children open their own connections; keep none across the fork
     settings = ensure_app_session_secret(settings)
     env = {**os.environ, **settings.child_env()}
+    if created:
+        demo_queue(settings, env, created["workspace_id"])
     return supervise(children(settings, workers), env, settings, verbose)
 
 

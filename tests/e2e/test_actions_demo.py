@@ -36,7 +36,7 @@ from warehouse.workspaces import create_key, create_workspace
 
 pytestmark = pytest.mark.e2e
 FLOKIT = str(Path(sys.executable).parent / "flokit")
-USERS, DAYS = 3000, 60  # `flokit up`'s demo size: the story the newcomer sees
+USERS, DAYS = 3000, 60  # the smallest demo whose story stands out of the noise (flokit up seeds 8000)
 SEEDS = (1, 2)
 NO_SIGNAL_SEED = 4
 

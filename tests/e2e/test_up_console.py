@@ -41,6 +41,9 @@ def first_reports(up: Up) -> bool:
 def test_the_console_is_quiet_until_the_first_reports(tmp_path: Path) -> None:
     with flokit_up(tmp_path / "data", bootstrap=True) as up:
         wait_for(lambda: first_reports(up), 600, "the first reports", up.process)
+        # The first refresh ran before the servers (the demo queue); the daemon's first run follows.
+        run_line = re.compile(r"flokit up: run \w{8} succeeded in [\d.]+ s: \S+")
+        wait_for(lambda: run_line.search(up.output()), 300, "the daemon's first run", up.process)
         console = up.output()
         lines = console.splitlines()
         print(f"\n[console] {len(lines)} lines until the first reports:\n{console}")
@@ -48,7 +51,19 @@ def test_the_console_is_quiet_until_the_first_reports(tmp_path: Path) -> None:
         assert "Warning" not in console and "DEBUG" not in console, console
         assert "api_key_read_write" in console  # the keys banner
         assert up.api in console and up.ui in console and "/data/logs/" in console
-        assert re.search(r"flokit up: run \w{8} succeeded in [\d.]+ s: \S+", console), console
+        # The demo queue: the engine's proposals, worked on the sandbox before the servers started.
+        assert "Demo queue: first refresh and walkthrough on the sandbox account" in console, console
+        shown = dict(re.findall(r"^  (budget_shift|creative_pause|offer_test)\s+act_\w+\s+(\w+)$", console, re.M))
+        assert shown == {"budget_shift": "running", "creative_pause": "rolled_back", "offer_test": "rejected"}
+        key = re.search(r"api_key_read_write\s+(\S+)", console)
+        assert key is not None
+        listed = requests.get(
+            f"{up.api}/v1/actions",
+            params={"limit": 100},
+            headers={"Authorization": f"Bearer {key.group(1)}"},
+            timeout=5,
+        ).json()["actions"]
+        assert {"running", "rolled_back", "rejected"} <= {a["status"] for a in listed}
         # The detail is kept, in one log file per child.
         assert "Listening at: " + up.api in up.log("api")
         assert "DEBUG" in up.log("dagster-daemon")  # the runs' step events

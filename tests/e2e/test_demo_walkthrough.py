@@ -1,0 +1,135 @@
+"""`flokit demo walkthrough` as `flokit up` runs it on a fresh demo: after `flokit demo seed` (its
+size) and `flokit refresh`, the engine's ready shift is running on the sandbox (the registry shows
+the moved budgets), its ready pause was run and rolled back (the ads are active again, through
+the executor's revert), its ready offer test is rejected, each by the labelled demo operator with
+a note; what the daemon's executor sensor then asks for writes nothing twice; a second walkthrough
+finds nothing ready; and a workspace with a real ad account is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli.demo import UP_DAYS, UP_SEED, UP_USERS
+from orchestration.actions.executor import execute
+from orchestration.actions.walkthrough import DEMO_OPERATOR
+from tests.conftest import fresh_database_url
+from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
+from tests.support import BIN, ROOT
+from warehouse.actions import executions, repository
+from warehouse.actions.executions import work_after
+from warehouse.db import database_for
+from warehouse.lake import Lake
+from warehouse.settings import instance_key_for
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    urls = fresh_database_url(request, request.param, tmp_path)
+    env = {**os.environ, "FLOKIT_DATA_DIR": str(tmp_path / "data"), "FLOKIT_DATABASE_URL": next(urls)}
+    for name in ("DAGSTER_HOME", "FLOKIT_SECRET_KEY"):
+        env.pop(name, None)
+    yield env
+    with pytest.raises(StopIteration):
+        next(urls)
+
+
+def flokit(env: dict[str, str], *args: str, ok: bool = True) -> Any:
+    done = subprocess.run(
+        [str(BIN / "flokit"), *args, "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert (done.returncode == 0) == ok, done.stdout + done.stderr
+    return json.loads(done.stdout) if ok else done.stderr
+
+
+def registry(env: dict[str, str], workspace_id: str) -> dict[str, dict[str, Any]]:
+    [account] = flokit(env, "admin", "ad-accounts", "list", "--workspace", workspace_id, "--entities")["ad_accounts"]
+    assert account["sandbox"] is True
+    return {e["name"]: e for e in account["registry"]}
+
+
+def test_the_walkthrough_runs_rolls_back_and_rejects_on_the_sandbox_once(env: dict[str, str]) -> None:
+    flokit(env, "db", "upgrade")
+    workspace_id = flokit(env, "admin", "bootstrap", "--name", "Demo")["workspace_id"]
+    flokit(env, "demo", "seed", "--workspace", workspace_id, "--users", str(UP_USERS), "--days", str(UP_DAYS),
+           "--seed", str(UP_SEED))  # fmt: skip
+    flokit(env, "refresh")
+    before = registry(env, workspace_id)
+
+    steps = {s["action_type"]: s for s in flokit(env, "demo", "walkthrough", "--workspace", workspace_id)["steps"]}
+    assert {t: s["status"] for t, s in steps.items()} == {
+        "budget_shift": "running",
+        "creative_pause": "rolled_back",
+        "offer_test": "rejected",
+    }
+    database = database_for(env["FLOKIT_DATABASE_URL"])
+    with database.read() as conn:
+        shift, pause, offer = (
+            repository.get_action(conn, workspace_id=workspace_id, action_id=steps[t]["action_id"])
+            for t in ("budget_shift", "creative_pause", "offer_test")
+        )
+        trail = {
+            a.id: repository.transitions(conn, workspace_id=workspace_id, action_id=a.id) for a in (shift, pause, offer)
+        }
+        ledger = {a.id: executions.executions(conn, action_id=a.id) for a in (shift, pause)}
+    # Every human step is the labelled demo operator's, with a note saying so.
+    assert shift.approved_by == pause.approved_by == DEMO_OPERATOR
+    assert [(t.trigger, t.actor) for t in trail[pause.id][-3:]] == [
+        ("approve", DEMO_OPERATOR), ("start", "flokit executor"), ("rollback", DEMO_OPERATOR)
+    ]  # fmt: skip
+    assert all("demo walkthrough" in (t.note or "") for t in trail[pause.id] if t.actor == DEMO_OPERATOR)
+    [(trigger, reason)] = [(t.trigger, t.note) for t in trail[offer.id] if t.actor == DEMO_OPERATOR]
+    assert offer.rejected_by == DEMO_OPERATOR and trigger == "reject" and "demo walkthrough" in (reason or "")
+
+    # The sandbox's records: the shift's budgets moved by its amount, the pause undone.
+    after = registry(env, workspace_id)
+    source, target = shift.parameters["from_campaign"], shift.parameters["to_campaign"]
+    cents = round(shift.parameters["amount_per_day"] * 100)
+    assert after[source]["daily_budget"] == before[source]["daily_budget"] - cents
+    assert after[target]["daily_budget"] == before[target]["daily_budget"] + cents
+    paused = [n for n, e in before.items() if e["report_creative"] == pause.parameters["creative"]]
+    assert paused and all(after[n]["status"] == "active" for n in paused)
+    assert {w.kind for w in ledger[pause.id]} == {"apply", "revert"}
+    assert all(w.state == "verified" for w in ledger[shift.id] + ledger[pause.id])
+
+    # What the daemon's executor sensor then requests (it has not seen these transitions) is
+    # executed as its job would: nothing is written twice, no conflict is recorded.
+    key = instance_key_for(env, Path(env["FLOKIT_DATA_DIR"]))
+    lake = Lake(Path(env["FLOKIT_DATA_DIR"]) / "lake")
+    with database.read() as conn:
+        work = work_after(conn, after_transition_id=0)
+    assert {(a, k) for a, k, _ in work} == {(pause.id, "revert")}
+    for action_id, kind, _ in work:
+        outcome = execute(database, lake, key, action_id=action_id, kind=kind, now=datetime.now(UTC))
+        assert outcome.writes == 0 and outcome.conflicts == [], outcome
+    with database.read() as conn:
+        assert {a: executions.executions(conn, action_id=a) for a in ledger} == ledger
+    assert registry(env, workspace_id) == after
+
+    again = flokit(env, "demo", "walkthrough", "--workspace", workspace_id)["steps"]
+    assert [s["status"] for s in again] == [None, None, None]
+    database.dispose()
+
+
+def test_a_workspace_with_a_real_ad_account_is_refused(env: dict[str, str], tmp_path: Path) -> None:
+    flokit(env, "db", "upgrade")
+    workspace_id = flokit(env, "admin", "bootstrap", "--name", "Acme")["workspace_id"]
+    with MetaGraphFake() as meta:
+        config = tmp_path / "meta.json"
+        config.write_text(json.dumps({"access_token": TOKEN, "ad_account_id": ACCOUNT, "base_url": meta.url}))
+        flokit(env, "admin", "ad-accounts", "connect", "--workspace", workspace_id, "--platform", "meta",
+               "--config", str(config))  # fmt: skip
+        refused = flokit(env, "demo", "walkthrough", "--workspace", workspace_id, ok=False)
+        assert "runs only on sandbox ad accounts" in refused and "(meta)" in refused
+        assert meta.writes == []
+    assert "no workspace ws_nope" in flokit(env, "demo", "walkthrough", "--workspace", "ws_nope", ok=False)
