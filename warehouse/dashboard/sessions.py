@@ -22,7 +22,7 @@ from warehouse import audit
 from warehouse.dashboard.tables import dashboard_login_tokens, dashboard_sessions
 from warehouse.db import utcnow
 from warehouse.errors import WarehouseError
-from warehouse.tables import workspaces
+from warehouse.tables import audit_log, workspaces
 from warehouse.workspaces import get_workspace
 
 # 32 random bytes, as the design note says; base64url, so it travels in a URL and a cookie as is.
@@ -81,6 +81,23 @@ def the_workspace(conn: Connection, workspace_id: str | None) -> str:
             "no workspace exists yet" if not ids else "there are several workspaces: name one with --workspace"
         )
     return ids[0]
+
+
+def started_workspace(conn: Connection, starter: str) -> str | None:
+    """The workspace `starter` (e.g. "flokit up") bootstrapped, the oldest if several; else the only
+    workspace there is; else None."""
+    created = conn.execute(
+        sa.select(audit_log.c.workspace_id)
+        .where(audit_log.c.action == "workspace.created", audit_log.c.actor == starter)
+        .order_by(audit_log.c.id)
+        .limit(1)
+    ).scalar_one_or_none()
+    if created is not None:
+        return str(created)
+    try:
+        return the_workspace(conn, None)
+    except WorkspaceAmbiguous:
+        return None
 
 
 def create_login_token(
