@@ -16,9 +16,11 @@ from flask.testing import FlaskClient
 from tests.actions_support import literal_content, seed_queue
 from tests.api.dashboard.conftest import OPERATOR
 from tests.conftest import bearer
+from tests.engine_support import WORLD, connect_registry
 from transforms.actions.consequences import approve_consequence, rollback_consequence
 from warehouse.actions import repository as repo
 from warehouse.actions.repository import Action
+from warehouse.adaccounts.repository import list_accounts
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
 
@@ -279,6 +281,31 @@ def test_the_csrf_header_alone_is_enough_for_htmx(browser: FlaskClient, queue: d
         f"/dashboard/actions/{ready.id}/approve", data={"fragment": "row"}, headers={**HTMX, "X-CSRFToken": token}
     )
     assert r.status_code == 200
+
+
+def test_the_approve_dialog_names_the_ad_account_whose_registry_holds_the_campaigns(
+    browser: FlaskClient, db: Database, workspace: dict
+) -> None:
+    ws = workspace["workspace_id"]
+    connect_registry(db, ws, WORLD)
+    with db.read() as conn:
+        [account] = list_accounts(conn, workspace_id=ws)
+    with db.write() as conn:
+        action = repo.create_action(
+            conn,
+            workspace_id=ws,
+            action_type="budget_shift",
+            content=literal_content("budget_shift"),
+            actor="flokit engine",
+            origin="engine",
+            parameters={"from_campaign": "slow", "to_campaign": "fast", "amount_per_day": 20.0, "currency": "USD"},
+        )
+    page = text(html.unescape(browser.get("/dashboard/actions").get_data(as_text=True)))
+    assert (
+        "The executor moves 20.0 USD a day of budget from campaign slow to campaign fast "
+        f"on the ad account {account.name}, after re-reading the live budgets." in page
+    )
+    assert f"dialog-approve-{action.id}" in browser.get(f"/dashboard/actions/{action.id}").get_data(as_text=True)
 
 
 def test_consequences_name_the_ad_account_and_what_is_reverted() -> None:
