@@ -22,11 +22,11 @@ from api.context import state
 from api.dashboard import blueprint
 from api.dashboard.pages import error_page, is_htmx, page
 from transforms import actions as rules
-from transforms.actions.consequences import approve_consequence, campaigns_of, rollback_consequence
+from transforms.actions.consequences import accounts_of, approve_consequence, rollback_consequence
 from transforms.timefmt import iso_z
 from warehouse.actions import executions
 from warehouse.actions import repository as repo
-from warehouse.actions.timeline import ad_accounts_naming, timeline
+from warehouse.actions.timeline import ad_accounts_by_campaign, timeline
 from warehouse.errors import TransitionRefused
 
 # The queue's page size unless the query says otherwise ("1-25 of 212"); v1's maximum.
@@ -108,7 +108,7 @@ def _row_context(action: repo.Action, accounts: list[str], *, notice: str | None
 
 
 def _accounts(conn: Any, action: repo.Action) -> list[str]:
-    return ad_accounts_naming(conn, workspace_id=action.workspace_id, campaigns=campaigns_of(action.parameters))
+    return accounts_of(action.parameters, ad_accounts_by_campaign(conn, workspace_id=action.workspace_id))
 
 
 @blueprint.get("/actions")
@@ -127,7 +127,8 @@ def actions() -> Response:
             limit=query.limit,
             offset=query.offset,
         )
-        rows = [_row_context(a, _accounts(conn, a)) for a in found]
+        by_campaign = ad_accounts_by_campaign(conn, workspace_id=g.workspace_id)
+        rows = [_row_context(a, accounts_of(a.parameters, by_campaign)) for a in found]
     filters: dict[str, str] = {k: v for k, v in (("status", query.status), ("type", query.type)) if v}
     if query.limit != PAGE_SIZE:
         filters["limit"] = str(query.limit)

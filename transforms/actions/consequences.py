@@ -28,6 +28,11 @@ def campaigns_of(parameters: dict[str, Any] | None) -> set[str]:
     return {n for n in names if isinstance(n, str)}
 
 
+def accounts_of(parameters: dict[str, Any] | None, by_campaign: dict[str, set[str]]) -> list[str]:
+    """The ad accounts an action's campaigns are on, sorted (`by_campaign`: campaign -> accounts)."""
+    return sorted({name for campaign in campaigns_of(parameters) for name in by_campaign.get(campaign, set())})
+
+
 def approve_consequence(action_type: str, parameters: dict[str, Any] | None, accounts: list[str]) -> str:
     """What happens after Approve."""
     if not parameters:

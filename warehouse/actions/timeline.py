@@ -1,7 +1,8 @@
 """An action's whole history in one list: transitions, evaluations and the executor's writes.
 
 The v1 detail and the dashboard's detail page both show this, in this order; keeping the merge
-here means the two can never disagree on what happened when.
+here means the two can never disagree on what happened when. Beside it, where an action would be
+applied (the ad accounts holding its campaigns), which the dashboard's dialogs state.
 """
 
 from __future__ import annotations
@@ -25,12 +26,11 @@ def timeline(conn: Connection, *, workspace_id: str, action_id: str) -> list[Tim
     return [entry for _at, _i, entry in sorted(timed, key=lambda t: (t[0], t[1]))]
 
 
-def ad_accounts_naming(conn: Connection, *, workspace_id: str, campaigns: set[str]) -> list[str]:
-    """The names of the live ad accounts whose registry holds one of these report campaigns: where
-    the executor would apply an action about them."""
-    names = {
-        account.name
-        for account, entity in workspace_entities(conn, workspace_id=workspace_id)
-        if entity.report_campaign in campaigns
-    }
-    return sorted(names)
+def ad_accounts_by_campaign(conn: Connection, *, workspace_id: str) -> dict[str, set[str]]:
+    """For each report campaign, the names of the live ad accounts whose registry holds it: where
+    the executor would apply an action about that campaign. Read once per page, not per action."""
+    found: dict[str, set[str]] = {}
+    for account, entity in workspace_entities(conn, workspace_id=workspace_id):
+        if entity.report_campaign is not None:
+            found.setdefault(entity.report_campaign, set()).add(account.name)
+    return found
