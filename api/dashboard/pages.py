@@ -30,7 +30,7 @@ def is_htmx() -> bool:
 
 
 def page(template: str, status: int = 200, **context: Any) -> Response:
-    """A whole page, or the fragment block when htmx asked for one (`fragment` in the context)."""
+    """A rendered template with its status: a whole page, or a partial (a queue row) for htmx."""
     return make_response(render_template(template, **context), status)
 
 
