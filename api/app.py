@@ -62,6 +62,10 @@ def register_blueprints(app: Flask, settings: Settings) -> None:
         from api.ingest import blueprint as ingest
 
         app.register_blueprint(ingest)
+    if "dashboard" in settings.surfaces:
+        from api.dashboard import register_dashboard
+
+        register_dashboard(app, settings)
 
 
 def create_app(settings: Settings | None = None) -> Flask:
@@ -99,8 +103,10 @@ def create_app(settings: Settings | None = None) -> Flask:
         return retry_later(respond(NotReady(status="unavailable", reason=outage.kind), 503))
 
     register_blueprints(app, settings)
-    # The document covers exactly the surfaces this process serves (one per production deploy).
-    register_openapi(app, surfaces=settings.surfaces, descriptions=_SURFACE_TEXT)
+    # The document covers exactly the API surfaces this process serves (one per production deploy);
+    # the dashboard's pages are for people in a browser, not an API.
+    apis = tuple(s for s in settings.surfaces if s != "dashboard")
+    register_openapi(app, surfaces=apis, descriptions=_SURFACE_TEXT)
     return app
 
 

@@ -1,8 +1,11 @@
 """One place that renders every error, in the shape of the surface that was called.
 
 v1 answers `{"error": <code>, "message": <text>}`; the gateway, passthrough and ingest
-surfaces keep the production shape `{"error": <message>}` (spec "Errors"). No error is ever
-an HTML page: Werkzeug's HTTP exceptions and unhandled exceptions are all rendered here.
+surfaces keep the production shape `{"error": <message>}` (spec "Errors"). Only the operator
+dashboard (any path under /dashboard, when that surface is served) answers with an HTML page, a
+person reading it in a browser: the dashboard registers its renderer as `DASHBOARD_PAGE`, and
+routing errors (404, 405) reach it here too, since they never reach a blueprint's handler.
+Werkzeug's HTTP exceptions and unhandled exceptions are all rendered here.
 
 A repository's refusal (`warehouse.errors`) is mapped here, once: NotFound is 404, Conflict
 (and its subclasses) 409, with the exception's message; no route catches its own.
@@ -33,6 +36,8 @@ RETRY_AFTER_S = 5
 _OUTAGE_LOG = "flokit.outage_log"
 # Called with no arguments on every 401 (api/ratelimits.py counts them per client address).
 FAILED_AUTHENTICATION = "flokit.failed_authentication"
+# Called with (status, message) for an error on a dashboard path; answers an HTML page.
+DASHBOARD_PAGE = "flokit.dashboard_page"
 
 V1_CODES = {
     400: "invalid_request",
@@ -81,7 +86,15 @@ def is_v1_request() -> bool:
     return request.blueprint == "v1" or request.path == "/v1" or request.path.startswith("/v1/")
 
 
+def is_dashboard_request() -> bool:
+    return request.path == "/dashboard" or request.path.startswith("/dashboard/")
+
+
 def error_response(status: int, message: str, code: str | None = None) -> Response:
+    page = current_app.extensions.get(DASHBOARD_PAGE)
+    if page is not None and is_dashboard_request():
+        response: Response = page(status, message)
+        return response
     body = (
         V1Error(error=code or V1_CODES.get(status, "error"), message=message)
         if is_v1_request()
@@ -98,6 +111,8 @@ def _http_message(exc: HTTPException) -> str:
             return f"Method {request.method} is not allowed on {request.path}"
         if exc.code == 413:
             return "Request body is too large"
+        return exc.description or exc.name
+    if is_dashboard_request():
         return exc.description or exc.name
     return exc.name
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import click
 
 from cli.context import App, json_option, pass_app
+from transforms import dashboard_auth
 from warehouse import workspaces
 from warehouse.bootstrap import bootstrap as bootstrap_workspace
+from warehouse.dashboard import sessions
 from warehouse.errors import NotFound
+from warehouse.settings import Settings
 
 
 @click.group()
@@ -72,3 +75,34 @@ def revoke_key(app: App, key_id: str) -> None:
     except NotFound:
         app.fail(f"no active key {key_id}")
     app.emit({"key_id": key_id, "revoked": True}, f"key {key_id} revoked")
+
+
+def login_url(settings: Settings, token: str) -> str:
+    """Where a login link's token is opened: this instance's API port on the loopback address, as
+    `flokit up` serves it (behind a proxy, replace the origin with the public one)."""
+    return f"http://127.0.0.1:{settings.api_port}/dashboard/login?token={token}"
+
+
+@admin.command("login-link")
+@click.option("--as", "operator", required=True, help="The operator's email: the actor of what they do.")
+@click.option("--workspace", "workspace_id", help="The workspace to sign in to (optional when there is one).")
+@click.option("--ttl", default="15m", show_default=True, help="How long the link works: 90s, 15m, 2h, at most 24h.")
+@json_option
+@pass_app
+def login_link(app: App, operator: str, workspace_id: str | None, ttl: str) -> None:
+    """A one-time link that signs OPERATOR in to the dashboard. It works once; only its hash is stored."""
+    try:
+        email = dashboard_auth.operator_email(operator)
+        lifetime = dashboard_auth.parse_ttl(ttl)
+    except dashboard_auth.InvalidValue as exc:
+        app.fail(str(exc))
+    try:
+        with app.database.write() as conn:
+            chosen = sessions.the_workspace(conn, workspace_id)
+            token = sessions.create_login_token(conn, operator=email, workspace_id=chosen, ttl=lifetime)
+    except NotFound:
+        app.fail(f"no workspace {workspace_id}")
+    except sessions.WorkspaceAmbiguous as exc:
+        app.fail(str(exc))
+    url = login_url(app.settings, token)
+    app.emit({"url": url}, url)

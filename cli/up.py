@@ -16,6 +16,7 @@ console as well.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import secrets
@@ -30,6 +31,7 @@ from types import FrameType
 
 import click
 
+from cli.admin import login_url
 from cli.console import LogRotation, RunWatch, warnings_to
 from cli.context import App, pass_app
 from cli.dagster_instance import RUNNING_LOCK, InstanceBusy, InstanceDamaged, holding, prepare_instance
@@ -37,8 +39,11 @@ from cli.db import secure_data_dir, warn_if_not_durable
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS, instance_key, seed_workspace
 from cli.location import LocationWatch
 from cli.supervisor import Child, RestartPolicy, Supervisor
+from transforms import dashboard_auth
 from warehouse import migrate, workspaces
 from warehouse.bootstrap import bootstrap
+from warehouse.dashboard import sessions
+from warehouse.instance_key import ensure_instance_key
 from warehouse.settings import APP_SESSION_SECRET_FILE, DATA_DIR_MODE, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +51,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_WORKERS = 4
 # How long each child gets to finish in-flight work after SIGTERM before it is killed.
 STOP_GRACE_S = 20.0
+# Who bootstraps the demo workspace (its audit actor, and how later starts find it again).
+UP_ACTOR = "flokit up"
+# The dashboard link's operator when the local login name does not make an address.
+UP_OPERATOR = "operator@localhost"
 ACCESS_LOG_FORMAT = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms "%(a)s"'
 
 
@@ -177,7 +186,7 @@ def _up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> int:
     if not no_bootstrap:
         with database.write() as conn:
             if not workspaces.count_workspaces(conn):
-                created = bootstrap(conn, name="Demo workspace", actor="flokit up")
+                created = bootstrap(conn, name="Demo workspace", actor=UP_ACTOR)
         if created:
             print_first_run(created)
             # The demo queue is the engine's: its first refresh (the daemon's first reports, then
@@ -194,15 +203,37 @@ def _up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> int:
             click.echo(
                 f"Seeded a demo history: {seeded['written']} events, {seeded['first_day']}..{seeded['last_day']}"
             )
+    link = dashboard_link(app, settings)
     app.close()  # children open their own connections; keep none across the fork
     settings = ensure_app_session_secret(settings)
     env = {**os.environ, **settings.child_env()}
     if created:
         demo_queue(settings, env, created["workspace_id"])
-    return supervise(children(settings, workers), env, settings, verbose)
+    return supervise(children(settings, workers), env, settings, verbose, link)
 
 
-def supervise(procs: list[Child], env: dict[str, str], settings: Settings, verbose: bool = False) -> int:
+def dashboard_link(app: App, settings: Settings) -> str | None:
+    """A fresh one-time dashboard link for the demo workspace (the one `flokit up` bootstrapped, or
+    the only one), signing in as the local user (`<login name>@localhost`), as Jupyter prints its
+    token URL at every start. None when the dashboard is not served or no workspace is chosen."""
+    if "dashboard" not in settings.surfaces:
+        return None
+    ensure_instance_key(settings)  # the workers sign the dashboard's cookie with a key derived from it
+    try:
+        operator = dashboard_auth.operator_email(f"{getpass.getuser()}@localhost")
+    except (dashboard_auth.InvalidValue, OSError, KeyError):
+        operator = UP_OPERATOR
+    with app.database.write() as conn:
+        workspace_id = sessions.started_workspace(conn, UP_ACTOR)
+        if workspace_id is None:
+            return None
+        token = sessions.create_login_token(conn, operator=operator, workspace_id=workspace_id, actor=UP_ACTOR)
+    return login_url(settings, token)
+
+
+def supervise(
+    procs: list[Child], env: dict[str, str], settings: Settings, verbose: bool = False, link: str | None = None
+) -> int:
     """Run the children until Ctrl-C/SIGTERM (0) or a reason to stop everything (1, printed)."""
     stopping = False
 
@@ -218,6 +249,10 @@ def supervise(procs: list[Child], env: dict[str, str], settings: Settings, verbo
     click.echo(
         f"API (v1, gateway, ingest)  http://127.0.0.1:{settings.api_port}   surfaces: {','.join(settings.surfaces)}"
     )
+    if link:
+        ttl = int(dashboard_auth.DEFAULT_LINK_TTL.total_seconds() // 60)
+        click.echo(f"Dashboard (one-time link)  {link}")
+        click.echo(f"                           works once, for {ttl} min; later: flokit admin login-link --as EMAIL")
     click.echo(f"Dagster UI                 http://127.0.0.1:{settings.dagster_port}")
     click.echo(f"Dagster daemon             DAGSTER_HOME={settings.dagster_home}")
     click.echo(f"DuckDB catalog             {settings.paths.catalog}")

@@ -34,6 +34,7 @@ TABLE_MODULES = (
     "warehouse.tables",
     "warehouse.actions.tables",
     "warehouse.adaccounts.tables",
+    "warehouse.dashboard.tables",
     "warehouse.events.tables",
     "warehouse.ingest.tables",
     "warehouse.integrations.tables",

@@ -16,7 +16,7 @@ from pathlib import Path
 from transforms.sealing import MIN_INSTANCE_KEY_CHARS
 from warehouse.paths import DataPaths
 
-SURFACES = ("v1", "gateway", "ingest", "processor")
+SURFACES = ("v1", "gateway", "ingest", "processor", "dashboard")
 GOOGLE_PLAY_API_URL = "https://androidpublisher.googleapis.com"
 GOOGLE_OIDC_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
 

@@ -54,9 +54,10 @@ def openapi_path(rule: Rule) -> str:
 
 
 def documented_rules(app: Flask) -> Iterable[tuple[Rule, str]]:
-    """Every (rule, method) the app answers, the way a client sees it."""
+    """Every (rule, method) the app answers, the way a client sees it. The dashboard's pages are
+    for people in a browser, not an API: they are left out."""
     for rule in app.url_map.iter_rules():
-        if rule.endpoint == "static":
+        if rule.endpoint == "static" or rule.endpoint.startswith("dashboard."):
             continue
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             yield rule, method

@@ -80,12 +80,12 @@ def _forwarded_headers(path: str, trusted_proxies: int) -> dict[str, str]:
     address = client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), trusted_proxies)
     if address:
         headers["X-Forwarded-For"] = address
-    headers["X-Forwarded-Host"] = _from_proxies("X-Forwarded-Host", request.host, trusted_proxies)
-    headers["X-Forwarded-Proto"] = _from_proxies("X-Forwarded-Proto", request.scheme, trusted_proxies)
+    headers["X-Forwarded-Host"] = from_proxies("X-Forwarded-Host", request.host, trusted_proxies)
+    headers["X-Forwarded-Proto"] = from_proxies("X-Forwarded-Proto", request.scheme, trusted_proxies)
     return headers
 
 
-def _from_proxies(name: str, seen: str, trusted_proxies: int) -> str:
+def from_proxies(name: str, seen: str, trusted_proxies: int) -> str:
     """What the outermost trusted proxy wrote in `name` (the Nth value from the right, as werkzeug's
     ProxyFix reads it), else what FloKit itself saw; a caller's own value is never believed."""
     if trusted_proxies:

@@ -21,6 +21,7 @@ from transforms.timefmt import iso_z
 from warehouse.actions import executions
 from warehouse.actions import repository as repo
 from warehouse.actions.engine_inputs import load
+from warehouse.actions.timeline import timeline
 from warehouse.db import utcnow
 
 # Free-text limits: long enough for an email or a paragraph, short enough to keep rows small.
@@ -290,25 +291,16 @@ def read_action(action_id: str) -> Response:
     ws = principal().workspace_id
     with state().db.read() as conn:
         action = repo.get_action(conn, workspace_id=ws, action_id=action_id)
-        steps = repo.history(conn, workspace_id=ws, action_id=action_id)
-        writes = executions.executions(conn, action_id=action_id)
+        entries = timeline(conn, workspace_id=ws, action_id=action_id)
     detail = {
         **_summary(action),
         "data_signals": action.data_signals,
         "guardrail_checks": action.guardrail_checks,
         "rollback_conditions": action.rollback_conditions,
         "parameters": action.parameters,
-        "history": _merged(steps, writes),
+        "history": [_execution_entry(e) if isinstance(e, executions.Execution) else _history_entry(e) for e in entries],
     }
     return respond(ActionEnvelope.model_validate({"action": detail}))
-
-
-def _merged(steps: list[repo.HistoryEntry], writes: list[executions.Execution]) -> list[dict[str, Any]]:
-    """Transitions, evaluations and the executor's writes, oldest first; a write is placed at
-    its latest state's time, after an evaluation of the same instant (the preflight before it)."""
-    timed = [(s.created_at, i, _history_entry(s)) for i, s in enumerate(steps)]
-    timed += [(w.updated_at, len(steps) + i, _execution_entry(w)) for i, w in enumerate(writes)]
-    return [entry for _at, _i, entry in sorted(timed, key=lambda t: (t[0], t[1]))]
 
 
 def _execution_entry(w: executions.Execution) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from warehouse.settings import Settings, SettingsError
 def test_defaults_are_the_embedded_ones(tmp_path: Path) -> None:
     s = Settings.from_env({"FLOKIT_DATA_DIR": str(tmp_path)})
     assert s.database_url == f"sqlite:///{tmp_path / 'flokit.db'}"
-    assert s.surfaces == ("v1", "gateway", "ingest", "processor")
+    assert s.surfaces == ("v1", "gateway", "ingest", "processor", "dashboard")
     assert (s.api_port, s.dagster_port) == (8000, 3000)
     assert s.dagster_home == tmp_path / "dagster"
     assert s.paths.catalog == tmp_path / "warehouse.duckdb"

@@ -300,12 +300,20 @@ def get_action(conn: Connection, *, workspace_id: str, action_id: str) -> Action
 
 
 def list_actions(
-    conn: Connection, *, workspace_id: str, status: str | None = None, limit: int = 20, offset: int = 0
+    conn: Connection,
+    *,
+    workspace_id: str,
+    status: str | None = None,
+    action_type: str | None = None,
+    limit: int = 20,
+    offset: int = 0,
 ) -> tuple[list[Action], int]:
-    """One page, newest first then id (descending), and the total matching the filter."""
+    """One page, newest first then id (descending), and the total matching the filters."""
     where = [actions.c.workspace_id == workspace_id]
     if status is not None:
         where.append(actions.c.status == status)
+    if action_type is not None:
+        where.append(actions.c.type == action_type)
     total = conn.execute(sa.select(sa.func.count()).select_from(actions).where(*where)).scalar_one()
     rows = conn.execute(
         sa.select(*_COLUMNS)
