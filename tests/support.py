@@ -47,7 +47,14 @@ def http_ok(url: str) -> Callable[[], bool]:
 @contextmanager
 def live_server(app: Any) -> Iterator[str]:
     """A real threaded HTTP server on 127.0.0.1 serving `app`; yields its base URL."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    with serving(make_server("127.0.0.1", 0, app, threaded=True)) as base:
+        yield base
+
+
+@contextmanager
+def serving(server: Any) -> Iterator[str]:
+    """Run a bound `socketserver`-style server (serve_forever/shutdown) in a thread; yields its
+    base URL and stops it, waiting for the thread, on exit."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -23,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.browser.support import PageGuard, assert_accessible, axe_violations, png_size, screenshots_dir, shoot
-from tests.support import ROOT
+from tests.support import ROOT, serving
 
 VENDOR = ROOT / "api" / "dashboard" / "static" / "vendor"
 CSP = (
@@ -100,15 +99,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     for name, text in PAGES.items():
         (root / name).write_text(text, encoding="utf-8")
         (root / "no-csp" / name).write_text(text, encoding="utf-8")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
-        server.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))) as base:
+        yield base
 
 
 def visit(context: Any, url: str) -> Any:
