@@ -64,6 +64,14 @@ def test_the_console_is_quiet_until_the_first_reports(tmp_path: Path) -> None:
             timeout=5,
         ).json()["actions"]
         assert {"running", "rolled_back", "rejected"} <= {a["status"] for a in listed}
+        # The printed dashboard link signs in once and shows that queue; the same link again is refused.
+        link = re.search(r"^Dashboard \(one-time link\)\s+(http\S+)$", console, re.M)
+        assert link is not None and link.group(1).startswith(f"{up.api}/dashboard/login?token="), console
+        with requests.Session() as browser:
+            signed_in = browser.get(link.group(1), timeout=10)
+            assert signed_in.status_code == 200 and signed_in.url == f"{up.api}/dashboard/actions"
+            assert all(a["id"] in signed_in.text for a in listed[:3])
+        assert requests.get(link.group(1), timeout=10).status_code == 410
         # The detail is kept, in one log file per child.
         assert "Listening at: " + up.api in up.log("api")
         assert "DEBUG" in up.log("dagster-daemon")  # the runs' step events
