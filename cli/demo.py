@@ -30,8 +30,8 @@ from warehouse.workspaces import get_workspace
 # numbers and the planted story beyond the noise (at 2000 users the best offer's country led
 # the others' trial conversion in 7 seeds of 8, at 3000 in 8 of 8), and for the engine's checks
 # to pass on the planted shift and pause (at 3000 both stay `draft` for want of sample, at 8000
-# all three proposals are `ready`, so the walkthrough can run them); seeding takes about 4 s and
-# the first refresh 15-30 s on 2 cores.
+# both are `ready`, so the walkthrough can run them; the offer test stays `draft`, which the
+# walkthrough may still reject); seeding takes about 4 s and the first refresh 15-30 s on 2 cores.
 UP_USERS = 8000
 UP_DAYS = 60
 UP_SEED = 1
@@ -198,7 +198,7 @@ def seed(
 @pass_app
 def walkthrough(app: App, workspace_id: str) -> None:
     """Work the demo queue on the sandbox ad account: run a ready budget shift, run and roll back
-    a ready creative pause, reject a ready offer test (orchestration/actions/walkthrough.py).
+    a ready creative pause, reject an open offer test (orchestration/actions/walkthrough.py).
 
     Run `flokit refresh` first: the queue is the engine's. Refused when the workspace has a live
     ad account other than a sandbox, so it never writes to a real platform. `flokit up` runs it

@@ -5,12 +5,13 @@ the workspace's `sandbox` ad account only, so `make up` shows every later status
   records): `running`, with the executor's ledger in its history;
 - the first ready creative pause is approved, executed, then rolled back by hand, which runs the
   executor's revert: `rolled_back`;
-- the first ready offer test is rejected with a reason saying why: `rejected` (approving it would
-  publish a new version of the demo's paywall, which the README's paywall examples read).
+- the first open (ready, else draft) offer test is rejected with a reason saying why: `rejected`
+  (approving it would publish a new version of the demo's paywall, which the README's paywall
+  examples read; a person may reject a draft as well as a ready proposal).
 
 Every transition is the state machine's, by the labelled actor `DEMO_OPERATOR`, with a note that
 says it was the walkthrough; every write is the executor's, through its ledger. Nothing is drawn
-or made up: an action the engine did not propose `ready` is skipped, and the step says so. The
+or made up: an action the engine did not propose (for a run: `ready`) is skipped, and the step says so. The
 walkthrough refuses to run in a workspace with any other live ad account than a sandbox, so it
 can never write to a real ad platform.
 
@@ -58,15 +59,17 @@ def walk(database: Database, lake: Lake, instance_key: str, workspace_id: str) -
     with database.read() as conn:
         real = [a for a in live_accounts(conn, workspace_id=workspace_id) if a.platform != "sandbox"]
         ready, _ = repo.list_actions(conn, workspace_id=workspace_id, status="ready", limit=100)
+        drafts, _ = repo.list_actions(conn, workspace_id=workspace_id, status="draft", limit=100)
     if real:
         names = ", ".join(f"{a.id} ({a.platform})" for a in real)
         raise WalkthroughRefused(f"the walkthrough runs only on sandbox ad accounts; {workspace_id} also has {names}")
     # The oldest ready action of each type (the list is newest first).
     first = {t: next((a for a in reversed(ready) if a.type == t), None) for t in TYPES}
+    draft_test = next((a for a in reversed(drafts) if a.type == "offer_test"), None)
     return [
         _run(database, lake, instance_key, first["budget_shift"], "budget_shift", roll_back=False),
         _run(database, lake, instance_key, first["creative_pause"], "creative_pause", roll_back=True),
-        _reject(database, first["offer_test"]),
+        _reject(database, first["offer_test"] or draft_test),
     ]
 
 
@@ -97,7 +100,7 @@ def _run(
 
 def _reject(database: Database, action: repo.Action | None) -> Step:
     if action is None:
-        return _skipped("offer_test")
+        return Step("offer_test", None, None, "no open offer_test in the queue")
     _fire(database, action, "reject", REJECT_REASON)
     return Step(action.type, action.id, "rejected", REJECT_REASON)
 

@@ -720,7 +720,9 @@ def evaluate_offer_test(
     if rows.is_empty():
         return None
     agg = rows.group_by("country", "offer").agg(
-        pl.col("paywall_users").sum(), (pl.col("trial_conversions") + pl.col("subscriptions")).sum().alias("paid")
+        # `subscriptions` counts every new paid subscription, trial conversions included
+        # (NEW_SUBSCRIPTIONS); adding `trial_conversions` again counted each converted trial twice.
+        pl.col("paywall_users").sum(), pl.col("subscriptions").sum().alias("paid")
     )
     cell = {(r["country"], r["offer"]): r for r in agg.iter_rows(named=True)}
     if (country, treatment) not in cell or (country, control) not in cell:

@@ -211,7 +211,9 @@ def datetime_at(day: date):
     return datetime.combine(day, datetime.min.time(), tzinfo=UTC)
 
 
-def offer_rows(us_rate: float, else_rate: float, users: int = 20) -> pl.DataFrame:
+def offer_rows(us_rate: float, else_rate: float, users: int = 20, via_trial: float = 0.0) -> pl.DataFrame:
+    """Signal rows of two offers in three countries; `via_trial` of the new subscriptions are trial
+    conversions (counted in `subscriptions` too, as the signals asset counts them)."""
     rows = []
     for back in range(10, 40):
         for country, rate_a in (("US", us_rate), ("DE", else_rate), ("FR", else_rate)):
@@ -220,7 +222,8 @@ def offer_rows(us_rate: float, else_rate: float, users: int = 20) -> pl.DataFram
                 row.update(
                     workspace_id="ws_test", cohort_date=THROUGH - timedelta(days=back), campaign="organic",
                     creative="(none)", country=country, offer=offer, paywall="onboarding", installs=users,
-                    spend=0.0, paywall_users=users, trials=0, trial_conversions=0,
+                    spend=0.0, paywall_users=users, trials=0,
+                    trial_conversions=round(round(users * rate) * via_trial),
                     subscriptions=round(users * rate), refunds_n=0, complete_days=min(back, 30),
                 )  # fmt: skip
                 for h in (7, 14, 30):
@@ -240,6 +243,15 @@ def test_an_offer_that_converts_far_better_in_one_country_is_proposed_as_a_test_
     assert test.rollback_rules == () and test.evidence["design"]["split"] == [0.5, 0.5]
     assert checks(test)["spend_change_within_limit"]["detail"] == "an offer test changes no ad spend"
     assert gen.propose(offer_rows(0.2, 0.2), context((), THROUGH)) == []
+
+
+def test_an_offer_tests_paid_conversion_counts_each_new_subscription_once() -> None:
+    # Half the new subscriptions came through a trial: they are in `subscriptions` already.
+    [test] = gen.propose(offer_rows(0.5, 0.2, via_trial=0.5), context((), THROUGH))
+    signals = {s["label"]: s["value"] for s in test.content.data_signals}
+    assert signals["Paid conversion, weekly in US"] == "50.0 %"
+    assert signals["Paid conversion, weekly elsewhere"] == "20.0 %"
+    assert test.evidence["here"] == {"users": 600, "paid": 300}
 
 
 def test_evidence_is_json_safe() -> None:
