@@ -722,7 +722,8 @@ def evaluate_offer_test(
     agg = rows.group_by("country", "offer").agg(
         # `subscriptions` counts every new paid subscription, trial conversions included
         # (NEW_SUBSCRIPTIONS); adding `trial_conversions` again counted each converted trial twice.
-        pl.col("paywall_users").sum(), pl.col("subscriptions").sum().alias("paid")
+        pl.col("paywall_users").sum(),
+        pl.col("subscriptions").sum().alias("paid"),
     )
     cell = {(r["country"], r["offer"]): r for r in agg.iter_rows(named=True)}
     if (country, treatment) not in cell or (country, control) not in cell:
