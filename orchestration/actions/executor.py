@@ -61,7 +61,7 @@ ClientFactory = Callable[..., AdPlatformClient]
 class Outcome:
     action_id: str
     kind: str
-    result: str  # running | rejected | nothing_to_apply | skipped | reverted | conflict | finished
+    result: str  # running | rejected | nothing_to_apply | skipped | reverted | conflict | incomplete | finished
     message: str
     writes: int = 0
     conflicts: list[int] = field(default_factory=list)
@@ -417,7 +417,7 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
         return Outcome(action.id, "revert", "skipped", "no verified platform change to revert")
     by_key = {(r.object_type, r.object_id): r for r in applied}
     legs = plan.reverted([_leg_of(database, r) for r in applied])
-    writes, conflicts = 0, []
+    writes, conflicts, failed = 0, [], []
     for leg in legs:
         source = by_key[(leg.object_type, leg.object_id)]  # its after is leg.before, its before leg.after
         assert leg.ad_account_id is not None
@@ -438,6 +438,8 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
                 _mark(
                     database, row.id, "verified" if back == row.after else "failed", now, response=f"read back {back}"
                 )
+                if back != row.after:
+                    failed.append(leg.leg)
                 with database.write() as conn:
                     _follow(conn, leg, back, now)
             else:
@@ -448,6 +450,13 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
             _mark(
                 database, row.id, "failed", now, response_code=error.status, response=f"{error.code}: {error.message}"
             )
+            failed.append(leg.leg)
+    if failed:
+        # The rollback is recorded but the platform still carries FloKit's change on these legs: the
+        # job fails the run on this result, so `action_executor_retry` asks again (the ledger skips
+        # the legs already done) rather than the revert ending quietly half done.
+        message = f"{writes} write(s); legs {failed} failed, to be retried; conflicts on legs {conflicts}"
+        return Outcome(action.id, "revert", "incomplete", message, writes, conflicts)
     result = "conflict" if conflicts else "reverted"
     return Outcome(action.id, "revert", result, f"{writes} write(s), conflicts on legs {conflicts}", writes, conflicts)
 

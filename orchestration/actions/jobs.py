@@ -2,7 +2,8 @@
 
 Requested by the sensor `action_executor` (one run per approval and per rollback). The body is
 `orchestration.actions.executor.execute`; a refusal or a give-up is the action's outcome
-(rejected by `flokit executor`, with the reason), not a failed run. A run that crashes leaves
+(rejected by `flokit executor`, with the reason), not a failed run; a revert with a leg the
+platform did not take fails the run, so that `action_executor_retry` asks for it again. A run that crashes leaves
 the ledger saying where it stopped; running the job again for the action continues from there.
 """
 
@@ -44,6 +45,8 @@ def execute_action_op(
         kind=config.kind,
         log=context.log.info,
     )
+    if outcome.result == "incomplete":  # a revert leg failed: a failed run is what gets retried
+        raise dg.Failure(description=f"{outcome.action_id}: revert incomplete: {outcome.message}")
     return dg.Output(
         None,
         metadata={

@@ -169,6 +169,21 @@ def sensor_runs_once(settings: Settings, instance: dg.DagsterInstance, cursor: s
     return outcome, first.cursor
 
 
+def retry_of(settings: Settings, instance: dg.DagsterInstance, run_id: str) -> dg.RunRequest | dg.SkipReason:
+    """What `action_executor_retry` answers to the failed run `run_id`."""
+    run_record = instance.get_run_by_id(run_id)
+    assert run_record is not None
+    [failure] = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+    context = dg.build_run_status_sensor_context(
+        sensor_name="action_executor_retry", dagster_instance=instance, dagster_run=run_record,
+        dagster_event=failure.dagster_event,  # type: ignore[arg-type]
+        resources={"database": DatabaseResource(url=settings.database_url)},
+    ).for_run_failure()  # fmt: skip
+    result = action_executor_retry(context)
+    assert isinstance(result, dg.RunRequest | dg.SkipReason)
+    return result
+
+
 def action(db: Database, ws: str, action_id: str) -> repo.Action:
     with db.read() as conn:
         return repo.get_action(conn, workspace_id=ws, action_id=action_id)
@@ -406,6 +421,46 @@ def test_a_creative_pause_pauses_exactly_the_mapped_ads_and_its_revert_unpauses_
     assert all(meta.objects[i]["status"] == "ACTIVE" for i in cr1)
 
 
+def test_a_revert_the_platform_refuses_fails_its_run_and_is_retried_until_it_lands(
+    settings: Settings, db: Database, lake: Lake, workspace: dict, meta: MetaGraphFake, instance: dg.DagsterInstance
+) -> None:
+    """The rollback is recorded, but Meta refuses the token when the revert runs: the run fails
+    (a revert half done must not end quietly), the retry sensor asks again, and once the token
+    works again the retried run unpauses the ads."""
+    ws = workspace["workspace_id"]
+    meta_account(db, lake, ws, meta)
+    action_id = propose(db, ws, "creative_pause", {"creative": "meta_broad_cr1", "campaign": "meta_broad"})
+    with db.write() as conn:
+        repo.transition(conn, workspace_id=ws, action_id=action_id, trigger="approve", actor="ana@acme.com")
+    assert execute(db, lake, KEY, action_id=action_id, kind="apply", retrier=NO_WAIT).result == "running"
+    with db.write() as conn:
+        repo.transition(conn, workspace_id=ws, action_id=action_id, trigger="rollback", actor="ana@acme.com")
+    cr1 = ids(meta, "meta_broad_cr1")
+    meta.token, meta.writes[:] = "revoked-in-business-manager", []
+    request = dg.RunRequest(
+        run_key=f"act-revert-{action_id}-1", run_config=execute_run_config(action_id, "revert"),
+        tags={"flokit/action_id": action_id, "flokit/execution_kind": "revert"},
+    )  # fmt: skip
+    failed = execute_action_job.execute_in_process(
+        instance=instance, run_config=request.run_config, tags={**request.tags, "dagster/run_key": request.run_key},
+        resources={"database": DatabaseResource(url=settings.database_url),
+                   "data_dir": DataDirResource(root=str(settings.data_dir)),
+                   "instance_key": InstanceKeyResource(data_dir=str(settings.data_dir))},
+        raise_on_error=False,
+    )  # fmt: skip
+    assert not failed.success and meta.writes == []
+    assert [r.state for r in rows(db, action_id, "revert")] == ["failed", "failed"]
+    assert all(meta.objects[i]["status"] == "PAUSED" for i in cr1)
+
+    again = retry_of(settings, instance, failed.run_id)
+    assert isinstance(again, dg.RunRequest) and again.tags["flokit/attempt"] == "2"
+    meta.token = TOKEN  # the operator fixed the token
+    outcome = run(settings, instance, again)
+    assert outcome["result"] == "reverted"
+    assert sorted(meta.writes) == sorted((i, {"status": "ACTIVE"}) for i in cr1)
+    assert [r.state for r in rows(db, action_id, "revert")] == ["verified", "verified"]
+
+
 def test_an_action_without_parameters_stays_approved_for_the_operator(
     db: Database, lake: Lake, workspace: dict, meta: MetaGraphFake
 ) -> None:
@@ -603,17 +658,7 @@ def test_a_failed_run_is_requested_again_while_its_approval_waits(
     assert not failed.success and meta.writes == []
 
     def retry(run_id: str) -> dg.RunRequest | dg.SkipReason:
-        run_record = instance.get_run_by_id(run_id)
-        assert run_record is not None
-        [failure] = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
-        context = dg.build_run_status_sensor_context(
-            sensor_name="action_executor_retry", dagster_instance=instance, dagster_run=run_record,
-            dagster_event=failure.dagster_event,  # type: ignore[arg-type]
-            resources={"database": DatabaseResource(url=settings.database_url)},
-        ).for_run_failure()  # fmt: skip
-        result = action_executor_retry(context)
-        assert isinstance(result, dg.RunRequest | dg.SkipReason)
-        return result
+        return retry_of(settings, instance, run_id)
 
     again = retry(failed.run_id)
     assert isinstance(again, dg.RunRequest)
