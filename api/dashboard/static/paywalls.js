@@ -51,7 +51,9 @@
       if (first) first.focus();
     } else if (target.id === "paywall-page") {
       update();
-      var problem = target.querySelector("[aria-invalid=true]") || target.querySelector(".notice");
+      // An outerHTML swap leaves `target` detached: look in the document for the new part.
+      var fresh = document.getElementById("paywall-page");
+      var problem = fresh && (fresh.querySelector("[aria-invalid=true]") || fresh.querySelector(".notice"));
       if (problem) problem.focus();
     }
   });
