@@ -9,6 +9,7 @@ variant's share follows its weight. With no experiment active everyone sees the 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -96,6 +97,11 @@ def shares(document: PaywallDocument) -> dict[str, float]:
     return {v.variant_id: (v.traffic_weight / total if v.traffic_weight > 0 else 0.0) for v in document.variants}
 
 
+def _shown(value: Any) -> str:
+    """A value as the JSON document spells it (true, null), since that is what the operator edits."""
+    return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
+
+
 def _offer_changes(where: str, old: list[Offer], new: list[Offer]) -> list[str]:
     before = {o.product_id: o for o in old}
     after = {o.product_id: o for o in new}
@@ -108,7 +114,7 @@ def _offer_changes(where: str, old: list[Offer], new: list[Offer]) -> list[str]:
         for name in Offer.model_fields:
             was, now = getattr(before[pid], name), getattr(offer, name)
             if was != now:
-                out.append(f"{where}: offer {pid} {name} {was} → {now}")
+                out.append(f"{where}: offer {pid} {name} {_shown(was)} → {_shown(now)}")
     if [o.product_id for o in old if o.product_id in after] != [o.product_id for o in new if o.product_id in before]:
         out.append(f"{where}: offers reordered")
     return out
@@ -123,7 +129,7 @@ def changes(live: PaywallDocument | None, proposed: PaywallDocument) -> list[str
         return ["first version: the gateway serves it instead of the fallback (version 0, no offers)"]
     out = []
     if live.experiment_active != proposed.experiment_active:
-        out.append(f"experiment_active {live.experiment_active} → {proposed.experiment_active}")
+        out.append(f"experiment_active {_shown(live.experiment_active)} → {_shown(proposed.experiment_active)}")
     before = {v.variant_id: v for v in live.variants}
     after = {v.variant_id: v for v in proposed.variants}
     out += [f"variant {vid} removed" for vid in before if vid not in after]
@@ -134,7 +140,7 @@ def changes(live: PaywallDocument | None, proposed: PaywallDocument) -> list[str
         for name in ("layout", "cta_copy", "traffic_weight"):
             was, now = getattr(before[vid], name), getattr(variant, name)
             if was != now:
-                out.append(f"variant {vid}: {name} {was} → {now}")
+                out.append(f"variant {vid}: {name} {_shown(was)} → {_shown(now)}")
         out += _offer_changes(f"variant {vid}", before[vid].offers, variant.offers)
     was_share, now_share = shares(live), shares(proposed)
     for vid in after:

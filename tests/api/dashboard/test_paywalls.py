@@ -96,7 +96,7 @@ def test_the_detail_shows_the_live_version_shares_and_history(
     page = text(r.get_data(as_text=True))
     assert "Version 2" in page and "by ops@example.com" in page and "active: traffic split by weight" in page
     assert "30.0 %" in page and "70.0 %" in page
-    assert "experiment_active False → True" in page and "variant v1 added" in page and "first version" in page
+    assert "experiment_active false → true" in page and "variant v1 added" in page and "first version" in page
     assert f"GET /api/paywall/config?app_id={app_id}&paywall_id=onboarding" in page
     raw = r.get_data(as_text=True)
     assert '<tr id="version-2">' in raw and '<tr id="version-1">' in raw
