@@ -183,6 +183,9 @@ def ad_account(ad_account_id: str) -> Response:
     with state().db.read() as conn:
         account = accounts.get_account(conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id)
         objects = accounts.entities(conn, ad_account_id=account.id, include_removed=True)
+    # Campaigns first, then what they hold (ENTITY_TYPES is in that order), each by name.
+    rank = {t: i for i, t in enumerate(platforms.ENTITY_TYPES)}
+    objects.sort(key=lambda e: (e.removed_at is not None, rank.get(e.entity_type, 99), e.name, e.external_id))
     rows = [
         {
             "e": e,
