@@ -319,3 +319,18 @@ def test_signed_out_and_csrf(client: FlaskClient, browser: FlaskClient, workspac
         r = fresh.get(path)
         assert r.status_code == 401 and "flokit admin login-link" in r.get_data(as_text=True)
     assert fresh.post(f"/dashboard/paywalls/{app_id}/onboarding/publish", data=form).status_code == 401
+
+
+def test_a_revoked_apps_paywall_keeps_its_history_and_refuses_a_publish(
+    browser: FlaskClient, db: Database, workspace: dict, token: str
+) -> None:
+    app_id = workspace["app_id"]
+    publish(db, app_id, doc([1]))
+    with db.write() as conn:
+        revoke_app(conn, app_id=app_id, actor="t")
+    page = text(browser.get(f"/dashboard/paywalls/{app_id}/onboarding").get_data(as_text=True))
+    assert "app revoked: the gateway serves none of its paywalls" in page and "first version" in page
+    assert "app revoked: not served" in text(browser.get("/dashboard/paywalls").get_data(as_text=True))
+    form = {"csrf_token": token, "base_version": "0", "document": json.dumps(doc([1, 1]))}
+    r = browser.post(f"/dashboard/paywalls/{app_id}/onboarding/publish", data=form)
+    assert r.status_code == 409 and "is revoked" in text(r.get_data(as_text=True))
