@@ -334,3 +334,32 @@ def test_a_revoked_apps_paywall_keeps_its_history_and_refuses_a_publish(
     form = {"csrf_token": token, "base_version": "0", "document": json.dumps(doc([1, 1]))}
     r = browser.post(f"/dashboard/paywalls/{app_id}/onboarding/publish", data=form)
     assert r.status_code == 409 and "is revoked" in text(r.get_data(as_text=True))
+
+
+def test_shares_are_relative_and_the_first_variant_takes_all_without_an_experiment() -> None:
+    assert paywall.shares(document([1, 1])) == paywall.shares(document([50, 50])) == {"v0": 0.5, "v1": 0.5}
+    assert paywall.shares(document([0, 3, 1])) == {"v0": 0.0, "v1": 0.75, "v2": 0.25}
+    assert paywall.shares(document([0, 3], active=False)) == {"v0": 1.0, "v1": 0.0}
+
+
+def test_changes_name_every_difference_and_problems_list_every_reason() -> None:
+    live = document([1, 1])
+    swapped = paywall.parse_document(
+        {"experiment_active": False, "variants": [v.model_dump() for v in reversed(live.variants)]}
+    )
+    said = paywall.changes(live, swapped)
+    assert "experiment_active true → false" in said
+    assert "first variant (everyone's when no experiment is active) v0 → v1" in said
+    assert "variant v1: share of traffic 50.0% → 100.0%" in said
+    assert paywall.changes(live, live) == []
+    raw = {"variants": [{"variant_id": "a", "layout": "", "offers": []}], "extra": 1}
+    problems = paywall.document_problems(raw)
+    assert [where for where, _ in problems] == [
+        "variants.0.layout",
+        "variants.0.offers",
+        "variants.0.traffic_weight",
+        "extra",
+    ]
+    with pytest.raises(paywall.InvalidDocument, match=r"^variants\.0\.layout: "):  # the CLI names the first
+        paywall.parse_document(raw)
+    assert paywall.document_problems(doc([1])) == []
