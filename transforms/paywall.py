@@ -9,6 +9,7 @@ variant's share follows its weight. With no experiment active everyone sees the 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -63,13 +64,95 @@ class InvalidDocument(ValueError):
     """The document does not describe a publishable configuration; the message says why."""
 
 
+def _problem(error: Any) -> tuple[str, str]:
+    return ".".join(str(p) for p in error["loc"]) or "document", error["msg"]
+
+
 def parse_document(raw: object) -> PaywallDocument:
     try:
         return PaywallDocument.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        raise InvalidDocument(f"{where}: {first['msg']}") from None
+        where, message = _problem(exc.errors()[0])
+        raise InvalidDocument(f"{where}: {message}") from None
+
+
+def document_problems(raw: object) -> list[tuple[str, str]]:
+    """Every reason `parse_document` would refuse `raw`, as (where, message), where is the
+    dotted path (`variants.0.offers.1.currency`, or `document`); empty when it is publishable.
+    The same model, so a form that shows these refuses exactly what the CLI refuses."""
+    try:
+        PaywallDocument.model_validate(raw)
+    except ValidationError as exc:
+        return [_problem(e) for e in exc.errors()]
+    return []
+
+
+def shares(document: PaywallDocument) -> dict[str, float]:
+    """Each variant's share of the traffic, as the gateway splits it (`assign_variant`): its weight
+    over the sum of the weights while an experiment is active, else 1 for the first variant and 0
+    for the others. Weights are relative: 50/50, 1/1 and 0.3/0.3 split alike."""
+    if not document.experiment_active:
+        return {v.variant_id: 1.0 if i == 0 else 0.0 for i, v in enumerate(document.variants)}
+    total = sum(v.traffic_weight for v in document.variants if v.traffic_weight > 0)
+    return {v.variant_id: (v.traffic_weight / total if v.traffic_weight > 0 else 0.0) for v in document.variants}
+
+
+def _shown(value: Any) -> str:
+    """A value as the JSON document spells it (true, null), since that is what the operator edits."""
+    return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
+
+
+def _offer_changes(where: str, old: list[Offer], new: list[Offer]) -> list[str]:
+    before = {o.product_id: o for o in old}
+    after = {o.product_id: o for o in new}
+    out = [f"{where}: offer {pid} removed" for pid in before if pid not in after]
+    for pid, offer in after.items():
+        if pid not in before:
+            terms = f"{offer.name}, {offer.price_usd_cents} US cents {offer.billing_period}"
+            out.append(f"{where}: offer {pid} added ({terms})")
+            continue
+        for name in Offer.model_fields:
+            was, now = getattr(before[pid], name), getattr(offer, name)
+            if was != now:
+                out.append(f"{where}: offer {pid} {name} {_shown(was)} → {_shown(now)}")
+    if [o.product_id for o in old if o.product_id in after] != [o.product_id for o in new if o.product_id in before]:
+        out.append(f"{where}: offers reordered")
+    return out
+
+
+def changes(live: PaywallDocument | None, proposed: PaywallDocument) -> list[str]:
+    """What publishing `proposed` changes against the live document, one line per change, in the
+    words an operator checks before publishing: the experiment switch, variants added or removed,
+    each variant's fields and offers, each variant's traffic share as the gateway computes it, and
+    which variant everyone sees when no experiment runs. Empty when nothing changes."""
+    if live is None:
+        return ["first version: the gateway serves it instead of the fallback (version 0, no offers)"]
+    out = []
+    if live.experiment_active != proposed.experiment_active:
+        out.append(f"experiment_active {_shown(live.experiment_active)} → {_shown(proposed.experiment_active)}")
+    before = {v.variant_id: v for v in live.variants}
+    after = {v.variant_id: v for v in proposed.variants}
+    out += [f"variant {vid} removed" for vid in before if vid not in after]
+    for vid, variant in after.items():
+        if vid not in before:
+            out.append(f"variant {vid} added ({variant.layout}, {len(variant.offers)} offer(s))")
+            continue
+        for name in ("layout", "cta_copy", "traffic_weight"):
+            was, now = getattr(before[vid], name), getattr(variant, name)
+            if was != now:
+                out.append(f"variant {vid}: {name} {_shown(was)} → {_shown(now)}")
+        out += _offer_changes(f"variant {vid}", before[vid].offers, variant.offers)
+    was_share, now_share = shares(live), shares(proposed)
+    for vid in after:
+        old, new = was_share.get(vid, 0.0), now_share[vid]
+        if round(old, 4) != round(new, 4):
+            out.append(f"variant {vid}: share of traffic {old:.1%} → {new:.1%}")
+    if live.variants[0].variant_id != proposed.variants[0].variant_id:
+        out.append(
+            f"first variant (everyone's when no experiment is active) {live.variants[0].variant_id} → "
+            f"{proposed.variants[0].variant_id}"
+        )
+    return out
 
 
 def bucket(app_id: str, paywall_id: str, identity: str) -> float:

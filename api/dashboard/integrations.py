@@ -1,0 +1,209 @@
+"""Integrations and ad accounts: status, last sync, `sync_stats`, the sync history, sync now.
+
+The same repository functions as `api/v1/integrations.py` and `flokit admin integrations`:
+`list_integrations`, `get_integration`, `sync_history`, `sync_stats`, and `request_sync`, which
+is what "Sync now" calls, exactly as `POST /v1/integrations/{id}/sync` does (a `manual` sync row
+queued for the Dagster sensor; while one is queued or running, that one is the answer). Nothing
+here calls a provider. The status part of an integration's page polls itself every 5 s with htmx
+while a sync is queued or running, and stops once none is.
+
+Ad accounts (`warehouse.adaccounts`, `flokit admin ad-accounts`) are read-only here: their
+registry sync runs in the CLI or the daemon's schedule (orchestration), which the API does not
+import; the page says how to run it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response, g, redirect, request, url_for
+from flask.typing import ResponseReturnValue
+
+from api.context import state
+from api.dashboard import blueprint
+from api.dashboard.pages import is_htmx, page
+from transforms.adaccounts import kinds as platforms
+from transforms.adaccounts.money import major_text
+from transforms.integrations.kinds import INTEGRATION_TYPES, kind_of
+from transforms.integrations.status import ACTIVE_SYNC_STATUSES
+from transforms.timefmt import iso_z
+from warehouse.adaccounts import repository as accounts
+from warehouse.db import utcnow
+from warehouse.errors import TransitionRefused
+from warehouse.integrations import repository as repo
+from warehouse.integrations.stats import sync_stats
+
+
+def sync_consequence() -> str:
+    """What the sync now dialog says will happen."""
+    return (
+        "A manual sync is queued; FloKit's daemon (under flokit up) starts it at its next sensor tick (every "
+        f"{state().settings.sensor_interval_s} s) and asks the provider for what is new since the last successful "
+        "sync. If a sync is already queued or running, that one is the answer and nothing new is queued."
+    )
+
+
+CONNECT_COMMAND = "flokit admin integrations connect --workspace {ws} --type TYPE --config FILE.json --check"
+AD_ACCOUNT_COMMAND = "flokit admin ad-accounts connect --workspace {ws} --platform PLATFORM --config FILE.json"
+
+
+def _type_label(integration_type: str) -> str:
+    return f"{integration_type} ({kind_of(integration_type).vendor})"
+
+
+def _sync_row(s: repo.Sync) -> dict[str, Any]:
+    return {
+        "sync": s,
+        "queued": iso_z(s.queued_at),
+        "started": iso_z(s.started_at),
+        "finished": iso_z(s.finished_at),
+        "duration": (s.finished_at - s.started_at).total_seconds() if s.finished_at and s.started_at else None,
+    }
+
+
+def _status_context(conn: Any, integration: repo.Integration) -> dict[str, Any]:
+    history = repo.sync_history(conn, integration_id=integration.id)
+    pending = next((s for s in history if s.status in ACTIVE_SYNC_STATUSES), None)
+    finished = next((s for s in history if s.status not in ACTIVE_SYNC_STATUSES), None)
+    return {
+        "integration": integration,
+        "type_label": _type_label(integration.type),
+        "last_synced": iso_z(integration.last_synced_at),
+        "pending": _sync_row(pending) if pending else None,
+        "finished": _sync_row(finished) if finished else None,
+        "history": [_sync_row(s) for s in history],
+        "can_sync": integration.status != "disconnected",
+        "sync_consequence": sync_consequence(),
+    }
+
+
+def _stats(conn: Any, integration: repo.Integration) -> dict[str, Any]:
+    stats = sync_stats(conn, state().settings.paths.lake(), integration, utcnow())
+    return {
+        "events_total": stats.events_total,
+        "events_last_24h": stats.events_last_24h,
+        "earliest": iso_z(stats.earliest_event_at),
+        "produces": kind_of(integration.type).produces,
+    }
+
+
+def _account_row(conn: Any, a: accounts.AdAccount) -> dict[str, Any]:
+    return {
+        "account": a,
+        "sandbox": a.platform == "sandbox",
+        "vendor": platforms.kind_of(a.platform).vendor,
+        "last_synced": iso_z(a.last_synced_at),
+        "objects": len(accounts.entities(conn, ad_account_id=a.id)),
+    }
+
+
+@blueprint.get("/integrations")
+def integrations() -> Response:
+    with state().db.read() as conn:
+        found = repo.list_integrations(conn, workspace_id=g.workspace_id)
+        rows = [{**_status_context(conn, i), "stats": _stats(conn, i)} for i in found]
+        ad_rows = [_account_row(conn, a) for a in accounts.list_accounts(conn, workspace_id=g.workspace_id)]
+    return page(
+        "dashboard/integrations/list.html",
+        title="Integrations",
+        section="integrations",
+        rows=rows,
+        ad_rows=ad_rows,
+        types=[(t, kind_of(t).vendor) for t in INTEGRATION_TYPES],
+        platforms=[(p, platforms.kind_of(p).vendor) for p in platforms.PLATFORMS],
+        connect_command=CONNECT_COMMAND.format(ws=g.workspace_id),
+        ad_account_command=AD_ACCOUNT_COMMAND.format(ws=g.workspace_id),
+    )
+
+
+def _detail(integration_id: str, *, status: int = 200, confirm: bool = False, notice: str | None = None) -> Response:
+    with state().db.read() as conn:
+        integration = repo.get_integration(conn, integration_id=integration_id, workspace_id=g.workspace_id)
+        ctx = _status_context(conn, integration)
+        stats = _stats(conn, integration)
+    return page(
+        "dashboard/integrations/detail.html",
+        status,
+        title=f"Integration {integration.type}",
+        section="integrations",
+        stats=stats,
+        confirm=confirm,
+        notice=notice,
+        queued=request.args.get("queued"),
+        options=integration.options,
+        **ctx,
+    )
+
+
+@blueprint.get("/integrations/<integration_id>")
+def integration(integration_id: str) -> Response:
+    return _detail(integration_id)
+
+
+@blueprint.get("/integrations/<integration_id>/status")
+def integration_status(integration_id: str) -> Response:
+    """The part of the page that polls itself while a sync is queued or running."""
+    with state().db.read() as conn:
+        found = repo.get_integration(conn, integration_id=integration_id, workspace_id=g.workspace_id)
+        ctx = _status_context(conn, found)
+    if not is_htmx():
+        return redirect(url_for("dashboard.integration", integration_id=integration_id), 303)  # type: ignore[return-value]
+    return page("dashboard/integrations/_status.html", **ctx)
+
+
+@blueprint.get("/integrations/<integration_id>/sync")
+def integration_sync_confirm(integration_id: str) -> Response:
+    """Without JavaScript the dialog cannot open: its trigger leads here, to the same form."""
+    return _detail(integration_id, confirm=True)
+
+
+@blueprint.post("/integrations/<integration_id>/sync")
+def integration_sync(integration_id: str) -> ResponseReturnValue:
+    try:
+        with state().db.write() as conn:
+            sync, created = repo.request_sync(
+                conn, integration_id=integration_id, workspace_id=g.workspace_id, trigger="manual"
+            )
+    except TransitionRefused as refused:
+        return _detail(
+            integration_id,
+            status=409,
+            notice=f"{refused} (flokit admin integrations connect --type TYPE --config FILE.json).",
+        )
+    if is_htmx():
+        with state().db.read() as conn:
+            found = repo.get_integration(conn, integration_id=integration_id, workspace_id=g.workspace_id)
+            ctx = _status_context(conn, found)
+        return page("dashboard/integrations/_status.html", 202 if created else 200, just_queued=created, **ctx)
+    return redirect(url_for("dashboard.integration", integration_id=integration_id, queued=sync.id), 303)
+
+
+@blueprint.get("/ad-accounts/<ad_account_id>")
+def ad_account(ad_account_id: str) -> Response:
+    with state().db.read() as conn:
+        account = accounts.get_account(conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id)
+        objects = accounts.entities(conn, ad_account_id=account.id, include_removed=True)
+    # Campaigns first, then what they hold (ENTITY_TYPES is in that order), each by name.
+    rank = {t: i for i, t in enumerate(platforms.ENTITY_TYPES)}
+    objects.sort(key=lambda e: (e.removed_at is not None, rank.get(e.entity_type, 99), e.name, e.external_id))
+    rows = [
+        {
+            "e": e,
+            "budget": major_text(e.daily_budget, e.currency) if e.daily_budget is not None and e.currency else None,
+            "edited": iso_z(e.edited_at),
+            "synced": iso_z(e.synced_at),
+            "removed": iso_z(e.removed_at),
+        }
+        for e in objects
+    ]
+    return page(
+        "dashboard/integrations/ad_account.html",
+        title=f"Ad account {account.name}",
+        section="integrations",
+        account=account,
+        sandbox=account.platform == "sandbox",
+        vendor=platforms.kind_of(account.platform).vendor,
+        last_synced=iso_z(account.last_synced_at),
+        rows=rows,
+        live=sum(1 for r in rows if r["removed"] is None),
+    )
