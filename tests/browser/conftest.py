@@ -44,9 +44,14 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"browser tests need {reason} (make test installs chromium: scripts/with-chromium.sh)")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
-    """Debian's chromium, headless, launched once for the whole run (about 0.7 s)."""
+    """Debian's chromium, headless, launched once for tests/browser (about 0.7 s).
+
+    Package scope, not session: Playwright's sync API keeps an asyncio loop running in this
+    thread while it lives, and Dagster's in-process runs (tests/e2e, tests/orchestration, which
+    run after tests/browser) then leave an un-awaited `shutdown_asyncgens` coroutine behind,
+    which `-W error` turns into failures. Stopping Playwright when tests/browser ends avoids it."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
