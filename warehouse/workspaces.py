@@ -123,13 +123,14 @@ def create_key(conn: Connection, *, workspace_id: str, scope: Scope, actor: str 
 
 
 def rotate_key(conn: Connection, *, key_id: str, actor: str = "cli") -> IssuedKey:
-    """Replace the key's secret in one statement: the old secret stops working at commit."""
+    """Replace the key's secret in one statement: the old secret stops working at commit. The
+    key's `last_used_at` starts again at "never": it then tells whether the new secret is in use."""
     key = new_api_key()
     now = utcnow()
     row = conn.execute(
         api_keys.update()
         .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
-        .values(key_hash=hash_api_key(key), key_prefix=key_prefix(key), rotated_at=now)
+        .values(key_hash=hash_api_key(key), key_prefix=key_prefix(key), rotated_at=now, last_used_at=None)
         .returning(api_keys.c.workspace_id)
     ).first()
     if row is None:

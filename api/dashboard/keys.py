@@ -101,7 +101,7 @@ def key_verb(key_id: str, verb: str) -> ResponseReturnValue:
             else:
                 revoke_key(conn, key_id=key_id, actor=g.operator)
     if key.revoked_at is not None:
-        return _list(409, notice=f"Key {key_id} is already revoked: it cannot be {verb}d.")
+        return _list(409, notice=f"Key {key_id} is already revoked: it cannot be {verb}d.", notice_is_error=True)
     if verb == "rotate":
         return _list(200, issued=issued, issued_verb="rotated")
     return redirect(url_for("dashboard.keys", done="revoked"), 303)

@@ -218,7 +218,9 @@ def enable_endpoint(endpoint_id: str) -> ResponseReturnValue:
         if endpoint.status != "enabled":
             endpoints.set_enabled(conn, endpoint_id=endpoint_id, enabled=True, actor=g.operator)
     if endpoint.status == "enabled":
-        return _detail(endpoint_id, 409, notice="This endpoint is already enabled: someone enabled it first.")
+        return _detail(
+            endpoint_id, 409, notice="This endpoint is already enabled: someone enabled it first.", notice_is_error=True
+        )
     return redirect(url_for("dashboard.webhook", endpoint_id=endpoint_id, done="enabled"), 303)
 
 

@@ -14,11 +14,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from tests.api.dashboard.conftest import OPERATOR, csrf_of, sign_in
 from tests.conftest import bearer
-from warehouse import audit
+from warehouse import audit, migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
 from warehouse.settings import Settings
@@ -123,8 +124,11 @@ def test_rotate_makes_the_old_key_401_at_once_and_revoke_ends_it(
     assert confirm.status_code == 200 and "answers 401" in confirm.get_data(as_text=True)
     token = csrf_of(confirm.get_data(as_text=True))
 
+    assert v1_status(browser, workspace["api_key_read_write"]) == 200
     r = browser.post(f"/dashboard/keys/{rw.id}/rotate", data={"csrf_token": token})
     assert r.status_code == 200 and r.headers["Cache-Control"] == "no-store"
+    with db.read() as conn:  # "last used" starts again: it now tells whether the new secret is in use
+        assert get_key(conn, workspace_id=workspace["workspace_id"], key_id=rw.id).last_used_at is None
     new = new_key_on(r.get_data(as_text=True))
     assert v1_status(browser, workspace["api_key_read_write"]) == 401
     assert v1_status(browser, new) == 200
@@ -160,6 +164,15 @@ def test_keys_need_sign_in_csrf_and_the_workspace(client: FlaskClient, db: Datab
         assert r.status_code == 404 and r.content_type.startswith("text/html")
     assert v1_status(client, other["api_key_read_only"]) == 200  # untouched
     assert theirs.id not in client.get("/dashboard/keys").get_data(as_text=True)
+
+
+def test_migration_0160_down_and_up(db: Database, workspace: dict) -> None:
+    assert migrate.downgrade(db, "0150") == ["0150"]
+    assert "last_used_at" not in {c["name"] for c in sa.inspect(db.engine).get_columns("api_keys")}
+    assert migrate.upgrade(db) == [migrate.head()]
+    assert "last_used_at" in {c["name"] for c in sa.inspect(db.engine).get_columns("api_keys")}
+    with db.read() as conn:  # the keys survive, never used
+        assert [k.last_used_at for k in list_keys(conn, workspace["workspace_id"])] == [None, None]
 
 
 # ---------------------------------------------------------------- Webhooks
