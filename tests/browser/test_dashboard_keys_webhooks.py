@@ -33,7 +33,7 @@ from warehouse.dashboard import sessions
 from warehouse.db import Database
 from warehouse.instance_key import ensure_instance_key
 from warehouse.settings import Settings, instance_key_for
-from warehouse.webhooks import endpoints
+from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.workspaces import create_workspace, list_keys
 
@@ -171,6 +171,11 @@ def test_add_an_endpoint_send_a_test_event_re_enable_and_rotate_its_secret(
     [got] = receiver.at("/hook")
     assert verify(got.body, got.all("Service-Signature"), [secret], got.now_ms).reason == "ok"
     assert b'"test":true' in got.body and b'"type":"action.approved"' in got.body
+    with db.read() as conn:
+        [endpoint] = endpoints.list_endpoints(conn, workspace["workspace_id"])
+        [sent] = deliveries.history(conn, endpoint_id=endpoint.id)
+        detail = deliveries.delivery_detail(conn, endpoint_id=endpoint.id, delivery_id=sent["delivery_id"])
+    assert [a["response_excerpt"] for a in detail["attempts"]] == ["ok"]  # what the receiver answered
     page.reload()
     row = page.locator("tbody tr").first
     expect(row).to_contain_text("succeeded")
@@ -180,6 +185,7 @@ def test_add_an_endpoint_send_a_test_event_re_enable_and_rotate_its_secret(
     row.get_by_role("link").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text("Delivery")
     expect(page.locator("table")).to_contain_text("200")
+    expect(page.locator("code.excerpt")).to_have_text("ok")
     expect(page.locator("pre.frozen-body")).to_contain_text('"test":true')
     assert_accessible(page)
     shoot(page, "webhooks-delivery")

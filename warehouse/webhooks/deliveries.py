@@ -30,6 +30,8 @@ from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
 
 _ERROR_CHARS = 500
+# How much of a receiver's answer an attempt keeps (the dashboard shows it beside the status code).
+EXCERPT_CHARS = 500
 # Rows the sensor looks at to fingerprint the due set (enough to notice any change at the head).
 _FINGERPRINT_ROWS = 1000
 
@@ -56,6 +58,7 @@ class SendResult:
     error: str | None
     started_at: datetime
     finished_at: datetime
+    response_excerpt: str | None = None  # the start of the receiver's answer, if one came
 
     @property
     def ok(self) -> bool:
@@ -222,6 +225,7 @@ def record_batch(
                 "attempt": c.attempt,
                 "status_code": r.status_code,
                 "error": _error(r),
+                "response_excerpt": _excerpt(r.response_excerpt),
                 "started_at": r.started_at,
                 "finished_at": r.finished_at,
             }
@@ -264,6 +268,11 @@ def _record_successes(conn: Connection, sends: Sequence[tuple[Claimed, SendResul
         ).scalars():
             held[delivery_id] = "succeeded"
     return held
+
+
+def _excerpt(text: str | None) -> str | None:
+    """At most EXCERPT_CHARS, without NUL (PostgreSQL text cannot hold it; receivers may send any bytes)."""
+    return None if text is None else text[:EXCERPT_CHARS].replace("\x00", "\N{REPLACEMENT CHARACTER}")
 
 
 def _error(result: SendResult) -> str | None:
@@ -463,6 +472,7 @@ def _attempts(conn: Connection, delivery_ids: Sequence[str]) -> dict[str, list[d
                 "attempt": r.attempt,
                 "status_code": r.status_code,
                 "error": r.error,
+                "response_excerpt": r.response_excerpt,
                 "started_at": iso_z(r.started_at),
                 "finished_at": iso_z(r.finished_at),
                 "duration_ms": round((r.finished_at - r.started_at).total_seconds() * 1000),

@@ -169,8 +169,10 @@ def test_keys_need_sign_in_csrf_and_the_workspace(client: FlaskClient, db: Datab
 def test_migration_0160_down_and_up(db: Database, workspace: dict) -> None:
     assert migrate.downgrade(db, "0150") == ["0150"]
     assert "last_used_at" not in {c["name"] for c in sa.inspect(db.engine).get_columns("api_keys")}
+    assert "response_excerpt" not in {c["name"] for c in sa.inspect(db.engine).get_columns("webhook_attempts")}
     assert migrate.upgrade(db) == [migrate.head()]
     assert "last_used_at" in {c["name"] for c in sa.inspect(db.engine).get_columns("api_keys")}
+    assert "response_excerpt" in {c["name"] for c in sa.inspect(db.engine).get_columns("webhook_attempts")}
     with db.read() as conn:  # the keys survive, never used
         assert [k.last_used_at for k in list_keys(conn, workspace["workspace_id"])] == [None, None]
 
@@ -324,14 +326,18 @@ def test_history_filters_pages_and_a_delivery_s_attempts_and_body(
             conn,
             claimed,
             deliveries.SendResult(
-                status_code=503, error="HTTP 503", started_at=now, finished_at=now + timedelta(milliseconds=250)
+                status_code=503,
+                error="HTTP 503",
+                started_at=now,
+                finished_at=now + timedelta(milliseconds=250),
+                response_excerpt="upstream down\x00 <b>retry</b>",
             ),
         )
     base = f"/dashboard/webhooks/{endpoint.id}"
     page = browser.get(base).get_data(as_text=True)
     assert f"1{EN}4 of 4" in page
     row = re.search(rf'<tr id="delivery-{claimed.delivery_id}">.*?</tr>', page, re.S)
-    assert row and "pending" in row.group(0) and "HTTP 503" in row.group(0) and "UTC</time>" in row.group(0)
+    assert row and "pending" in row.group(0) and "HTTP 503" in row.group(0) and "</time>" in row.group(0)
     only = browser.get(base + "?event_type=integration.error").get_data(as_text=True)
     assert f"1{EN}1 of 1" in only and "Clear filters" in only
     assert "No deliveries match these filters" in browser.get(base + "?status=failed").get_data(as_text=True)
@@ -343,7 +349,10 @@ def test_history_filters_pages_and_a_delivery_s_attempts_and_body(
     detail = browser.get(f"{base}/deliveries/{claimed.delivery_id}")
     assert detail.status_code == 200
     d = detail.get_data(as_text=True)
-    assert "250 ms" in d and "HTTP 503" in d and claimed.body.decode() in html.unescape(d)
+    assert "250 ms" in d and "HTTP 503" in d
+    assert (
+        "upstream down\N{REPLACEMENT CHARACTER} &lt;b&gt;retry&lt;/b&gt;" in d
+    )  # kept, escaped and claimed.body.decode() in html.unescape(d)
     assert browser.get(f"{base}/deliveries/dlv_nope").status_code == 404
 
 
