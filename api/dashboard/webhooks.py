@@ -24,7 +24,7 @@ from api.context import state
 from api.dashboard import blueprint
 from api.dashboard.pages import error_page, page
 from transforms.timefmt import iso_z
-from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES
+from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, RETRY_DELAYS_S
 from transforms.webhooks.envelope import EVENT_TYPES
 from warehouse.db import utcnow
 from warehouse.webhooks import deliveries, endpoints
@@ -80,6 +80,8 @@ def _list(status: int = 200, **extra: Any) -> Response:
         rows=[_endpoint_row(e) for e in found],
         event_types=EVENT_TYPES,
         allow_private=state().settings.webhooks_allow_private,
+        retries=len(RETRY_DELAYS_S),
+        disable_after=DISABLE_AFTER_FAILURES,
         form=form,
         errors=extra.pop("errors", {}),
         **extra,

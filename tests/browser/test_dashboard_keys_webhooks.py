@@ -261,6 +261,7 @@ def test_the_add_form_shows_its_errors_beside_the_fields(
     page.get_by_role("button", name="Add endpoint").click()
     url = page.get_by_label("URL")
     expect(url).to_have_attribute("aria-invalid", "true")
+    expect(url).to_be_focused()
     expect(page.locator("#endpoint-url-error")).to_have_text("URL must use https or http.")
     expect(page.locator("#endpoint-events-error")).to_have_text("Choose at least one event type.")
     expect(url).to_have_value("ftp://" + receiver.url.removeprefix("http://") + "/hook")

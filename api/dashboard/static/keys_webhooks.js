@@ -39,6 +39,9 @@
     });
   });
 
+  // A secret shown once, or a refused form: focus goes there, so a screen reader reads it first.
   var panel = document.querySelector(".secret-panel");
+  var invalid = document.querySelector("input[aria-invalid=true], fieldset[aria-invalid=true] input");
   if (panel) panel.focus();
+  else if (invalid) invalid.focus();
 })();
