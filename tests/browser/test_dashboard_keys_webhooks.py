@@ -61,6 +61,13 @@ def sign_in(page: Any, server: GunicornServer, db: Database, workspace_id: str) 
     with db.write() as conn:
         token = sessions.create_login_token(conn, operator=OPERATOR, workspace_id=workspace_id)
     page.goto(f"{server.base}/dashboard/login?token={token}")
+    settle(page)
+
+
+def settle(page: Any) -> None:
+    """Wait until the page has fetched everything (the icon comes after `load`): leaving it
+    sooner aborts that request, which the page guard rightly reports."""
+    page.wait_for_load_state("networkidle")
 
 
 def v1_status(server: GunicornServer, key: str) -> int:
@@ -132,6 +139,7 @@ def test_keys_page_of_an_empty_workspace(page: Any, flokit_server: GunicornServe
     assert v1_status(flokit_server, page.locator("#new-key").inner_text().strip()) == 200
     shoot(page, "keys-created")
 
+    settle(page)
     page.goto(f"{flokit_server.base}/dashboard/webhooks")
     expect(page.get_by_role("heading", name="No webhook endpoints yet")).to_be_visible()
     assert_accessible(page)
@@ -176,6 +184,7 @@ def test_add_an_endpoint_send_a_test_event_re_enable_and_rotate_its_secret(
         [sent] = deliveries.history(conn, endpoint_id=endpoint.id)
         detail = deliveries.delivery_detail(conn, endpoint_id=endpoint.id, delivery_id=sent["delivery_id"])
     assert [a["response_excerpt"] for a in detail["attempts"]] == ["ok"]  # what the receiver answered
+    settle(page)
     page.reload()
     row = page.locator("tbody tr").first
     expect(row).to_contain_text("succeeded")
@@ -189,6 +198,7 @@ def test_add_an_endpoint_send_a_test_event_re_enable_and_rotate_its_secret(
     expect(page.locator("pre.frozen-body")).to_contain_text('"test":true')
     assert_accessible(page)
     shoot(page, "webhooks-delivery")
+    settle(page)
     page.go_back()
 
     # Five failed sends in a row disable the endpoint (the sender's rule), then re-enable it here.
@@ -202,11 +212,13 @@ def test_add_an_endpoint_send_a_test_event_re_enable_and_rotate_its_secret(
                 data={"action": {"id": f"act_{i}"}},
             )
     send_due(db)
+    settle(page)
     page.reload()
     expect(page.locator("#endpoint-status")).to_contain_text("disabled — 5 consecutive failures, since")
     expect(page.get_by_role("button", name="Send test event")).to_be_disabled()
     assert_accessible(page)
     shoot(page, "webhooks-endpoint-disabled")
+    settle(page)
     page.goto(f"{flokit_server.base}/dashboard/webhooks")
     expect(page.locator("tbody")).to_contain_text("disabled — 5 consecutive failures")
     assert_accessible(page)
