@@ -75,6 +75,8 @@ api_keys = sa.Table(
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("rotated_at", UTCDateTime(), nullable=True),
     sa.Column("revoked_at", UTCDateTime(), nullable=True),
+    # When v1 last accepted the key, to the minute or so (`workspaces.note_key_used`); NULL: never.
+    sa.Column("last_used_at", UTCDateTime(), nullable=True),
     sa.CheckConstraint(one_of("scope", SCOPES), name="scope"),
 )
 

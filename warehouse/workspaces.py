@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -42,6 +42,24 @@ class Principal:
 class IssuedKey:
     key_id: str
     api_key: str
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A key as listings show it: never the secret, only its first characters."""
+
+    id: str
+    workspace_id: str
+    scope: Scope
+    key_prefix: str
+    created_at: datetime
+    rotated_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+# `last_used_at` is written at most this often per key: a listing's "last used", not an access log.
+KEY_USE_RESOLUTION = timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -105,13 +123,14 @@ def create_key(conn: Connection, *, workspace_id: str, scope: Scope, actor: str 
 
 
 def rotate_key(conn: Connection, *, key_id: str, actor: str = "cli") -> IssuedKey:
-    """Replace the key's secret in one statement: the old secret stops working at commit."""
+    """Replace the key's secret in one statement: the old secret stops working at commit. The
+    key's `last_used_at` starts again at "never": it then tells whether the new secret is in use."""
     key = new_api_key()
     now = utcnow()
     row = conn.execute(
         api_keys.update()
         .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
-        .values(key_hash=hash_api_key(key), key_prefix=key_prefix(key), rotated_at=now)
+        .values(key_hash=hash_api_key(key), key_prefix=key_prefix(key), rotated_at=now, last_used_at=None)
         .returning(api_keys.c.workspace_id)
     ).first()
     if row is None:
@@ -130,6 +149,45 @@ def revoke_key(conn: Connection, *, key_id: str, actor: str = "cli") -> None:
     if row is None:
         raise NotFound(f"No active API key {key_id}")
     audit.record(conn, workspace_id=row.workspace_id, actor=actor, action="api_key.revoked", subject_id=key_id)
+
+
+def list_keys(conn: Connection, workspace_id: str) -> list[ApiKey]:
+    """The workspace's keys, revoked ones included (they stay listed, marked), oldest first."""
+    rows = conn.execute(
+        sa.select(*(api_keys.c[f] for f in ApiKey.__dataclass_fields__))
+        .where(api_keys.c.workspace_id == workspace_id)
+        .order_by(api_keys.c.created_at, api_keys.c.id)
+    )
+    return [ApiKey(**r._mapping) for r in rows]
+
+
+def get_key(conn: Connection, *, workspace_id: str, key_id: str) -> ApiKey:
+    """The workspace's key; another workspace's is NotFound, as an unknown one."""
+    row = conn.execute(
+        sa.select(*(api_keys.c[f] for f in ApiKey.__dataclass_fields__)).where(
+            api_keys.c.id == key_id, api_keys.c.workspace_id == workspace_id
+        )
+    ).first()
+    if row is None:
+        raise NotFound(f"No API key {key_id}")
+    return ApiKey(**row._mapping)
+
+
+def note_key_used(conn: Connection, *, key_id: str, now: datetime) -> bool:
+    """Record that v1 accepted the key at `now`, unless that was already recorded less than
+    `KEY_USE_RESOLUTION` ago (the condition is in the UPDATE, so concurrent workers write it
+    once). Whether a row was written."""
+    return (
+        conn.execute(
+            api_keys.update()
+            .where(
+                api_keys.c.id == key_id,
+                sa.or_(api_keys.c.last_used_at.is_(None), api_keys.c.last_used_at <= now - KEY_USE_RESOLUTION),
+            )
+            .values(last_used_at=now)
+        ).rowcount
+        == 1
+    )
 
 
 def authenticate(conn: Connection, api_key: str) -> Principal | None:

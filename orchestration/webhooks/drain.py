@@ -48,8 +48,10 @@ def send(claimed: Claimed, http: WebhookHttpClient, queue: WebhookQueue) -> Send
         attempt=claimed.attempt,
         standard_webhooks=claimed.standard_webhooks,
     )
-    status_code, error = http.post(url=claimed.url, body=claimed.body, headers=headers)
-    return SendResult(status_code=status_code, error=error, started_at=started, finished_at=queue.now())
+    status_code, error, excerpt = http.exchange(url=claimed.url, body=claimed.body, headers=headers)
+    return SendResult(
+        status_code=status_code, error=error, started_at=started, finished_at=queue.now(), response_excerpt=excerpt
+    )
 
 
 @dataclass

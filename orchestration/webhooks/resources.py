@@ -13,6 +13,9 @@ from orchestration.webhooks.transport import AddressPolicy, PinnedAdapter
 from warehouse.db import utcnow
 from warehouse.webhooks.urls import InvalidUrl, Resolver, check_form, system_resolver
 
+# The start of a receiver's answer kept with each attempt (warehouse.webhooks.deliveries.EXCERPT_CHARS).
+EXCERPT_BYTES = 500
+
 
 class WebhookHttpClient(dg.ConfigurableResource):
     """POSTs signed bodies to customer endpoints with (connect, read) timeouts.
@@ -70,6 +73,12 @@ class WebhookHttpClient(dg.ConfigurableResource):
 
     def post(self, *, url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None]:
         """(status code, None) for any HTTP answer, (None, error text) when none came back."""
+        status_code, error, _ = self.exchange(url=url, body=body, headers=headers)
+        return status_code, error
+
+    def exchange(self, *, url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None, str | None]:
+        """As `post`, plus the first `EXCERPT_BYTES` of the answer's body as text (None when no
+        answer came): the delivery history shows what the receiver said."""
         session = self._session
         if session is None:  # used outside a run (benchmarks' baseline, scripts), or a new resolver
             with self._setup_lock:
@@ -88,12 +97,15 @@ class WebhookHttpClient(dg.ConfigurableResource):
             )
             response.close()
         except InvalidUrl as exc:  # raised by the connection too, for a non-public address
-            return None, f"refused: {exc}"
+            return None, f"refused: {exc}", None
         except requests.Timeout as exc:
-            return None, f"timeout: {type(exc).__name__}"
+            return None, f"timeout: {type(exc).__name__}", None
         except requests.RequestException as exc:
-            return None, f"network error: {type(exc).__name__}: {exc}"
-        return response.status_code, None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+            return None, f"network error: {type(exc).__name__}: {exc}", None
+        # The body was read already (no streaming); decoding a slice never guesses a charset.
+        excerpt = response.content[:EXCERPT_BYTES].decode("utf-8", errors="replace")
+        error = None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+        return response.status_code, error, excerpt
 
 
 class WebhookQueue(dg.ConfigurableResource):

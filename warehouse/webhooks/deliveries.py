@@ -24,11 +24,14 @@ from transforms.timefmt import iso_z
 from transforms.webhooks import payloads
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, next_attempt_at
 from warehouse import audit
+from warehouse.errors import NotFound
 from warehouse.webhooks.endpoints import endpoint_for_operator, signing_secrets
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
 
 _ERROR_CHARS = 500
+# How much of a receiver's answer an attempt keeps (the dashboard shows it beside the status code).
+EXCERPT_CHARS = 500
 # Rows the sensor looks at to fingerprint the due set (enough to notice any change at the head).
 _FINGERPRINT_ROWS = 1000
 
@@ -55,6 +58,7 @@ class SendResult:
     error: str | None
     started_at: datetime
     finished_at: datetime
+    response_excerpt: str | None = None  # the start of the receiver's answer, if one came
 
     @property
     def ok(self) -> bool:
@@ -221,6 +225,7 @@ def record_batch(
                 "attempt": c.attempt,
                 "status_code": r.status_code,
                 "error": _error(r),
+                "response_excerpt": _excerpt(r.response_excerpt),
                 "started_at": r.started_at,
                 "finished_at": r.finished_at,
             }
@@ -263,6 +268,11 @@ def _record_successes(conn: Connection, sends: Sequence[tuple[Claimed, SendResul
         ).scalars():
             held[delivery_id] = "succeeded"
     return held
+
+
+def _excerpt(text: str | None) -> str | None:
+    """At most EXCERPT_CHARS, without NUL (PostgreSQL text cannot hold it; receivers may send any bytes)."""
+    return None if text is None else text[:EXCERPT_CHARS].replace("\x00", "\N{REPLACEMENT CHARACTER}")
 
 
 def _error(result: SendResult) -> str | None:
@@ -449,3 +459,87 @@ def history(conn: Connection, *, endpoint_id: str, limit: int = 100) -> list[dic
         }
         for r in rows
     ]
+
+
+def _attempts(conn: Connection, delivery_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not delivery_ids:
+        return out
+    a = webhook_attempts.c
+    for r in conn.execute(sa.select(webhook_attempts).where(a.delivery_id.in_(list(delivery_ids))).order_by(a.id)):
+        out.setdefault(r.delivery_id, []).append(
+            {
+                "attempt": r.attempt,
+                "status_code": r.status_code,
+                "error": r.error,
+                "response_excerpt": r.response_excerpt,
+                "started_at": iso_z(r.started_at),
+                "finished_at": iso_z(r.finished_at),
+                "duration_ms": round((r.finished_at - r.started_at).total_seconds() * 1000),
+            }
+        )
+    return out
+
+
+def _delivery(r: Any, attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "delivery_id": r.id,
+        "event_id": r.event_id,
+        "event_type": r.event_type,
+        "test": bool(r.test),
+        "status": r.status,
+        "attempt": r.attempt,
+        "status_code": r.last_status_code,
+        "error": r.last_error,
+        "created_at": iso_z(r.created_at),
+        "next_attempt_at": iso_z(r.next_attempt_at) if r.status == "pending" else None,
+        "completed_at": iso_z(r.completed_at),
+        "attempts": attempts,
+    }
+
+
+def page_of_deliveries(
+    conn: Connection,
+    *,
+    endpoint_id: str,
+    status: str | None = None,
+    event_type: str | None = None,
+    limit: int = 25,
+    offset: int = 0,
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of the endpoint's deliveries, newest first, optionally of one status and event
+    type, with how many match in all (the dashboard's history, paged like v1's lists)."""
+    d, ev = webhook_deliveries.c, webhook_events.c
+    where = [d.endpoint_id == endpoint_id]
+    if status is not None:
+        where.append(d.status == status)
+    if event_type is not None:
+        where.append(ev.type == event_type)
+    joined = webhook_deliveries.join(webhook_events, ev.id == d.event_id)
+    total = conn.execute(sa.select(sa.func.count()).select_from(joined).where(*where)).scalar_one()
+    rows = conn.execute(
+        sa.select(webhook_deliveries, ev.type.label("event_type"), ev.test)
+        .select_from(joined)
+        .where(*where)
+        .order_by(d.created_at.desc(), d.id.desc())
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    attempts = _attempts(conn, [r.id for r in rows])
+    return [_delivery(r, attempts.get(r.id, [])) for r in rows], total
+
+
+def delivery_detail(conn: Connection, *, endpoint_id: str, delivery_id: str) -> dict[str, Any]:
+    """One delivery of the endpoint with every send and the event's frozen body (the exact bytes
+    signed and sent, as text). Another endpoint's delivery is NotFound, as an unknown one."""
+    d, ev = webhook_deliveries.c, webhook_events.c
+    row = conn.execute(
+        sa.select(webhook_deliveries, ev.type.label("event_type"), ev.test, ev.body)
+        .join(webhook_events, ev.id == d.event_id)
+        .where(d.id == delivery_id, d.endpoint_id == endpoint_id)
+    ).first()
+    if row is None:
+        raise NotFound(f"No delivery {delivery_id} to endpoint {endpoint_id}")
+    found = _delivery(row, _attempts(conn, [row.id]).get(row.id, []))
+    found["body"] = bytes(row.body).decode("utf-8", errors="replace")
+    return found

@@ -9,7 +9,8 @@
   `status` is `pending` (due at `next_attempt_at`), `delivering` (leased until `lease_until` by
   `lease_token`), `succeeded` or `failed` (retries exhausted). `claims` counts leases taken, so
   a crashed run's rows look different to the sensor once their lease expires.
-- `webhook_attempts`: one row per physical send: status code or error, start and end.
+- `webhook_attempts`: one row per physical send: status code or error, the start of the
+  receiver's answer, start and end.
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ webhook_attempts = sa.Table(
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("status_code", sa.Integer, nullable=True),
     sa.Column("error", sa.String(500), nullable=True),
+    # The first characters of the receiver's answer (decoded as UTF-8, bad bytes replaced); NULL
+    # when no answer came.
+    sa.Column("response_excerpt", sa.String(500), nullable=True),
     sa.Column("started_at", UTCDateTime(), nullable=False),
     sa.Column("finished_at", UTCDateTime(), nullable=False),
 )
