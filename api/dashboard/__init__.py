@@ -41,7 +41,7 @@ OWN_ASSET_CACHE = "no-cache"
 
 def register_dashboard(app: Flask, settings: Settings) -> None:
     """The blueprint, its sign-in and CSRF machinery, its headers and its HTML error pages."""
-    from api.dashboard import actions, auth, pages  # noqa: F401  (routes register on import)
+    from api.dashboard import actions, auth, pages, reports  # noqa: F401  (routes register on import)
 
     auth.configure(app, settings)
     app.register_blueprint(blueprint)
