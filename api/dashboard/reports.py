@@ -84,7 +84,7 @@ def _form(model: type[BaseModel], first: str, last: str, defaults: dict[str, str
             message = str(error["msg"]).removeprefix("Value error, ")
             errors.setdefault(field, message)
     if query is not None and getattr(query, last) < getattr(query, first):
-        errors[last] = f"must not be before {first}"  # v1's `_range` message
+        errors[last] = f"must not be before the first day ({first})"  # v1's `_range` check
         query = None
     return Form(values=values, query=query, errors=errors, filtered=bool(given))
 

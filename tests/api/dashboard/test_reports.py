@@ -259,7 +259,7 @@ def test_without_dates_the_pages_show_the_90_days_ending_on_the_last_data_day(
             "payback",
             {"start_date": "2026-06-30", "end_date": "2026-06-01"},
             "end_date",
-            "must not be before start_date",
+            "must not be before the first day (start_date)",
         ),
         ("payback", {**RANGE, "group_by": "platform"}, "group_by", "Input should be"),
         ("payback", {**RANGE, "cohort_window_days": "0"}, "cohort_window_days", "greater than or equal to 1"),
