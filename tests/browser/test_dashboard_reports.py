@@ -230,6 +230,18 @@ def test_the_filter_form_regroups_the_chart(page: Any, flokit_server: Any, opera
     }
     assert drawn["datasets"][1]["data"] == [r["payback_days"] for r in rows]
 
+    # The grouping with the most groups: the CAC chart grows to keep one readable bar per group.
+    creative = {**RANGE, "group_by": "creative"}
+    page.goto(f"{base}/dashboard/payback?" + urlencode(creative))
+    rows = v1(base, "payback", operator["key"], creative)["data"]
+    assert len(rows) > 6
+    drawn = page.evaluate(DRAWN, page.locator("#chart-cac").element_handle())
+    assert drawn["labels"] == [r["cohort"] for r in rows]
+    assert drawn["datasets"][0]["data"] == [r["cac"] for r in rows]
+    box = page.locator("#chart-cac").bounding_box()
+    assert box is not None and box["height"] >= 20 * len(rows)
+    shoot(page, "reports-payback-creative")
+
     page.get_by_role("link", name="Clear filters").click()
     expect(page).to_have_url(f"{base}/dashboard/payback")
     expect(page.locator("#chart-payback")).to_be_visible()

@@ -89,6 +89,8 @@
     },
     cac: function (canvas, data) {
       var fmt = money(data.currency);
+      // One bar per group, each readable: the box grows with the groups (CSSOM, which the CSP allows).
+      canvas.parentNode.style.height = Math.max(12, 4 + 2 * data.labels.length) + "rem";
       return new Chart(canvas, {
         type: "bar",
         data: {
