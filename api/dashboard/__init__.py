@@ -48,6 +48,7 @@ def register_dashboard(app: Flask, settings: Settings) -> None:
         keys,
         pages,
         paywalls,
+        reports,
         webhooks,
     )
 

@@ -118,12 +118,51 @@ def _range(start: date, end: date, first: str, last: str) -> None:
         raise ApiError(400, f"Invalid query parameter '{last}': must not be before {first}")
 
 
-def _reader() -> serving.ReportReader:
-    """The worker's reader, created on first use (after gunicorn forked), one per process."""
+def report_reader() -> serving.ReportReader:
+    """The worker's reader, created on first use (after gunicorn forked), one per process (the
+    dashboard's report pages read through it too)."""
     reader = current_app.extensions.get(READER)
     if reader is None:
         reader = current_app.extensions.setdefault(READER, serving.ReportReader(state().settings.paths.reports))
     return reader
+
+
+def payback_answer(workspace_id: str, query: PaybackQuery) -> PaybackReport:
+    """The payback report for a workspace, from one snapshot of the store: what v1 answers, and
+    what the dashboard's Payback page and its CSV show (one computation for both)."""
+    cur = report_reader().cursor()
+    rows: list[dict[str, Any]] = []
+    if cur is not None:
+        rows = serving.payback_rows(
+            cur,
+            workspace_id=workspace_id,
+            start=query.start_date,
+            end=query.end_date,
+            dimension=query.group_by,
+            window=query.cohort_window_days,
+        )
+    with state().db.read() as conn:
+        currency = get_workspace(conn, workspace_id).reporting_currency
+    return PaybackReport(
+        data=[PaybackRow.model_validate(row) for row in rows],
+        meta=PaybackMeta(
+            currency=currency,
+            generated_at=iso_z(serving.meta(cur).generated_at),
+            cohort_window_days=query.cohort_window_days,
+        ),
+    )
+
+
+def cohorts_answer(workspace_id: str, query: CohortsQuery) -> tuple[CohortsReport, str | None]:
+    """The cohort curves for a workspace and, from the same snapshot of the store, when it was
+    generated (v1 answers only the curves; the dashboard's Cohorts page also says "data as of")."""
+    cur = report_reader().cursor()
+    curves: list[dict[str, Any]] = []
+    if cur is not None:
+        curves = serving.cohort_curves(
+            cur, workspace_id=workspace_id, start=query.cohort_start, end=query.cohort_end, dimension=query.group_by
+        )
+    return CohortsReport.model_validate({"cohorts": curves}), iso_z(serving.meta(cur).generated_at)
 
 
 @blueprint.get("/reports/payback")
@@ -137,32 +176,8 @@ def _reader() -> serving.ReportReader:
     tags=["reports"],
 )
 def payback_report(query: PaybackQuery) -> Response:
-    start, end = query.start_date, query.end_date
-    _range(start, end, "start_date", "end_date")
-    workspace_id = principal().workspace_id
-    cur = _reader().cursor()
-    rows: list[dict[str, Any]] = []
-    if cur is not None:
-        rows = serving.payback_rows(
-            cur,
-            workspace_id=workspace_id,
-            start=start,
-            end=end,
-            dimension=query.group_by,
-            window=query.cohort_window_days,
-        )
-    with state().db.read() as conn:
-        currency = get_workspace(conn, workspace_id).reporting_currency
-    return respond(
-        PaybackReport(
-            data=[PaybackRow.model_validate(row) for row in rows],
-            meta=PaybackMeta(
-                currency=currency,
-                generated_at=iso_z(serving.meta(cur).generated_at),
-                cohort_window_days=query.cohort_window_days,
-            ),
-        )
-    )
+    _range(query.start_date, query.end_date, "start_date", "end_date")
+    return respond(payback_answer(principal().workspace_id, query))
 
 
 @blueprint.get("/reports/cohorts")
@@ -175,12 +190,5 @@ def payback_report(query: PaybackQuery) -> Response:
     tags=["reports"],
 )
 def cohorts_report(query: CohortsQuery) -> Response:
-    start, end = query.cohort_start, query.cohort_end
-    _range(start, end, "cohort_start", "cohort_end")
-    cur = _reader().cursor()
-    curves: list[dict[str, Any]] = []
-    if cur is not None:
-        curves = serving.cohort_curves(
-            cur, workspace_id=principal().workspace_id, start=start, end=end, dimension=query.group_by
-        )
-    return respond(CohortsReport.model_validate({"cohorts": curves}))
+    _range(query.cohort_start, query.cohort_end, "cohort_start", "cohort_end")
+    return respond(cohorts_answer(principal().workspace_id, query)[0])
