@@ -136,3 +136,14 @@ def transitions(action: dict) -> list[tuple[str | None, str, str, str | None]]:
         for h in action["history"]
         if h["entry"] == "transition"
     ]
+
+
+def tables_wider_than_their_wrapper(page: Any) -> list[str]:
+    """The captions of the tables that need a horizontal scroll at the current width."""
+    return list(
+        page.evaluate(
+            """() => [...document.querySelectorAll('.table-wrap')]
+                       .filter(w => w.scrollWidth > w.clientWidth)
+                       .map(w => (w.querySelector('caption') || w).textContent.trim())"""
+        )
+    )

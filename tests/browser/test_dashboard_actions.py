@@ -25,6 +25,7 @@ from tests.browser.demo_world import (
     populate,
     serve,
     sign_in,
+    tables_wider_than_their_wrapper,
     transitions,
     v1,
     v1_action,
@@ -356,6 +357,7 @@ def test_a_conflict_shows_the_current_state(
     expect(row).to_contain_text(OTHER)
     expect(row).to_be_focused()
     expect(page.locator("#toast-errors")).to_be_empty()
+    assert tables_wider_than_their_wrapper(page) == []  # the notice fits a 1280 px desktop
     shoot(page, "actions-conflict")
 
     assert [t[1:3] for t in transitions(v1_action(flokit_server, workspace, action))][1:] == [("approved", OTHER)]

@@ -28,6 +28,7 @@ from tests.browser.demo_world import (
     serve,
     settle,
     sign_in,
+    tables_wider_than_their_wrapper,
 )
 from tests.browser.support import TWO_FRAMES, assert_accessible, shoot
 from tests.support import GunicornServer
@@ -75,17 +76,6 @@ def check_at_phone_width(page: Any, path: str) -> None:
         assert_accessible(page)
     finally:
         page.set_viewport_size(before)
-
-
-def tables_wider_than_their_wrapper(page: Any) -> list[str]:
-    """The captions of the tables that need a horizontal scroll at the current width."""
-    return list(
-        page.evaluate(
-            """() => [...document.querySelectorAll('.table-wrap')]
-                       .filter(w => w.scrollWidth > w.clientWidth)
-                       .map(w => (w.querySelector('caption') || w).textContent.trim())"""
-        )
-    )
 
 
 def visit(
