@@ -166,6 +166,9 @@ def test_every_page_on_the_demo_workspace(
     assert sorted(urlsplit(p).path.split("/", 3)[-1] for p in visited["confirm"]) == sorted(
         [f"{ready}/approve", f"{ready}/reject", f"{walked['budget_shift']}/rollback"]
     )
+    # A client's own proposal says in words that nothing was estimated (not "not_estimated: not_estimated").
+    page.goto(f"{flokit_server.base}{ACTIONS_PATH}/{ready}")
+    expect(page.locator("h3 + p")).to_have_text("Not estimated: FloKit evaluated nothing for this action.")
 
 
 def test_every_page_on_an_empty_workspace(
