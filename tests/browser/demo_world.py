@@ -22,6 +22,7 @@ from typing import Any
 import requests
 
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS
+from tests.browser.support import TWO_FRAMES, assert_accessible
 from tests.support import BIN, ROOT, GunicornServer, gunicorn_server
 from warehouse.dashboard import sessions
 from warehouse.db import Database
@@ -29,6 +30,7 @@ from warehouse.settings import Settings
 
 OPERATOR = "maya@example.com"
 ACTIONS_PATH = "/dashboard/actions"
+PHONE = 390
 
 
 def dashboard_settings(database_url: str, tmp_path: Path) -> Settings:
@@ -147,3 +149,17 @@ def tables_wider_than_their_wrapper(page: Any) -> list[str]:
                        .map(w => (w.querySelector('caption') || w).textContent.trim())"""
         )
     )
+
+
+def check_at_phone_width(page: Any, path: str) -> None:
+    """At 390 px: the document no wider than the viewport (a wide table scrolls inside its
+    wrapper), and axe again (what scrolls, and so must be reachable by keyboard, differs)."""
+    before = page.viewport_size
+    page.set_viewport_size({"width": PHONE, "height": 800})
+    try:
+        page.evaluate(TWO_FRAMES)
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= PHONE, f"{path} is {width} px wide at {PHONE} px (tables must scroll in their wrapper)"
+        assert_accessible(page)
+    finally:
+        page.set_viewport_size(before)

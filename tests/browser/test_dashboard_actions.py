@@ -20,6 +20,7 @@ import pytest
 from tests.browser.demo_world import (
     ACTIONS_PATH,
     OPERATOR,
+    check_at_phone_width,
     create_ready,
     dashboard_settings,
     populate,
@@ -104,6 +105,7 @@ def test_a_link_signs_in_once_and_lands_on_the_actions_page(
     expect(page.locator("main")).to_contain_text("Ask for a new link in a terminal")
     expect(page.locator("main pre")).to_have_text("flokit admin login-link --as you@example.com")
     assert_accessible(page)
+    check_at_phone_width(page, link)
     shoot(page, "signin-link-refused")
     page.context.close()  # delivers the console events still in flight before the guard is read
     assert [line.split(" (at ")[0] for line in guard_of(browser_context).excused] == [
@@ -123,6 +125,7 @@ def test_signed_out_a_page_asks_to_sign_in(
     expect(page.locator("main pre")).to_have_text("flokit admin login-link --as you@example.com")
     expect(page.get_by_role("button", name="Sign out")).to_have_count(0)
     assert_accessible(page)
+    check_at_phone_width(page, ACTIONS_PATH)
     shoot(page, "signin-needed")
 
 
@@ -144,6 +147,9 @@ def test_sign_out_ends_this_browser_only(
         page.get_by_role("button", name="Sign out", exact=True).click()
         expect(page.locator("h1")).to_have_text("Signed out")
         expect(page.locator("main")).to_contain_text("You are signed out of this browser.")
+        assert_accessible(page)
+        check_at_phone_width(page, page.url)
+        shoot(page, "signin-signed-out")
         assert page.url == f"{flokit_server.base}/dashboard/signed-out"
         guard_of(browser_context).expect_console_error("status of 401")
         assert page.goto(f"{flokit_server.base}{ACTIONS_PATH}").status == 401

@@ -22,6 +22,7 @@ import pytest
 
 from tests.browser.demo_world import (
     ACTIONS_PATH,
+    check_at_phone_width,
     create_ready,
     dashboard_settings,
     populate,
@@ -30,7 +31,7 @@ from tests.browser.demo_world import (
     sign_in,
     tables_wider_than_their_wrapper,
 )
-from tests.browser.support import TWO_FRAMES, assert_accessible, shoot
+from tests.browser.support import assert_accessible, shoot
 from tests.support import GunicornServer
 from warehouse.db import Database
 from warehouse.settings import Settings
@@ -39,7 +40,6 @@ CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
-PHONE = 390
 NAV_LINKS = "header nav[aria-label='Main'] a[href^='/dashboard/']"
 
 
@@ -62,20 +62,6 @@ def expect(locator: Any) -> Any:
 
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def check_at_phone_width(page: Any, path: str) -> None:
-    """At 390 px: the document no wider than the viewport (a wide table scrolls inside its
-    wrapper), and axe again (what scrolls, and so must be reachable by keyboard, differs)."""
-    before = page.viewport_size
-    page.set_viewport_size({"width": PHONE, "height": 800})
-    try:
-        page.evaluate(TWO_FRAMES)
-        width = page.evaluate("() => document.documentElement.scrollWidth")
-        assert width <= PHONE, f"{path} is {width} px wide at {PHONE} px (tables must scroll in their wrapper)"
-        assert_accessible(page)
-    finally:
-        page.set_viewport_size(before)
 
 
 def visit(
