@@ -418,6 +418,9 @@ def test_a_post_without_the_csrf_token_is_400(
         page.get_by_role("button", name="Sign out", exact=True).click()
     expect(page.locator("h1")).to_have_text("Bad request")
     expect(page.locator("main")).to_contain_text("CSRF token is missing")
+    assert_accessible(page)
+    check_at_phone_width(page, "/dashboard/logout")
+    shoot(page, "error-400-csrf")
 
     assert page.goto(f"{flokit_server.base}{ACTIONS_PATH}").status == 200  # still signed in
     assert v1_action(flokit_server, workspace, action)["status"] == "ready"
