@@ -189,7 +189,7 @@ def _history(entries: list[Any]) -> list[dict[str, Any]]:
                     "at": iso_z(e.created_at),
                     "what": f"{e.trigger}: {moved}" if e.from_status else f"created as {STATUS_LABELS[e.to_status]}",
                     "who": e.actor,
-                    "state": e.to_status,
+                    "state": STATUS_LABELS[e.to_status],
                     "detail": e.note,
                 }
             )

@@ -110,13 +110,13 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             context, guard = item.funcargs["browser_context"]
             with contextlib.suppress(Exception):  # the test's own failure is the one to report
                 context.close()
-            if guard.problems:
+            if guard.failures():
                 item.add_report_section("call", "browser", guard.report())
         raise
     if watched:
         context, guard = item.funcargs["browser_context"]
         context.close()
-        if guard.problems:
+        if guard.failures():
             pytest.fail(guard.report(), pytrace=False)
     return result
 

@@ -71,6 +71,22 @@ class PageGuard:
     """Everything a browser context did that an operator's page must never do, in the order seen."""
 
     problems: list[str] = field(default_factory=list)
+    # Console errors a test expects (a 401, 409 or 410 page it loads on purpose): each entry is a
+    # substring that excuses exactly one console error; one never logged is a problem too (`unmet`).
+    expected: list[str] = field(default_factory=list)
+    excused: list[str] = field(default_factory=list)
+
+    def expect_console_error(self, text: str) -> None:
+        """Excuse the next console error containing `text`, once. Chromium logs every HTTP error a
+        page or XHR loads ("Failed to load resource: ... status of 410 (GONE)"), so a test that
+        loads one on purpose says which, and nothing else is excused."""
+        self.expected.append(text)
+
+    def unmet(self) -> list[str]:
+        return [f"expected console error never logged: {text!r}" for text in self.expected]
+
+    def failures(self) -> list[str]:
+        return self.problems + self.unmet()
 
     @classmethod
     def watch(cls, context: Any) -> PageGuard:
@@ -85,7 +101,13 @@ class PageGuard:
         def on_console(message: Any) -> None:
             if message.type == "error":
                 where = message.location.get("url") or "?"
-                guard.problems.append(f"console error: {message.text} (at {where})")
+                line = f"console error: {message.text} (at {where})"
+                excuse = next((t for t in guard.expected if t in message.text), None)
+                if excuse is None:
+                    guard.problems.append(line)
+                else:
+                    guard.expected.remove(excuse)
+                    guard.excused.append(line)
 
         def on_page_error(error: Any) -> None:
             guard.problems.append(f"page error: {error.error.message}")
@@ -109,8 +131,9 @@ class PageGuard:
         return guard
 
     def report(self) -> str:
-        lines = [f"the browser saw {len(self.problems)} problem(s) a page must not have:"]
-        lines += [f"  - {p}" for p in self.problems]
+        failures = self.failures()
+        lines = [f"the browser saw {len(failures)} problem(s) a page must not have:"]
+        lines += [f"  - {p}" for p in failures]
         return "\n".join(lines)
 
 
