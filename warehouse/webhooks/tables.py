@@ -98,9 +98,9 @@ webhook_attempts = sa.Table(
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("status_code", sa.Integer, nullable=True),
     sa.Column("error", sa.String(500), nullable=True),
-    # The first characters of the receiver's answer (decoded as UTF-8, bad bytes replaced); NULL
-    # when no answer came.
-    sa.Column("response_excerpt", sa.String(500), nullable=True),
     sa.Column("started_at", UTCDateTime(), nullable=False),
     sa.Column("finished_at", UTCDateTime(), nullable=False),
+    # The first characters of the receiver's answer (decoded as UTF-8, bad bytes replaced); NULL
+    # when no answer came. Last, where migration 0160 adds it.
+    sa.Column("response_excerpt", sa.String(500), nullable=True),
 )
