@@ -22,7 +22,7 @@ from api.context import state
 from api.dashboard import blueprint
 from api.dashboard.pages import error_page, is_htmx, page
 from transforms import actions as rules
-from transforms.actions.consequences import accounts_of, approve_consequence, rollback_consequence
+from transforms.actions.consequences import accounts_of, approve_consequence, impact_sentence, rollback_consequence
 from transforms.timefmt import iso_z
 from warehouse.actions import executions
 from warehouse.actions import repository as repo
@@ -207,6 +207,7 @@ def _detail(action_id: str, *, status: int = 200, notice: str | None = None, **e
         title=action.title,
         section="actions",
         history=_history(entries),
+        impact=impact_sentence(action.expected_impact),
         here=url_for("dashboard.action", action_id=action_id),
         **_row_context(action, accounts, notice=notice),
         **extra,

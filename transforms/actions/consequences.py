@@ -20,6 +20,11 @@ def _on(accounts: list[str]) -> str:
     return "on the ad accounts " + ", ".join(accounts)
 
 
+def _amount(value: object) -> str:
+    """Money as the action's title writes it (`1,250.00`), whatever JSON made of the number."""
+    return f"{value:,.2f}" if isinstance(value, int | float) else str(value)
+
+
 def campaigns_of(parameters: dict[str, Any] | None) -> set[str]:
     """The report campaigns an action's parameters name (where its ad account is looked up)."""
     if not parameters:
@@ -42,7 +47,8 @@ def approve_consequence(action_type: str, parameters: dict[str, Any] | None, acc
         )
     if action_type == "budget_shift":
         return (
-            f"The executor moves {parameters.get('amount_per_day')} {parameters.get('currency')} a day of budget "
+            f"The executor moves {_amount(parameters.get('amount_per_day'))} {parameters.get('currency')} "
+            "a day of budget "
             f"from campaign {parameters.get('from_campaign')} to campaign {parameters.get('to_campaign')} "
             f"{_on(accounts)}, after re-reading the live budgets."
         )
@@ -72,3 +78,33 @@ def rollback_consequence(action_type: str, parameters: dict[str, Any] | None, ac
             f"back to its status before the pause {_on(accounts)}; a status someone changed since is left as is."
         )
     return "The action is marked rolled back; FloKit applied nothing for it, so nothing is written on a platform."
+
+
+# The engine's magnitudes are absolute changes in the metric's own unit (transforms/actions/
+# proposals.py): ROAS is revenue per unit of spend, so its change reads as a plain number; rates are
+# fractions, so their change reads in percentage points (a 0.012 rise of a 30 % rate is 1.2 points,
+# not 1.2 %). The sentence names the population the engine computed it over.
+_IMPACT_SUBJECTS = {
+    "trial_conversion_rate": "the campaign's trial-to-paid conversion rate",
+    "paid_conversion_rate": "the country's paid conversion rate on the paywall",
+}
+
+
+def impact_sentence(expected_impact: dict[str, Any]) -> str:
+    """`expected_impact` as a person reads it, in the metric's own unit."""
+    metric = str(expected_impact.get("metric", ""))
+    direction = str(expected_impact.get("direction", ""))
+    magnitude = expected_impact.get("magnitude")
+    if metric == "not_estimated" or direction == "not_estimated" or not isinstance(magnitude, int | float):
+        return "Not estimated: FloKit evaluated nothing for this action."
+    verb = {"increase": "up", "decrease": "down"}.get(direction, direction)
+    horizon = metric.removeprefix("roas_").removesuffix("d")
+    if metric.startswith("roas_") and metric.endswith("d") and horizon.isdigit():
+        return (
+            f"Day-{horizon} ROAS of the managed spend {verb} by about {magnitude:.3f} "
+            f"(revenue per unit of spend; {metric})."
+        )
+    if metric.endswith("_rate"):
+        subject = _IMPACT_SUBJECTS.get(metric, metric.replace("_", " "))
+        return f"{subject[0].upper()}{subject[1:]} {verb} by about {magnitude * 100:.2f} percentage points ({metric})."
+    return f"{metric}: {verb} by {magnitude:g}."

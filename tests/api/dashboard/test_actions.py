@@ -17,7 +17,7 @@ from tests.actions_support import literal_content, seed_queue
 from tests.api.dashboard.conftest import OPERATOR
 from tests.conftest import bearer
 from tests.engine_support import WORLD, connect_registry
-from transforms.actions.consequences import approve_consequence, rollback_consequence
+from transforms.actions.consequences import approve_consequence, impact_sentence, rollback_consequence
 from warehouse.actions import repository as repo
 from warehouse.actions.repository import Action
 from warehouse.adaccounts.repository import list_accounts
@@ -152,7 +152,7 @@ def test_the_detail_shows_parameters_signals_checks_conditions_and_history(
         "minimum_cohort_size fail test cohort",
         "statistical_confidence pass test confidence",
         "Test condition",
-        "test_metric: increase by 0.1",
+        "test_metric: up by 0.1.",
         "created as draft",
         "flokit engine",
         "Test re-evaluation: the cohort is still small",
@@ -302,7 +302,7 @@ def test_the_approve_dialog_names_the_ad_account_whose_registry_holds_the_campai
         )
     page = text(html.unescape(browser.get("/dashboard/actions").get_data(as_text=True)))
     assert (
-        "The executor moves 20.0 USD a day of budget from campaign slow to campaign fast "
+        "The executor moves 20.00 USD a day of budget from campaign slow to campaign fast "
         f"on the ad account {account.name}, after re-reading the live budgets." in page
     )
     assert f"dialog-approve-{action.id}" in browser.get(f"/dashboard/actions/{action.id}").get_data(as_text=True)
@@ -311,7 +311,7 @@ def test_the_approve_dialog_names_the_ad_account_whose_registry_holds_the_campai
 def test_consequences_name_the_ad_account_and_what_is_reverted() -> None:
     shift = {"from_campaign": "Brand", "to_campaign": "Prospecting", "amount_per_day": 50.0, "currency": "USD"}
     said = approve_consequence("budget_shift", shift, ["Sandbox ads"])
-    assert "moves 50.0 USD a day" in said and "from campaign Brand to campaign Prospecting" in said
+    assert "moves 50.00 USD a day" in said and "from campaign Brand to campaign Prospecting" in said
     assert "on the ad account Sandbox ads" in said
     assert "none is connected" in approve_consequence("creative_pause", {"creative": "c", "campaign": "k"}, [])
     assert "paywall onboarding" in approve_consequence(
@@ -319,3 +319,16 @@ def test_consequences_name_the_ad_account_and_what_is_reverted() -> None:
     )
     undo = rollback_consequence("budget_shift", shift, ["Sandbox ads"])
     assert "writes back the daily budgets" in undo and "left as they set it" in undo
+
+
+def test_expected_impact_reads_in_the_metric_s_unit() -> None:
+    """ROAS changes are plain ratios; rate changes are percentage points, never a raw fraction."""
+    roas = impact_sentence({"metric": "roas_30d", "direction": "increase", "magnitude": 0.012345})
+    assert roas == "Day-30 ROAS of the managed spend up by about 0.012 (revenue per unit of spend; roas_30d)."
+    rate = impact_sentence({"metric": "paid_conversion_rate", "direction": "increase", "magnitude": 0.0412})
+    assert "paid conversion rate on the paywall up by about 4.12 percentage points" in rate
+    assert "trial-to-paid conversion rate down by about 0.50 percentage points" in impact_sentence(
+        {"metric": "trial_conversion_rate", "direction": "decrease", "magnitude": 0.005}
+    )
+    none = {"metric": "not_estimated", "direction": "not_estimated", "magnitude": 0}
+    assert impact_sentence(none).startswith("Not estimated")
