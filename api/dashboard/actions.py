@@ -241,7 +241,8 @@ def _conflict_notice(refused: TransitionRefused, action_id: str) -> str:
     status = STATUS_LABELS.get(refused.status, refused.status)
     if last is None:
         return f"Someone acted first: this action is already {status}."
-    return f"Someone acted first: this action is already {status} by {last.actor} ({iso_z(last.created_at)})."
+    at = (iso_z(last.created_at) or "")[:19].replace("T", " ")  # to the second: the click was moments ago
+    return f"Someone acted first: this action is already {status} by {last.actor} at {at} UTC."
 
 
 @blueprint.post("/actions/<action_id>/<verb>")

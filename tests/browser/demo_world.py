@@ -160,6 +160,16 @@ def check_at_phone_width(page: Any, path: str) -> None:
         page.evaluate(TWO_FRAMES)
         width = page.evaluate("() => document.documentElement.scrollWidth")
         assert width <= PHONE, f"{path} is {width} px wide at {PHONE} px (tables must scroll in their wrapper)"
+        # A list or a detail table reads as one card per row on a phone, nothing hidden sideways;
+        # only report matrices and editors (form fields in cells) still scroll in their wrapper.
+        sideways = page.evaluate(
+            """() => [...document.querySelectorAll('.table-wrap')]
+                       .filter(w => !w.querySelector('table.report-table') && ![...w.querySelectorAll(
+                           'input:not([type=hidden]), select, textarea')].some(f => !f.closest('dialog')))
+                       .filter(w => w.scrollWidth > w.clientWidth)
+                       .map(w => (w.querySelector('caption') || w).textContent.trim())"""
+        )
+        assert sideways == [], f"{path}: at {PHONE} px these tables need a sideways scroll: {sideways}"
         assert_accessible(page)
     finally:
         page.set_viewport_size(before)

@@ -358,7 +358,7 @@ def test_a_conflict_shows_the_current_state(
     page.locator(f"#dialog-approve-{action}").get_by_role("button", name="Approve").click()
     row = page.locator(f"#row-{action}")
     notice = row.locator(".notice")
-    expect(notice).to_contain_text(f"Someone acted first: this action is already approved by {OTHER} (")
+    expect(notice).to_contain_text(f"Someone acted first: this action is already approved by {OTHER} at ")
     expect(row.locator(".badge")).to_have_text("approved")
     expect(row).to_contain_text(OTHER)
     expect(row).to_be_focused()

@@ -85,8 +85,8 @@ def rollback_consequence(action_type: str, parameters: dict[str, Any] | None, ac
 # fractions, so their change reads in percentage points (a 0.012 rise of a 30 % rate is 1.2 points,
 # not 1.2 %). The sentence names the population the engine computed it over.
 _IMPACT_SUBJECTS = {
-    "trial_conversion_rate": "the campaign's trial-to-paid conversion rate",
-    "paid_conversion_rate": "the country's paid conversion rate on the paywall",
+    "trial_conversion_rate": ("the campaign's trial-to-paid conversion rate", ""),
+    "paid_conversion_rate": ("paid conversion on the paywall in this country", " over the control offer"),
 }
 
 
@@ -105,6 +105,9 @@ def impact_sentence(expected_impact: dict[str, Any]) -> str:
             f"(revenue per unit of spend; {metric})."
         )
     if metric.endswith("_rate"):
-        subject = _IMPACT_SUBJECTS.get(metric, metric.replace("_", " "))
-        return f"{subject[0].upper()}{subject[1:]} {verb} by about {magnitude * 100:.2f} percentage points ({metric})."
+        subject, against = _IMPACT_SUBJECTS.get(metric, (metric.replace("_", " "), ""))
+        return (
+            f"{subject[0].upper()}{subject[1:]} {verb} by about {magnitude * 100:.2f} percentage points"
+            f"{against} ({metric})."
+        )
     return f"{metric}: {verb} by {magnitude:g}."

@@ -63,6 +63,60 @@
     region.appendChild(item);
   }
 
+  // A phone (the stylesheet's 40rem breakpoint) reads a wide table best as one card per row, each
+  // cell under its column's name: the cells get that name as `data-label` and the table the class
+  // `stackable`, which the stylesheet lays out as cards below the breakpoint. Explicit roles keep
+  // it a table for screen readers once CSS changes its display (Safari drops the semantics).
+  // Report matrices and tables holding form fields are read across, so they keep scrolling.
+  // An editor: a field a person types in or picks from (a verb's hidden CSRF input and the fields of
+  // its <dialog> do not count; the dialog opens over the page).
+  function hasFields(table) {
+    return Array.prototype.some.call(table.querySelectorAll("input:not([type=hidden]), select, textarea"), function (field) {
+      return !field.closest("dialog");
+    });
+  }
+
+  function stackTables(root) {
+    root.querySelectorAll("table").forEach(function (table) {
+      if (table.classList.contains("report-table") || hasFields(table)) return;
+      var heads = [];
+      table.querySelectorAll("thead tr:first-child th").forEach(function (th) {
+        for (var i = 0; i < (th.colSpan || 1); i++) heads.push(th.textContent.trim());
+      });
+      if (heads.length < 3) return;
+      table.classList.add("stackable");
+      table.setAttribute("role", "table");
+      table.querySelectorAll("thead, tbody").forEach(function (group) {
+        group.setAttribute("role", "rowgroup");
+      });
+      table.querySelectorAll("tr").forEach(function (tr) {
+        tr.setAttribute("role", "row");
+        var column = 0;
+        Array.prototype.forEach.call(tr.children, function (cell) {
+          if (cell.tagName === "TH") {
+            cell.setAttribute("role", cell.getAttribute("scope") === "row" ? "rowheader" : "columnheader");
+          } else {
+            cell.setAttribute("role", "cell");
+            if (heads[column]) cell.setAttribute("data-label", heads[column]);
+            // Nothing in it (no approver yet, no verb left): a card leaves the line out.
+            var blank = !cell.textContent.trim() && !cell.querySelector("a, button, img, svg, input:not([type=hidden])");
+            cell.classList.toggle("blank", blank);
+          }
+          column += cell.colSpan || 1;
+        });
+      });
+    });
+  }
+
+  // htmx.onLoad runs for the page and for every piece an htmx swap brings in (a queue row, a status
+  // block): the table around new content is marked again, so a swapped row gets its labels too.
+  function stackAround(elt) {
+    var table = elt.closest ? elt.closest("table") : null;
+    stackTables(table ? table.parentNode : elt);
+  }
+  if (window.htmx) window.htmx.onLoad(stackAround);
+  else stackTables(document);
+
   document.addEventListener("htmx:beforeRequest", function (event) {
     var elt = event.detail.elt;
     focusAfterSwap = elt && elt.getAttribute ? elt.getAttribute("data-focus") : null;

@@ -326,7 +326,7 @@ def test_expected_impact_reads_in_the_metric_s_unit() -> None:
     roas = impact_sentence({"metric": "roas_30d", "direction": "increase", "magnitude": 0.012345})
     assert roas == "Day-30 ROAS of the managed spend up by about 0.012 (revenue per unit of spend; roas_30d)."
     rate = impact_sentence({"metric": "paid_conversion_rate", "direction": "increase", "magnitude": 0.0412})
-    assert "paid conversion rate on the paywall up by about 4.12 percentage points" in rate
+    assert rate.startswith("Paid conversion on the paywall in this country up by about 4.12 percentage points over")
     assert "trial-to-paid conversion rate down by about 0.50 percentage points" in impact_sentence(
         {"metric": "trial_conversion_rate", "direction": "decrease", "magnitude": 0.005}
     )
