@@ -2,7 +2,7 @@
 
 Each domain is `orchestration/<domain>/definitions.py` exposing a static `defs` (assets, checks,
 jobs, schedules, sensors); nothing in a domain reads the environment. What depends on the
-deployment is bound here, from one settings load: the resources, and the two queue sensors whose
+deployment is bound here, from one settings load: the resources, and the queue sensors whose
 minimum interval is FLOKIT_SENSOR_INTERVAL_S. `workspace.yaml` loads `defs`; `dagster
 definitions validate` checks it in the tests.
 """
@@ -15,6 +15,7 @@ import dagster as dg
 
 from orchestration.actions.definitions import defs as actions_defs
 from orchestration.adaccounts.definitions import defs as adaccounts_defs
+from orchestration.adaccounts.sensors import build_sync_requests_sensor
 from orchestration.catalog.definitions import defs as catalog_defs
 from orchestration.events.definitions import defs as events_defs
 from orchestration.events.sensors import build_landed_events_sensor
@@ -57,6 +58,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
                 build_landed_events_sensor(settings.sensor_interval_s),
                 build_webhook_sensor(settings.sensor_interval_s),
                 build_sync_sensor(settings.sensor_interval_s),
+                build_sync_requests_sensor(settings.sensor_interval_s),
             ],
             resources={
                 "database": DatabaseResource(url=database_url),

@@ -14,7 +14,9 @@ import secrets
 # (`sync_` + 26), so 40 leaves room for a longer prefix without a migration.
 ID_MAX_LENGTH = 40
 
-PREFIXES = frozenset({"ws", "key", "app", "act", "int", "sync", "evt", "dlv", "whe", "req", "grt", "ntf", "adacct"})
+PREFIXES = frozenset(
+    {"ws", "key", "app", "act", "int", "sync", "evt", "dlv", "whe", "req", "grt", "ntf", "adacct", "adsync"}
+)
 
 
 def _b32(raw: bytes) -> str:

@@ -7,9 +7,12 @@ queued for the Dagster sensor; while one is queued or running, that one is the a
 here calls a provider. The status part of an integration's page polls itself every 5 s with htmx
 while a sync is queued or running, and stops once none is.
 
-Ad accounts (`warehouse.adaccounts`, `flokit admin ad-accounts`) are read-only here: their
-registry sync runs in the CLI or the daemon's schedule (orchestration), which the API does not
-import; the page says how to run it.
+Ad accounts (`warehouse.adaccounts`, `flokit admin ad-accounts`): the registry and "Sync now",
+which writes a `pending` request (`warehouse.adaccounts.sync_requests.request_sync`, the operator
+as `requested_by`) and returns; the Dagster sensor `ad_account_sync_requests_sensor` launches the
+registry sync for it and the run records the outcome on the request. The web app never calls an
+ad platform (nor imports orchestration). The status block polls itself every 5 s with htmx while
+the request is pending or running, as an integration's does.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from transforms.integrations.kinds import INTEGRATION_TYPES, kind_of
 from transforms.integrations.status import ACTIVE_SYNC_STATUSES
 from transforms.timefmt import iso_z
 from warehouse.adaccounts import repository as accounts
+from warehouse.adaccounts import sync_requests
 from warehouse.db import utcnow
 from warehouse.errors import TransitionRefused
 from warehouse.integrations import repository as repo
@@ -178,11 +182,52 @@ def integration_sync(integration_id: str) -> ResponseReturnValue:
     return redirect(url_for("dashboard.integration", integration_id=integration_id, queued=sync.id), 303)
 
 
-@blueprint.get("/ad-accounts/<ad_account_id>")
-def ad_account(ad_account_id: str) -> Response:
+def ad_account_sync_consequence(sandbox: bool) -> str:
+    """What the ad account's sync now dialog says will happen."""
+    where = (
+        "This is a sandbox: its platform is FloKit's own registry, so the sync only adds the objects that "
+        "appeared in the workspace's spend and keeps what actions set; no ad platform is called"
+        if sandbox
+        else "Nothing on the ad platform changes: the sync only reads"
+    )
+    return (
+        "A registry sync is requested; FloKit's daemon (under flokit up) starts it at its next sensor tick (every "
+        f"{state().settings.sensor_interval_s} s). It reads every campaign, ad set or ad group and ad of the account "
+        f"into FloKit's registry, maps them to the reports' labels and marks what is no longer listed. {where}. "
+        "If a sync is already requested or running, that one is the answer and nothing new is requested."
+    )
+
+
+def _request_row(r: sync_requests.SyncRequest) -> dict[str, Any]:
+    return {
+        "request": r,
+        "requested": iso_z(r.requested_at),
+        "started": iso_z(r.started_at),
+        "finished": iso_z(r.finished_at),
+        "duration": (r.finished_at - r.started_at).total_seconds() if r.finished_at and r.started_at else None,
+    }
+
+
+def _account_status_context(conn: Any, account: accounts.AdAccount) -> dict[str, Any]:
+    recent = sync_requests.recent_requests(conn, ad_account_id=account.id)
+    return {
+        "account": account,
+        "sandbox": account.platform == "sandbox",
+        "last_synced": iso_z(account.last_synced_at),
+        "latest": _request_row(recent[0]) if recent else None,
+        "requests": [_request_row(r) for r in recent],
+        "can_sync": account.status != "disconnected",
+        "sync_consequence": ad_account_sync_consequence(account.platform == "sandbox"),
+    }
+
+
+def _ad_account_page(
+    ad_account_id: str, *, status: int = 200, confirm: bool = False, notice: str | None = None
+) -> Response:
     with state().db.read() as conn:
         account = accounts.get_account(conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id)
         objects = accounts.entities(conn, ad_account_id=account.id, include_removed=True)
+        ctx = _account_status_context(conn, account)
     # Campaigns first, then what they hold (ENTITY_TYPES is in that order), each by name.
     rank = {t: i for i, t in enumerate(platforms.ENTITY_TYPES)}
     objects.sort(key=lambda e: (e.removed_at is not None, rank.get(e.entity_type, 99), e.name, e.external_id))
@@ -198,12 +243,66 @@ def ad_account(ad_account_id: str) -> Response:
     ]
     return page(
         "dashboard/integrations/ad_account.html",
+        status,
         title=f"Ad account {account.name}",
         section="integrations",
-        account=account,
-        sandbox=account.platform == "sandbox",
         vendor=platforms.kind_of(account.platform).vendor,
-        last_synced=iso_z(account.last_synced_at),
         rows=rows,
         live=sum(1 for r in rows if r["removed"] is None),
+        confirm=confirm,
+        notice=notice,
+        requested=request.args.get("requested"),
+        already=request.args.get("already") == "1",
+        **ctx,
     )
+
+
+@blueprint.get("/ad-accounts/<ad_account_id>")
+def ad_account(ad_account_id: str) -> Response:
+    return _ad_account_page(ad_account_id)
+
+
+@blueprint.get("/ad-accounts/<ad_account_id>/status")
+def ad_account_status(ad_account_id: str) -> Response:
+    """The part of the page that polls itself while a sync request is pending or running."""
+    with state().db.read() as conn:
+        account = accounts.get_account(conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id)
+        ctx = _account_status_context(conn, account)
+    if not is_htmx():
+        return redirect(url_for("dashboard.ad_account", ad_account_id=ad_account_id), 303)  # type: ignore[return-value]
+    return page("dashboard/integrations/_ad_account_status.html", **ctx)
+
+
+@blueprint.get("/ad-accounts/<ad_account_id>/sync")
+def ad_account_sync_confirm(ad_account_id: str) -> Response:
+    """Without JavaScript the dialog cannot open: its trigger leads here, to the same form."""
+    return _ad_account_page(ad_account_id, confirm=True)
+
+
+@blueprint.post("/ad-accounts/<ad_account_id>/sync")
+def ad_account_sync(ad_account_id: str) -> ResponseReturnValue:
+    try:
+        with state().db.write() as conn:
+            found, created = sync_requests.request_sync(
+                conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id, requested_by=g.operator
+            )
+    except TransitionRefused as refused:
+        notice = (
+            f"{refused}: it has no credentials to sync with "
+            "(flokit admin ad-accounts connect --platform PLATFORM --config FILE.json)."
+        )
+        if is_htmx():
+            with state().db.read() as conn:
+                account = accounts.get_account(conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id)
+                ctx = _account_status_context(conn, account)
+            return page("dashboard/integrations/_ad_account_status.html", 409, notice=notice, **ctx)
+        return _ad_account_page(ad_account_id, status=409, notice=notice)
+    if is_htmx():
+        with state().db.read() as conn:
+            account = accounts.get_account(conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id)
+            ctx = _account_status_context(conn, account)
+        return page("dashboard/integrations/_ad_account_status.html", 202 if created else 200, just_requested=created,
+                    **ctx)  # fmt: skip
+    if created:
+        return redirect(url_for("dashboard.ad_account", ad_account_id=ad_account_id, requested=found.id), 303)
+    return redirect(url_for("dashboard.ad_account", ad_account_id=ad_account_id, requested=found.id, already="1"), 303)

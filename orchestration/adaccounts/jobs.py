@@ -1,23 +1,32 @@
 """`ad_accounts_sync_job`: the registry sync of every live ad account (or one workspace's, or one).
 
 `flokit refresh` runs it before the reports, so that the engine reads a registry as fresh as the
-data. A platform's failure is that account's outcome (logged, and on a refusal the account's
-`error` and `integration.error`); it does not fail the run, since the other accounts and the
-refresh's later steps are still worth running.
+data. The dashboard's "Sync now" reaches it through `ad_account_sync_requests_sensor`, with a
+`request_id` in its config: the run then syncs that request's account and records the outcome
+on the request (`orchestration.adaccounts.requests`). A platform's failure is that account's
+outcome (logged, and on a refusal the account's `error` and `integration.error`); it does not
+fail the run, since the other accounts and the refresh's later steps are still worth running.
 """
 
 # No `from __future__ import annotations`: Dagster reads the op's config annotation at runtime.
 
 import dagster as dg
 
+from orchestration.adaccounts.requests import execute_request
 from orchestration.adaccounts.sync import sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from warehouse.adaccounts.repository import live_accounts
+
+REQUEST_TAG = "flokit/ad_account_sync_request_id"
+ACCOUNT_TAG = "flokit/ad_account_id"
 
 
 class AdAccountsSyncConfig(dg.Config):
     workspace_id: str | None = None
     ad_account_id: str | None = None
+    # A dashboard "Sync now" request (`ad_account_sync_requests`): its account is synced and the
+    # outcome recorded on it; `ad_account_id` and `workspace_id` then only name it for the UI.
+    request_id: str | None = None
 
 
 @dg.op(description="Reads every object of the live ad accounts into the registry, mapped to the report labels.")
@@ -28,6 +37,19 @@ def sync_ad_accounts(
     data_dir: DataDirResource,
     instance_key: InstanceKeyResource,
 ) -> None:
+    if config.request_id is not None:
+        ended = execute_request(
+            database.database(),
+            data_dir.paths.lake(),
+            instance_key.key(),
+            config.request_id,
+            context.run_id,
+            log=context.log.info,
+        )
+        if ended is not None:
+            line = f"sync request {ended.id} ended {ended.status}: {ended.summary or ended.error_message}"
+            (context.log.info if ended.status == "succeeded" else context.log.warning)(line)
+        return
     results = sync_accounts(
         database.database(),
         data_dir.paths.lake(),
@@ -71,3 +93,8 @@ def ad_accounts_schedule(
         if not live_accounts(conn):
             return dg.SkipReason("no live ad account")
     return dg.RunRequest(run_key=None)
+
+
+def request_run_config(request_id: str, workspace_id: str, ad_account_id: str) -> dict[str, object]:
+    config = {"workspace_id": workspace_id, "ad_account_id": ad_account_id, "request_id": request_id}
+    return {"ops": {"sync_ad_accounts": {"config": config}}}

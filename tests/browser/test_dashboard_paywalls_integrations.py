@@ -235,6 +235,7 @@ def test_every_page_is_accessible_and_shot_populated(
         (f"/dashboard/integrations/{made['integration_id']}", "integrations-detail"),
         (f"/dashboard/integrations/{made['integration_id']}/sync", "integrations-sync-confirm"),
         (f"/dashboard/ad-accounts/{made['account_id']}", "integrations-ad-account"),
+        (f"/dashboard/ad-accounts/{made['account_id']}/sync", "integrations-ad-account-sync-confirm"),
     ):
         page.goto(base + path)
         accessible_at_both_widths(page)
