@@ -119,6 +119,7 @@ def test_sync_now_on_the_demo_sandbox_runs_through_dagster_and_shows_the_outcome
 
     expect()(dialog).to_be_hidden()
     expect()(status.locator("#latest-sync")).to_have_text("pending")
+    expect()(page.locator("#toasts")).to_contain_text("Sync requested")
     expect()(status).to_contain_text(f"requested by {OPERATOR}")
     expect()(status).to_contain_text("requested just now")
     expect()(status).to_have_attribute("hx-trigger", "every 5s")

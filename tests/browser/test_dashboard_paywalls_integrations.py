@@ -207,6 +207,7 @@ def test_sync_now_shows_the_queued_status_and_polls(
     expect()(dialog).to_be_hidden()
     expect()(status.locator("#pending-sync")).to_have_text("queued")
     expect()(status).to_contain_text("queued just now")
+    expect()(page.locator("#toasts")).to_contain_text("Sync queued")
     expect()(status).to_have_attribute("hx-trigger", "every 5s")
     expect()(status).to_be_focused()
     with db.read() as conn:

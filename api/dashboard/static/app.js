@@ -147,7 +147,11 @@
     focusAfterSwap = null;
     if (target) target.focus();
     var alert = target && target.querySelector(".notice");
-    if (!alert && target) toast("Done: " + (target.querySelector(".badge") || target).textContent.trim(), false);
+    if (alert || !target) return;
+    // What the server says was done (`data-toast`: "Sync queued"), else the new status of a row
+    // ("Done: approved"); a status block's first badge is a state, not what the click did.
+    var said = target.getAttribute("data-toast");
+    toast(said || "Done: " + (target.querySelector(".badge") || target).textContent.trim(), false);
   });
 
   document.addEventListener("htmx:responseError", function (event) {
