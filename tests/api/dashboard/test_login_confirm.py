@@ -49,7 +49,7 @@ def test_the_page_names_the_workspace_the_operator_and_the_expiry_and_keeps_the_
     r = client.get(f"/dashboard/login?token={token}")
     page = htmllib.unescape(r.get_data(as_text=True))
     assert "<title>Sign in · FloKit</title>" in page
-    assert f"<h1>Sign in to Acme Fitness as {OPERATOR}</h1>" in page
+    assert f'<h1 class="login-confirm-title">Sign in to Acme Fitness as {OPERATOR}</h1>' in page
     assert workspace["workspace_id"] in page
     assert f'until <time datetime="{(now + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")}">' in page
     assert f"{(now + timedelta(hours=2)):%Y-%m-%d %H:%M} UTC</time>" in page
