@@ -90,7 +90,11 @@ def login_url(settings: Settings, token: str) -> str:
 @json_option
 @pass_app
 def login_link(app: App, operator: str, workspace_id: str | None, ttl: str) -> None:
-    """A one-time link that signs OPERATOR in to the dashboard. It works once; only its hash is stored."""
+    """A one-time link to sign OPERATOR in to the dashboard.
+
+    Opening it shows the workspace, the operator and a Sign in button; pressing the button uses the
+    link, so a link preview that only fetches it leaves it working. It works once; only its hash is
+    stored."""
     try:
         email = dashboard_auth.operator_email(operator)
         lifetime = dashboard_auth.parse_ttl(ttl)

@@ -252,7 +252,10 @@ def supervise(
     if link:
         ttl = int(dashboard_auth.DEFAULT_LINK_TTL.total_seconds() // 60)
         click.echo(f"Dashboard (one-time link)  {link}")
-        click.echo(f"                           works once, for {ttl} min; later: flokit admin login-link --as EMAIL")
+        click.echo(
+            f"                           open it, press Sign in; works once, for {ttl} min;"
+            " later: flokit admin login-link --as EMAIL"
+        )
     click.echo(f"Dagster UI                 http://127.0.0.1:{settings.dagster_port}")
     click.echo(f"Dagster daemon             DAGSTER_HOME={settings.dagster_home}")
     click.echo(f"DuckDB catalog             {settings.paths.catalog}")

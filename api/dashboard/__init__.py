@@ -62,9 +62,10 @@ def register_dashboard(app: Flask, settings: Settings) -> None:
             return response
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
-        # The login address carries its token: it must not leave in a Referer. Elsewhere the
+        # The login address carries its token: it must not leave in a Referer (the confirmation
+        # page, and its POST, whose redirect would pass the page's address on). Elsewhere the
         # origin is kept, which Flask-WTF's HTTPS check of a POST's Referer needs.
-        login = request.endpoint == "dashboard.login"
+        login = request.endpoint in ("dashboard.login", "dashboard.sign_in")
         response.headers["Referrer-Policy"] = "no-referrer" if login else "same-origin"
         if request.endpoint == "dashboard.static":
             vendored = (request.view_args or {}).get("filename", "").startswith("vendor/")

@@ -22,7 +22,7 @@ from typing import Any
 import requests
 
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS
-from tests.browser.support import TWO_FRAMES, assert_accessible
+from tests.browser.support import TWO_FRAMES, assert_accessible, press_sign_in
 from tests.support import BIN, ROOT, GunicornServer, gunicorn_server
 from warehouse.dashboard import sessions
 from warehouse.db import Database
@@ -88,10 +88,10 @@ def login_link(server: GunicornServer, db: Database, workspace_id: str, operator
 
 
 def sign_in(page: Any, server: GunicornServer, db: Database, workspace_id: str, operator: str = OPERATOR) -> str:
-    """Open a fresh link in `page`; it lands on the Actions page. Returns the link (used now)."""
+    """Open a fresh link in `page` and press Sign in; it lands on the Actions page. Returns the link
+    (used now)."""
     link = login_link(server, db, workspace_id, operator)
-    response = page.goto(link)
-    assert response is not None and response.ok, response and response.status
+    press_sign_in(page, link)
     assert page.url == f"{server.base}{ACTIONS_PATH}", page.url
     settle(page)
     return link

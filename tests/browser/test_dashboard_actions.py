@@ -1,10 +1,12 @@
 """The Actions pages and sign-in in a real browser: Debian's chromium driving FloKit under gunicorn.
 
-Sign in with a one-time link (a reused link is refused), sign out and sign out everywhere; approve
-and reject with the mouse and with the keyboard alone (focus lands in the updated row); a reject
-without a reason keeps its dialog open with the error; roll back the demo's running budget shift
-through its dialog; a conflict (approved over v1 meanwhile) shows the current state; a POST
-without the CSRF token is 400. Every transition is read back over v1 with the operator's email as
+Sign in with a one-time link (its page names the workspace and the operator; a link preview's
+fetch uses nothing; the Sign in button, by mouse or keyboard, does; a reused link is refused),
+sign out and sign out everywhere; approve and reject with the mouse and with the keyboard alone
+(focus lands in the updated row); a reject without a reason keeps its dialog open with the error;
+roll back the demo's running budget shift through its dialog; a conflict (approved over v1
+meanwhile) shows the current state; a POST without the CSRF token is 400. Every transition is
+read back over v1 with the operator's email as
 the actor. The `page` guard fails a test on any console error it did not announce (an HTTP error
 page loaded on purpose is logged by chromium as one) and on any request off 127.0.0.1.
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from tests.browser.demo_world import (
     ACTIONS_PATH,
@@ -23,8 +26,10 @@ from tests.browser.demo_world import (
     check_at_phone_width,
     create_ready,
     dashboard_settings,
+    login_link,
     populate,
     serve,
+    settle,
     sign_in,
     tables_wider_than_their_wrapper,
     transitions,
@@ -86,15 +91,31 @@ def tab_to(page: Any, element_id: str, *, backwards: bool = False, limit: int = 
 # --- sign-in ------------------------------------------------------------------------------------
 
 
-def test_a_link_signs_in_once_and_lands_on_the_actions_page(
+def test_a_link_shows_who_and_where_then_the_button_signs_in_once(
     page: Any, browser_context: tuple[Any, PageGuard], flokit_server: GunicornServer, db: Database, workspace: dict
 ) -> None:
-    link = sign_in(page, flokit_server, db, workspace["workspace_id"])
+    link = login_link(flokit_server, db, workspace["workspace_id"])
+    # A chat's link preview fetches the address first: that uses nothing.
+    assert requests.get(link, timeout=10).status_code == 200
 
+    response = page.goto(link)
+    assert response is not None and response.status == 200
+    expect(page.locator("h1")).to_have_text(f"Sign in to Acme Fitness as {OPERATOR}")
+    expect(page.locator("main")).to_contain_text(workspace["workspace_id"])
+    expect(page.locator("main time")).to_contain_text(" UTC")
+    expect(page.locator("main")).to_contain_text("This link works once")
+    settle(page)
+    assert_accessible(page)
+    check_at_phone_width(page, link)
+    shoot(page, "login-confirm")
+    page.get_by_role("button", name="Sign in").click()
+
+    expect(page).to_have_url(f"{flokit_server.base}{ACTIONS_PATH}")
     expect(page.locator("h1")).to_have_text("Actions")
     expect(page.locator(".whoami")).to_contain_text(f"Signed in as {OPERATOR}")
     expect(page.locator(".whoami")).to_contain_text(workspace["workspace_id"])
     assert page.title() == "Actions · FloKit"
+    settle(page)
 
     # The same link again, in the same browser: refused with 410, and the page says what to do.
     guard_of(browser_context).expect_console_error("status of 410")
@@ -104,6 +125,7 @@ def test_a_link_signs_in_once_and_lands_on_the_actions_page(
     expect(page.locator("main")).to_contain_text("This sign-in link was already used")
     expect(page.locator("main")).to_contain_text("Ask for a new link in a terminal")
     expect(page.locator("main pre")).to_have_text("flokit admin login-link --as you@example.com")
+    expect(page.get_by_role("button", name="Sign in")).to_have_count(0)
     assert_accessible(page)
     check_at_phone_width(page, link)
     shoot(page, "signin-link-refused")
@@ -111,6 +133,18 @@ def test_a_link_signs_in_once_and_lands_on_the_actions_page(
     assert [line.split(" (at ")[0] for line in guard_of(browser_context).excused] == [
         "console error: Failed to load resource: the server responded with a status of 410 (GONE)"
     ]
+
+
+def test_the_keyboard_alone_signs_in_from_the_links_page(
+    page: Any, flokit_server: GunicornServer, db: Database, workspace: dict
+) -> None:
+    page.goto(login_link(flokit_server, db, workspace["workspace_id"]))
+    settle(page)
+    tab_to(page, "sign-in")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{flokit_server.base}{ACTIONS_PATH}")
+    expect(page.locator(".whoami")).to_contain_text(f"Signed in as {OPERATOR}")
+    settle(page)
 
 
 def test_signed_out_a_page_asks_to_sign_in(

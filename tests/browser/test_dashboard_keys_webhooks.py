@@ -24,7 +24,7 @@ import requests
 
 from orchestration.webhooks.drain import drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
-from tests.browser.support import assert_accessible, shoot
+from tests.browser.support import assert_accessible, press_sign_in, shoot
 from tests.support import GunicornServer
 from tests.webhook_receiver import Receiver, running_receiver
 from transforms.webhooks.verify import verify
@@ -60,7 +60,7 @@ def receiver() -> Iterator[Receiver]:
 def sign_in(page: Any, server: GunicornServer, db: Database, workspace_id: str) -> None:
     with db.write() as conn:
         token = sessions.create_login_token(conn, operator=OPERATOR, workspace_id=workspace_id)
-    page.goto(f"{server.base}/dashboard/login?token={token}")
+    press_sign_in(page, f"{server.base}/dashboard/login?token={token}")
     settle(page)
 
 

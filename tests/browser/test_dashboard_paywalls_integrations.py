@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from tests.api.test_integrations import KEY, connect
-from tests.browser.support import PageGuard, assert_accessible, shoot
+from tests.browser.support import PageGuard, assert_accessible, press_sign_in, shoot
 from tests.engine_support import WORLD, connect_registry
 from tests.transforms.test_paywall import document, offer
 from transforms import paywall
@@ -57,10 +57,7 @@ def accessible_at_both_widths(page: Any) -> None:
 def sign_in(page: Any, base: str, db: Database, workspace_id: str) -> None:
     with db.write() as conn:
         token = sessions.create_login_token(conn, operator=OPERATOR, workspace_id=workspace_id)
-    page.goto(f"{base}/dashboard/login?token={token}")
-    # The icon is fetched after the load event: a navigation before it arrives aborts it, which
-    # the guard would count as a failed request.
-    page.wait_for_load_state("networkidle")
+    press_sign_in(page, f"{base}/dashboard/login?token={token}")
 
 
 def expect() -> Any:

@@ -38,6 +38,13 @@ def first_reports(up: Up) -> bool:
     return r.status_code == 200 and len(r.json()["data"]) > 0
 
 
+def sign_in_form(page: str) -> dict[str, str]:
+    """The hidden fields of the sign-in link's page, as its Sign in button posts them."""
+    fields = dict(re.findall(r'<input type="hidden" name="(csrf_token|token)" value="([^"]+)">', page))
+    assert set(fields) == {"csrf_token", "token"}, page
+    return fields
+
+
 def test_the_console_is_quiet_until_the_first_reports(tmp_path: Path) -> None:
     with flokit_up(tmp_path / "data", bootstrap=True) as up:
         wait_for(lambda: first_reports(up), 600, "the first reports", up.process)
@@ -64,13 +71,22 @@ def test_the_console_is_quiet_until_the_first_reports(tmp_path: Path) -> None:
             timeout=5,
         ).json()["actions"]
         assert {"running", "rolled_back", "rejected"} <= {a["status"] for a in listed}
-        # The printed dashboard link signs in once and shows that queue; the same link again is refused.
+        # The printed dashboard link opens a page with a Sign in button (opening uses nothing: a
+        # second tab opened it too); the button signs in once and shows that queue; pressing it
+        # in the other tab, or opening the link again, is refused.
         link = re.search(r"^Dashboard \(one-time link\)\s+(http\S+)$", console, re.M)
         assert link is not None and link.group(1).startswith(f"{up.api}/dashboard/login?token="), console
-        with requests.Session() as browser:
-            signed_in = browser.get(link.group(1), timeout=10)
+        assert "open it, press Sign in; works once" in console
+        with requests.Session() as browser, requests.Session() as other_tab:
+            shown = [tab.get(link.group(1), timeout=10) for tab in (other_tab, browser)]
+            assert all(r.status_code == 200 and ">Sign in</button>" in r.text for r in shown)
+            forms = [sign_in_form(r.text) for r in shown]
+            signed_in = browser.post(f"{up.api}/dashboard/login", data=forms[1], timeout=10)
             assert signed_in.status_code == 200 and signed_in.url == f"{up.api}/dashboard/actions"
+            assert [r.status_code for r in signed_in.history] == [303, 302]
             assert all(a["id"] in signed_in.text for a in listed[:3])
+            again = other_tab.post(f"{up.api}/dashboard/login", data=forms[0], timeout=10)
+            assert again.status_code == 410 and "already used" in again.text
         assert requests.get(link.group(1), timeout=10).status_code == 410
         # The detail is kept, in one log file per child.
         assert "Listening at: " + up.api in up.log("api")

@@ -1,5 +1,8 @@
 """Dashboard sign-in: mint a one-time login link, turn it into a session, end sessions.
 
+Looking a link up (`find_login_link`, for the page that asks "Sign in?") is a read and uses
+nothing: a link-preview bot or a mail scanner that fetches the address leaves it working.
+
 Each racy step is one statement. Consuming a link is `UPDATE ... SET used_at = now WHERE
 token_hash = :h AND used_at IS NULL AND expires_at > now RETURNING ...`: two browsers opening the
 same link race on the row and exactly one gets it back; the other, like a reused or expired link,
@@ -58,6 +61,16 @@ class Session:
     workspace_id: str
     created_at: datetime
     last_seen_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class LoginLink:
+    """An unused, unexpired link, as the confirmation page shows it before anyone presses Sign in."""
+
+    operator: str
+    workspace_id: str
+    workspace_name: str
     expires_at: datetime
 
 
@@ -130,6 +143,29 @@ def create_login_token(
     return token
 
 
+def _refusal(conn: Connection, token_hash: str) -> LoginRefused:
+    """Why a link that did not match as usable is refused: never issued, used, or expired."""
+    t = dashboard_login_tokens
+    found = conn.execute(sa.select(t.c.used_at).where(t.c.token_hash == token_hash)).first()
+    return LoginRefused("unknown" if found is None else "used" if found.used_at is not None else "expired")
+
+
+def find_login_link(conn: Connection, *, token: str, now: datetime | None = None) -> LoginLink:
+    """What `token` would sign in to, without using it (a SELECT on its hash); LoginRefused says
+    why it cannot, with the same reasons `sign_in` gives."""
+    now = now or utcnow()
+    t = dashboard_login_tokens
+    h = digest(token)
+    row = conn.execute(
+        sa.select(t.c.operator, t.c.workspace_id, workspaces.c.name.label("workspace_name"), t.c.expires_at)
+        .join(workspaces, workspaces.c.id == t.c.workspace_id)
+        .where(t.c.token_hash == h, t.c.used_at.is_(None), t.c.expires_at > now)
+    ).first()
+    if row is None:
+        raise _refusal(conn, h)
+    return LoginLink(**row._mapping)
+
+
 def sign_in(conn: Connection, *, token: str, now: datetime | None = None) -> NewSession:
     """Consume the link (one UPDATE) and open a session; LoginRefused says why it cannot."""
     now = now or utcnow()
@@ -141,8 +177,7 @@ def sign_in(conn: Connection, *, token: str, now: datetime | None = None) -> New
         .returning(t.c.operator, t.c.workspace_id)
     ).first()
     if row is None:
-        found = conn.execute(sa.select(t.c.used_at).where(t.c.token_hash == digest(token))).first()
-        raise LoginRefused("unknown" if found is None else "used" if found.used_at is not None else "expired")
+        raise _refusal(conn, digest(token))
     # Housekeeping in the same transaction: links long expired and sessions past their end.
     conn.execute(t.delete().where(t.c.expires_at < now - KEEP_EXPIRED))
     s = dashboard_sessions

@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 import secrets
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
 
 from warehouse.dashboard import sessions
 from warehouse.db import Database
@@ -28,10 +30,25 @@ def login_link(db: Database, workspace_id: str, operator: str = OPERATOR) -> str
     return f"/dashboard/login?token={token}"
 
 
+def confirm(client: FlaskClient, link: str, **kwargs: Any) -> TestResponse:
+    """Open the link's page and press its Sign in button: the answer to that POST."""
+    shown = client.get(link, **kwargs)
+    assert shown.status_code == 200, shown.get_data(as_text=True)
+    html = shown.get_data(as_text=True)
+    return client.post("/dashboard/login", data={"csrf_token": csrf_of(html), "token": token_of(html)}, **kwargs)
+
+
 def sign_in(client: FlaskClient, db: Database, workspace_id: str, operator: str = OPERATOR) -> FlaskClient:
-    r = client.get(login_link(db, workspace_id, operator))
-    assert r.status_code == 302 and r.headers["Location"] == "/dashboard/", r.get_data(as_text=True)
+    r = confirm(client, login_link(db, workspace_id, operator))
+    assert r.status_code == 303 and r.headers["Location"] == "/dashboard/", r.get_data(as_text=True)
     return client
+
+
+def token_of(html: str) -> str:
+    """The sign-in link's token, as the confirmation page carries it in its form."""
+    found = re.search(r'name="token" value="([^"]+)"', html)
+    assert found, "no token field on the page"
+    return found.group(1)
 
 
 def csrf_of(html: str) -> str:

@@ -1,4 +1,5 @@
-"""Dashboard sign-in over HTTP: the one-time link, the session cookie, CSRF, sign-out, headers."""
+"""Dashboard sign-in over HTTP: the one-time link, the session cookie, CSRF, sign-out, headers.
+(The link's confirmation page and its login CSRF: test_login_confirm.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests.api.dashboard.conftest import OPERATOR, csrf_of, login_link, sign_in
+from tests.api.dashboard.conftest import OPERATOR, confirm, csrf_of, login_link, sign_in
 from tests.conftest import bearer
 from warehouse.audit import entries
 from warehouse.dashboard import sessions
@@ -51,8 +52,8 @@ def test_a_link_signs_in_once_with_a_flagged_cookie_and_a_second_use_is_refused(
     client: FlaskClient, db: Database, workspace: dict
 ) -> None:
     link = login_link(db, workspace["workspace_id"])
-    r = client.get(link)
-    assert r.status_code == 302 and r.headers["Location"] == "/dashboard/"
+    r = confirm(client, link)
+    assert r.status_code == 303 and r.headers["Location"] == "/dashboard/"
     assert r.headers["Referrer-Policy"] == "no-referrer"
     cookie = r.headers["Set-Cookie"]
     assert cookie.startswith("flokit_dashboard=") and "HttpOnly" in cookie and "SameSite=Lax" in cookie
@@ -87,6 +88,13 @@ def test_an_expired_or_unknown_link_is_refused(client: FlaskClient, db: Database
     r = client.get("/dashboard/login?token=not-a-token")
     assert r.status_code == 400 and "not valid" in r.get_data(as_text=True)
     assert client.get("/dashboard/login").status_code == 400
+    # The same refusals when the form is posted (a page left open until the link expired).
+    form = {"csrf_token": csrf_of(client.get(login_link(db, workspace["workspace_id"])).get_data(as_text=True))}
+    r = client.post("/dashboard/login", data={**form, "token": old})
+    assert r.status_code == 410 and "has expired" in r.get_data(as_text=True)
+    r = client.post("/dashboard/login", data={**form, "token": "not-a-token"})
+    assert r.status_code == 400 and "not valid" in r.get_data(as_text=True)
+    assert client.post("/dashboard/login", data=form).status_code == 400
     assert client.get("/dashboard/actions").status_code == 401
 
 
@@ -96,13 +104,14 @@ def test_over_https_behind_a_trusted_proxy_the_cookie_is_secure_and_host_bound(
     app = create_app(dataclasses.replace(settings, trusted_proxies=1))
     client = app.test_client()
     proto = {"X-Forwarded-Proto": "https"}
-    r = client.get(login_link(db, workspace["workspace_id"]), headers=proto)
+    r = confirm(client, login_link(db, workspace["workspace_id"]), headers=proto)
+    assert r.status_code == 303
     cookie = r.headers["Set-Cookie"]
     assert cookie.startswith("__Host-flokit_dashboard=") and "Secure" in cookie and "Domain" not in cookie
     assert client.get("/dashboard/actions", headers=proto).status_code == 200
     # Without a trusted proxy, a caller's own X-Forwarded-Proto is not believed.
     plain = create_app(settings).test_client()
-    r = plain.get(login_link(db, workspace["workspace_id"]), headers=proto)
+    r = confirm(plain, login_link(db, workspace["workspace_id"]), headers=proto)
     assert r.headers["Set-Cookie"].startswith("flokit_dashboard=") and "Secure" not in r.headers["Set-Cookie"]
 
 

@@ -12,7 +12,7 @@ from api.app import create_app
 from cli.context import App
 from cli.main import main
 from cli.up import dashboard_link
-from tests.api.dashboard.conftest import OPERATOR
+from tests.api.dashboard.conftest import OPERATOR, confirm
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.settings import Settings
@@ -34,7 +34,7 @@ def test_the_printed_link_signs_in_once(settings: Settings, client: FlaskClient,
     assert code == 0
     url = out.strip()
     assert url.startswith(f"http://127.0.0.1:{settings.api_port}/dashboard/login?token=")
-    assert client.get(path_of(url)).status_code == 302
+    assert confirm(client, path_of(url)).status_code == 303
     page = client.get("/dashboard/actions").get_data(as_text=True)
     assert OPERATOR in page and workspace["workspace_id"] in page
     assert client.application.test_client().get(path_of(url)).status_code == 410
@@ -59,7 +59,7 @@ def test_json_ttl_and_the_named_workspace(settings: Settings, db: Database, work
     )
     assert code == 0 and list(json.loads(out)) == ["url"]
     client = create_app(settings).test_client()
-    assert client.get(path_of(json.loads(out)["url"])).status_code == 302
+    assert confirm(client, path_of(json.loads(out)["url"])).status_code == 303
     assert "Second Co" in client.get("/dashboard/actions").get_data(as_text=True)
 
 
@@ -85,6 +85,6 @@ def test_flokit_up_prints_a_link_for_the_workspace_it_bootstrapped(settings: Set
     link = dashboard_link(App(_settings=settings), settings)
     assert link is not None and (settings.data_dir / "instance.key").is_file() is (settings.instance_key is None)
     client = create_app(settings).test_client()
-    assert client.get(path_of(link)).status_code == 302
+    assert confirm(client, path_of(link)).status_code == 303
     page = client.get("/dashboard/actions").get_data(as_text=True)
     assert demo["workspace_id"] in page and "@localhost" in page
