@@ -20,7 +20,7 @@ from cli.demo import SANDBOX_NAME, connect_sandbox
 from orchestration.adaccounts.jobs import ad_accounts_sync_job
 from orchestration.adaccounts.sensors import build_sync_requests_sensor
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
-from tests.browser.support import assert_accessible, shoot
+from tests.browser.support import assert_accessible, press_sign_in, shoot
 from tests.orchestration.adaccounts.test_sync import spend
 from warehouse.adaccounts import sync_requests as requests
 from warehouse.dashboard import sessions
@@ -97,8 +97,7 @@ def test_sync_now_on_the_demo_sandbox_runs_through_dagster_and_shows_the_outcome
     account_id = connect_sandbox(db, ws, settings.instance_key)
     with db.write() as conn:
         token = sessions.create_login_token(conn, operator=OPERATOR, workspace_id=ws)
-    page.goto(f"{flokit_server.base}/dashboard/login?token={token}")
-    page.wait_for_load_state("networkidle")
+    press_sign_in(page, f"{flokit_server.base}/dashboard/login?token={token}")
     page.get_by_role("link", name="Integrations").click()
     page.wait_for_load_state()  # the next click would otherwise abort this page's scripts
     page.get_by_role("link", name=SANDBOX_NAME).click()
