@@ -24,6 +24,7 @@ import requests
 
 from orchestration.webhooks.drain import drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
+from tests.browser.demo_world import tables_wider_than_their_wrapper
 from tests.browser.support import assert_accessible, press_sign_in, shoot
 from tests.support import GunicornServer
 from tests.webhook_receiver import Receiver, running_receiver
@@ -217,6 +218,8 @@ def test_add_an_endpoint_send_a_test_event_re_enable_and_rotate_its_secret(
     expect(page.locator("#endpoint-status")).to_contain_text("disabled — 5 consecutive failures, since")
     expect(page.get_by_role("button", name="Send test event")).to_be_disabled()
     assert_accessible(page)
+    # Six deliveries with whole ids and times to the second: on a desktop no column is cut off.
+    assert tables_wider_than_their_wrapper(page) == []
     shoot(page, "webhooks-endpoint-disabled")
     settle(page)
     page.goto(f"{flokit_server.base}/dashboard/webhooks")
