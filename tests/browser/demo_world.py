@@ -22,7 +22,7 @@ from typing import Any
 import requests
 
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS
-from tests.browser.support import TWO_FRAMES, assert_accessible, press_sign_in
+from tests.browser.support import TWO_FRAMES, assert_accessible, press_sign_in, tables_scrolling_sideways
 from tests.support import BIN, ROOT, GunicornServer, gunicorn_server
 from warehouse.dashboard import sessions
 from warehouse.db import Database
@@ -160,15 +160,8 @@ def check_at_phone_width(page: Any, path: str) -> None:
         page.evaluate(TWO_FRAMES)
         width = page.evaluate("() => document.documentElement.scrollWidth")
         assert width <= PHONE, f"{path} is {width} px wide at {PHONE} px (tables must scroll in their wrapper)"
-        # A list or a detail table reads as one card per row on a phone, nothing hidden sideways;
-        # only report matrices and editors (form fields in cells) still scroll in their wrapper.
-        sideways = page.evaluate(
-            """() => [...document.querySelectorAll('.table-wrap')]
-                       .filter(w => !w.querySelector('table.report-table') && ![...w.querySelectorAll(
-                           'input:not([type=hidden]), select, textarea')].some(f => !f.closest('dialog')))
-                       .filter(w => w.scrollWidth > w.clientWidth)
-                       .map(w => (w.querySelector('caption') || w).textContent.trim())"""
-        )
+        # A list or a detail table reads as one card per row on a phone, nothing hidden sideways.
+        sideways = tables_scrolling_sideways(page)
         assert sideways == [], f"{path}: at {PHONE} px these tables need a sideways scroll: {sideways}"
         assert_accessible(page)
     finally:

@@ -154,12 +154,30 @@ def screenshots_dir() -> Path:
     return Path(os.environ.get(SCREENSHOTS_ENV) or DEFAULT_SCREENSHOTS)
 
 
+def tables_scrolling_sideways(page: Any) -> list[str]:
+    """The captions of the list and detail tables that need a sideways scroll at the current
+    width. Report matrices (`table.report-table`) and editors (a field to type in or pick from in
+    a cell; a verb's hidden CSRF input and its dialog's fields do not count) are read across and
+    may scroll; any other table must show every column: on a desktop by fitting, on a phone as
+    one card per row (app.js)."""
+    return list(
+        page.evaluate(
+            """() => [...document.querySelectorAll('.table-wrap')]
+                 .filter(w => !w.querySelector('table.report-table') && ![...w.querySelectorAll(
+                     'input:not([type=hidden]), select, textarea')].some(f => !f.closest('dialog')))
+                 .filter(w => w.scrollWidth > w.clientWidth)
+                 .map(w => (w.querySelector('caption') || w).textContent.trim())"""
+        )
+    )
+
+
 def shoot(page: Any, name: str) -> list[Path]:
     """Full-page screenshots of `page` at 1280 and 390 px wide, for a person to look at.
 
     Written to $FLOKIT_SCREENSHOTS_DIR (default test-artifacts/screenshots/) as
     `<name>-<width>.png`, kept after the run (pytest prints where). The viewport is restored, so a
     test can go on after a shot. A full-page shot wider than its width means the page overflows.
+    Fails when a list or detail table needs a sideways scroll at either width.
     """
     folder = screenshots_dir()
     folder.mkdir(parents=True, exist_ok=True)
@@ -173,6 +191,10 @@ def shoot(page: Any, name: str) -> list[Path]:
             page.evaluate(TWO_FRAMES)
             path = folder / f"{name}-{width}.png"
             page.screenshot(path=str(path), full_page=True)
+            # Every shot is also a check: a column cut off at either width is what a person
+            # looking at the screenshot would call a defect (the shot is written first, to look at).
+            sideways = tables_scrolling_sideways(page)
+            assert sideways == [], f"{name}: at {width} px these tables need a sideways scroll: {sideways}"
             paths.append(path)
             written_screenshots.append(path)
     finally:
