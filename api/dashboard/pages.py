@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from flask import Response, g, make_response, render_template, request
@@ -57,15 +57,15 @@ def bad_query(exc: ValidationError) -> Response:
     return error_page(400, f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}")
 
 
+class Paged(Protocol):
+    """A list's validated query string: where the page starts and how many rows it holds."""
+
+    offset: int
+    limit: int
+
+
 def paging(
-    here: str,
-    filters: Mapping[str, str],
-    *,
-    offset: int,
-    limit: int,
-    page_size: int,
-    shown: int,
-    total: int,
+    here: str, filters: Mapping[str, str], query: Paged, *, page_size: int, shown: int, total: int
 ) -> dict[str, Any]:
     """What the pager of a filtered list shows (`_macros.html` `pager`), spread into `page(...)`.
 
@@ -73,6 +73,7 @@ def paging(
     URLs, None at either end. The URLs keep the filters, and the limit only where it is not the
     default, so that the links stay short and the same as the filter form's.
     """
+    offset, limit = query.offset, query.limit
     kept: dict[str, str] = dict(filters)
     if limit != page_size:
         kept["limit"] = str(limit)

@@ -159,8 +159,7 @@ def _detail(endpoint_id: str, status: int = 200, **extra: Any) -> Response:
         **paging(
             url_for("dashboard.webhook", endpoint_id=endpoint_id),
             filters,
-            offset=query.offset,
-            limit=query.limit,
+            query,
             page_size=PAGE_SIZE,
             shown=len(found),
             total=total,
