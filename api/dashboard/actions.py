@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
 
 from flask import Response, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
@@ -20,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from api.context import state
 from api.dashboard import blueprint
-from api.dashboard.pages import error_page, is_htmx, page
+from api.dashboard.pages import bad_query, error_page, is_htmx, page, paging
 from transforms import actions as rules
 from transforms.actions.consequences import accounts_of, approve_consequence, impact_sentence, rollback_consequence
 from transforms.timefmt import iso_z
@@ -116,8 +115,7 @@ def actions() -> Response:
     try:
         query = QueueQuery.model_validate({k: v for k, v in request.args.items() if v != ""})
     except ValidationError as exc:
-        error = exc.errors()[0]
-        return error_page(400, f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}")
+        return bad_query(exc)
     with state().db.read() as conn:
         found, total = repo.list_actions(
             conn,
@@ -129,13 +127,7 @@ def actions() -> Response:
         )
         by_campaign = ad_accounts_by_campaign(conn, workspace_id=g.workspace_id)
         rows = [_row_context(a, accounts_of(a.parameters, by_campaign)) for a in found]
-    filters: dict[str, str] = {k: v for k, v in (("status", query.status), ("type", query.type)) if v}
-    if query.limit != PAGE_SIZE:
-        filters["limit"] = str(query.limit)
-
-    def page_url(offset: int) -> str:
-        return url_for("dashboard.actions") + "?" + urlencode({**filters, "offset": offset})
-
+    filters = {k: v for k, v in (("status", query.status), ("type", query.type)) if v}
     return page(
         "dashboard/actions/list.html",
         title="Actions",
@@ -143,11 +135,8 @@ def actions() -> Response:
         rows=rows,
         total=total,
         query=query,
-        filtered=bool(query.status or query.type),
-        first=query.offset + 1 if found else 0,
-        last=query.offset + len(found),
-        prev_url=page_url(max(0, query.offset - query.limit)) if query.offset > 0 else None,
-        next_url=page_url(query.offset + query.limit) if query.offset + len(found) < total else None,
+        filtered=bool(filters),
+        **paging(url_for("dashboard.actions"), filters, query, page_size=PAGE_SIZE, shown=len(found), total=total),
         statuses=[(s, STATUS_LABELS[s]) for s in rules.STATUSES],
         types=[(t, rules.TYPE_LABELS[t]) for t in rules.ACTION_TYPES],
         here=request.full_path.rstrip("?"),

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlencode
 
 from flask import Response, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
@@ -22,7 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from api.context import state
 from api.dashboard import blueprint
-from api.dashboard.pages import error_page, page
+from api.dashboard.pages import bad_query, error_page, page, paging
 from transforms.timefmt import iso_z
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, RETRY_DELAYS_S
 from transforms.webhooks.envelope import EVENT_TYPES
@@ -133,8 +132,7 @@ def _detail(endpoint_id: str, status: int = 200, **extra: Any) -> Response:
             {k: v for k, v in request.args.items() if k in HistoryQuery.model_fields and v != ""}
         )
     except ValidationError as exc:
-        error = exc.errors()[0]
-        return error_page(400, f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}")
+        return bad_query(exc)
     with state().db.read() as conn:
         endpoint = endpoints.get_endpoint(conn, workspace_id=g.workspace_id, endpoint_id=endpoint_id)  # 404
         found, total = deliveries.page_of_deliveries(
@@ -146,13 +144,6 @@ def _detail(endpoint_id: str, status: int = 200, **extra: Any) -> Response:
             offset=query.offset,
         )
     filters = {k: v for k, v in (("status", query.status), ("event_type", query.event_type)) if v}
-    if query.limit != PAGE_SIZE:
-        filters["limit"] = str(query.limit)
-    here = url_for("dashboard.webhook", endpoint_id=endpoint_id)
-
-    def page_url(offset: int) -> str:
-        return here + "?" + urlencode({**filters, "offset": offset})
-
     return page(
         "dashboard/webhooks/endpoint.html",
         status,
@@ -164,11 +155,15 @@ def _detail(endpoint_id: str, status: int = 200, **extra: Any) -> Response:
         rows=found,
         total=total,
         query=query,
-        filtered=bool(query.status or query.event_type),
-        first=query.offset + 1 if found else 0,
-        last=query.offset + len(found),
-        prev_url=page_url(max(0, query.offset - query.limit)) if query.offset > 0 else None,
-        next_url=page_url(query.offset + query.limit) if query.offset + len(found) < total else None,
+        filtered=bool(filters),
+        **paging(
+            url_for("dashboard.webhook", endpoint_id=endpoint_id),
+            filters,
+            query,
+            page_size=PAGE_SIZE,
+            shown=len(found),
+            total=total,
+        ),
         statuses=DELIVERY_STATUSES,
         event_types=EVENT_TYPES,
         verbs=VERBS,

@@ -21,11 +21,11 @@ from tests.browser.support import (
     PageGuard,
     browser_required,
     chromium_path,
+    flokit_env,
     screenshots_dir,
     written_screenshots,
 )
 from tests.support import GunicornServer, gunicorn_server
-from warehouse.instance_key import ensure_instance_key
 from warehouse.settings import Settings
 
 HERE = Path(__file__).resolve().parent
@@ -126,16 +126,7 @@ def flokit_server(settings: Settings, tmp_path: Path) -> Iterator[GunicornServer
     """FloKit itself under gunicorn, as `flokit up` runs it, on this test's database (SQLite, and
     PostgreSQL under `make test`). Two workers, so that state one worker keeps for itself (a secret
     key made per process, an in-memory session) shows up as a failure instead of passing by luck."""
-    env = {**os.environ, **settings.child_env()}
-    # The dashboard signs its cookie with a key derived from the instance key (503 without one);
-    # `child_env` never carries the key itself, so hand it over, or create the data dir's key file
-    # as `flokit db upgrade` would.
-    if settings.instance_key:
-        env["FLOKIT_SECRET_KEY"] = settings.instance_key
-    else:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        ensure_instance_key(settings)
-    with gunicorn_server(env, workers=2, log_dir=tmp_path) as server:
+    with gunicorn_server(flokit_env(settings), workers=2, log_dir=tmp_path) as server:
         yield server
 
 

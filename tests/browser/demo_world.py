@@ -11,19 +11,14 @@ dashboard did is read back over v1 (`GET /v1/actions/<id>`), the API a client re
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import requests
 
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS
-from tests.browser.support import TWO_FRAMES, assert_accessible, press_sign_in, tables_scrolling_sideways
-from tests.support import BIN, ROOT, GunicornServer, gunicorn_server
+from tests.browser.support import TWO_FRAMES, assert_accessible, flokit_env, press_sign_in, tables_scrolling_sideways
+from tests.support import BIN, ROOT, GunicornServer
 from warehouse.dashboard import sessions
 from warehouse.db import Database
 from warehouse.settings import Settings
@@ -33,33 +28,12 @@ ACTIONS_PATH = "/dashboard/actions"
 PHONE = 390
 
 
-def dashboard_settings(database_url: str, tmp_path: Path) -> Settings:
-    """The test's settings with an instance key (the dashboard signs its cookie with a key derived
-    from it; without one every dashboard page is a 503 saying how to create it)."""
-    return Settings(data_dir=tmp_path / "data", database_url=database_url, instance_key=secrets.token_urlsafe(32))
-
-
-def child_env(settings: Settings) -> dict[str, str]:
-    """The environment a `flokit` command or gunicorn needs to run on exactly these settings.
-    `Settings.child_env` leaves the instance key out (children read it from the data directory's
-    key file); these settings hold it in memory only, so it is passed as FLOKIT_SECRET_KEY."""
-    assert settings.instance_key
-    return {**os.environ, **settings.child_env(), "FLOKIT_SECRET_KEY": settings.instance_key}
-
-
-@contextmanager
-def serve(settings: Settings, log_dir: Path) -> Iterator[GunicornServer]:
-    """FloKit under gunicorn (two workers: the session and CSRF keys must agree across them)."""
-    with gunicorn_server(child_env(settings), workers=2, log_dir=log_dir) as server:
-        yield server
-
-
 def flokit(settings: Settings, *args: str) -> Any:
     """`flokit <args> --json` on the test's database; its JSON answer."""
     done = subprocess.run(
         [str(BIN / "flokit"), *args, "--json"],
         cwd=ROOT,
-        env=child_env(settings),
+        env=flokit_env(settings),
         capture_output=True,
         text=True,
         timeout=600,

@@ -22,6 +22,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tests.support import ROOT
+from warehouse.instance_key import ensure_instance_key
+from warehouse.settings import Settings
 
 CHROMIUM_ENV = "FLOKIT_CHROMIUM"
 REQUIRE_ENV = "FLOKIT_TEST_REQUIRE_BROWSER"
@@ -47,6 +49,30 @@ LOCAL_HOSTS = {"127.0.0.1"}
 TWO_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 
 written_screenshots: list[Path] = []  # this run's, for the terminal summary
+
+
+def flokit_env(settings: Settings) -> dict[str, str]:
+    """The environment gunicorn or a `flokit` command needs to run on exactly these settings.
+
+    The dashboard signs its cookie with a key derived from the instance key (503 without one), and
+    `Settings.child_env` never carries the key itself: hand over the one these settings hold in
+    memory, or else create the data directory's key file, as `flokit db upgrade` would.
+    """
+    env = {**os.environ, **settings.child_env()}
+    if settings.instance_key:
+        env["FLOKIT_SECRET_KEY"] = settings.instance_key
+    else:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        ensure_instance_key(settings)
+    return env
+
+
+def expect(locator: Any) -> Any:
+    """Playwright's retrying assertions (string predicates like `wait_for_function` run through
+    eval, which the dashboard's CSP forbids)."""
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
 
 
 def chromium_path() -> str | None:

@@ -14,10 +14,10 @@ page loaded on purpose is logged by chromium as one) and on any request off 127.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 
 from tests.browser.demo_world import (
@@ -25,10 +25,8 @@ from tests.browser.demo_world import (
     OPERATOR,
     check_at_phone_width,
     create_ready,
-    dashboard_settings,
     login_link,
     populate,
-    serve,
     settle,
     sign_in,
     tables_wider_than_their_wrapper,
@@ -36,7 +34,7 @@ from tests.browser.demo_world import (
     v1,
     v1_action,
 )
-from tests.browser.support import PageGuard, assert_accessible, shoot
+from tests.browser.support import PageGuard, assert_accessible, expect, shoot
 from tests.browser.test_harness import child_pytest
 from tests.support import GunicornServer
 from transforms.actions.consequences import approve_consequence
@@ -44,25 +42,6 @@ from warehouse.db import Database
 from warehouse.settings import Settings
 
 OTHER = "lee@example.com"  # someone acting over v1 meanwhile
-
-
-@pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    return dashboard_settings(database_url, tmp_path)
-
-
-@pytest.fixture
-def flokit_server(settings: Settings, tmp_path: Path) -> Iterator[GunicornServer]:
-    with serve(settings, tmp_path) as server:
-        yield server
-
-
-def expect(locator: Any) -> Any:
-    """Playwright's retrying assertions (string predicates like `wait_for_function` run through
-    eval, which the dashboard's CSP forbids)."""
-    from playwright.sync_api import expect as playwright_expect
-
-    return playwright_expect(locator)
 
 
 def guard_of(browser_context: tuple[Any, PageGuard]) -> PageGuard:
@@ -163,6 +142,19 @@ def test_signed_out_a_page_asks_to_sign_in(
     shoot(page, "signin-needed")
 
 
+@contextmanager
+def other_browser(browser: Any) -> Iterator[tuple[Any, PageGuard]]:
+    """A second browser (its own cookies) and its guard: closed afterwards, and it must have met
+    no problem the test did not excuse."""
+    other = browser.new_context()
+    guard = PageGuard.watch(other)
+    try:
+        yield other.new_page(), guard
+    finally:
+        other.close()
+    assert guard.failures() == []
+
+
 def test_sign_out_ends_this_browser_only(
     page: Any,
     browser_context: tuple[Any, PageGuard],
@@ -171,10 +163,7 @@ def test_sign_out_ends_this_browser_only(
     db: Database,
     workspace: dict,
 ) -> None:
-    other = browser.new_context()
-    other_guard = PageGuard.watch(other)
-    try:
-        other_page = other.new_page()
+    with other_browser(browser) as (other_page, _):
         sign_in(other_page, flokit_server, db, workspace["workspace_id"])
         sign_in(page, flokit_server, db, workspace["workspace_id"])
 
@@ -192,9 +181,6 @@ def test_sign_out_ends_this_browser_only(
         # The other browser's session is its own: still signed in.
         assert other_page.reload().status == 200
         expect(other_page.locator(".whoami")).to_contain_text(f"Signed in as {OPERATOR}")
-    finally:
-        other.close()
-    assert other_guard.failures() == []
 
 
 def test_sign_out_everywhere_ends_the_other_browsers_sessions(
@@ -205,10 +191,7 @@ def test_sign_out_everywhere_ends_the_other_browsers_sessions(
     db: Database,
     workspace: dict,
 ) -> None:
-    other = browser.new_context()
-    other_guard = PageGuard.watch(other)
-    try:
-        other_page = other.new_page()
+    with other_browser(browser) as (other_page, other_guard):
         sign_in(other_page, flokit_server, db, workspace["workspace_id"])
         sign_in(page, flokit_server, db, workspace["workspace_id"])
 
@@ -221,9 +204,6 @@ def test_sign_out_everywhere_ends_the_other_browsers_sessions(
         expect(other_page.locator("main")).to_contain_text("Your session has ended.")
         guard_of(browser_context).expect_console_error("status of 401")
         assert page.goto(f"{flokit_server.base}{ACTIONS_PATH}").status == 401
-    finally:
-        other.close()
-    assert other_guard.failures() == []
 
 
 # --- approve and reject ---------------------------------------------------------------------------

@@ -12,7 +12,6 @@ populated and on an empty workspace.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 from collections.abc import Iterator
@@ -32,8 +31,7 @@ from transforms.webhooks.verify import verify
 from warehouse.bootstrap import bootstrap
 from warehouse.dashboard import sessions
 from warehouse.db import Database
-from warehouse.instance_key import ensure_instance_key
-from warehouse.settings import Settings, instance_key_for
+from warehouse.settings import Settings
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.workspaces import create_workspace, list_keys
@@ -44,12 +42,9 @@ LOG = logging.getLogger("dashboard-webhooks")
 
 @pytest.fixture
 def settings(database_url: str, tmp_path: Path) -> Settings:
-    """The server's settings: an instance key in the data directory (the dashboard signs its
-    cookie with it) and private webhook addresses allowed (the receiver is on 127.0.0.1)."""
-    base = Settings(data_dir=tmp_path / "data", database_url=database_url, webhooks_allow_private=True)
-    base.data_dir.mkdir(parents=True, exist_ok=True)
-    ensure_instance_key(base)
-    return dataclasses.replace(base, instance_key=instance_key_for({}, base.data_dir))
+    """Private webhook addresses allowed (the receiver is on 127.0.0.1); `flokit_server` makes
+    the instance key, as for every browser test."""
+    return Settings(data_dir=tmp_path / "data", database_url=database_url, webhooks_allow_private=True)
 
 
 @pytest.fixture

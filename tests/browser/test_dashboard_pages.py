@@ -13,25 +13,19 @@ wrapper; on the Actions pages no table needs a sideways scroll at 1280 px), and 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-
-import pytest
 
 from tests.browser.demo_world import (
     ACTIONS_PATH,
     check_at_phone_width,
     create_ready,
-    dashboard_settings,
     populate,
-    serve,
     settle,
     sign_in,
     tables_wider_than_their_wrapper,
 )
-from tests.browser.support import assert_accessible, shoot
+from tests.browser.support import assert_accessible, expect, shoot
 from tests.support import GunicornServer
 from warehouse.db import Database
 from warehouse.settings import Settings
@@ -41,23 +35,6 @@ CSP = (
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
 NAV_LINKS = "header nav[aria-label='Main'] a[href^='/dashboard/']"
-
-
-@pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    return dashboard_settings(database_url, tmp_path)
-
-
-@pytest.fixture
-def flokit_server(settings: Settings, tmp_path: Path) -> Iterator[GunicornServer]:
-    with serve(settings, tmp_path) as server:
-        yield server
-
-
-def expect(locator: Any) -> Any:
-    from playwright.sync_api import expect as playwright_expect
-
-    return playwright_expect(locator)
 
 
 def slug(text: str) -> str:

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import time
-from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 
 from tests.api.test_integrations import KEY, connect
-from tests.browser.support import PageGuard, assert_accessible, press_sign_in, shoot
+from tests.browser.support import PageGuard, assert_accessible, expect, press_sign_in, shoot
 from tests.engine_support import WORLD, connect_registry
 from tests.transforms.test_paywall import document, offer
 from transforms import paywall
@@ -28,20 +25,8 @@ from warehouse.db import Database
 from warehouse.integrations import repository as repo
 from warehouse.integrations.tables import integration_syncs
 from warehouse.paywalls import configs
-from warehouse.settings import INSTANCE_KEY_FILE, Settings
 
 OPERATOR = "maya@example.com"
-
-
-@pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    """The dashboard needs the instance key (its cookie and CSRF keys derive from it): in the data
-    directory's key file, where `flokit db upgrade` puts it and where gunicorn's workers read it."""
-    data_dir = tmp_path / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_urlsafe(32)
-    (data_dir / INSTANCE_KEY_FILE).write_text(key)
-    return Settings(data_dir=data_dir, database_url=database_url, instance_key=key)
 
 
 def accessible_at_both_widths(page: Any) -> None:
@@ -58,12 +43,6 @@ def sign_in(page: Any, base: str, db: Database, workspace_id: str) -> None:
     with db.write() as conn:
         token = sessions.create_login_token(conn, operator=OPERATOR, workspace_id=workspace_id)
     press_sign_in(page, f"{base}/dashboard/login?token={token}")
-
-
-def expect() -> Any:
-    from playwright.sync_api import expect as playwright_expect
-
-    return playwright_expect
 
 
 def gateway_config(base: str, app_id: str, paywall_id: str) -> dict[str, Any]:
@@ -119,32 +98,32 @@ def test_publish_a_paywall_version_then_the_gateway_serves_it(
     page.get_by_role("link", name="Paywalls").click()
     page.wait_for_load_state()  # the next click would otherwise abort this page's scripts
     page.get_by_role("link", name="onboarding").click()
-    expect()(page.locator("#weight-sum")).to_have_text("Weights sum to 100: v0 50.0 %, v1 50.0 %.")
+    expect(page.locator("#weight-sum")).to_have_text("Weights sum to 100: v0 50.0 %, v1 50.0 %.")
 
     proposed = document([25, 75]).model_dump(mode="json", exclude_none=True)
     proposed["variants"][1]["cta_copy"] = "Try it free"
     page.locator("#paywall-document").fill(json.dumps(proposed, indent=2))
-    expect()(page.locator("#weight-sum")).to_have_text("Weights sum to 100: v0 25.0 %, v1 75.0 %.")
+    expect(page.locator("#weight-sum")).to_have_text("Weights sum to 100: v0 25.0 %, v1 75.0 %.")
     page.get_by_role("button", name="Review changes").click()
 
     dialog = page.locator("dialog#dialog-publish")
-    expect()(dialog).to_be_visible()
+    expect(dialog).to_be_visible()
     changes = dialog.locator("#publish-changes")
-    expect()(changes).to_contain_text("variant v0: traffic_weight 50.0 → 25.0")
-    expect()(changes).to_contain_text("variant v1: cta_copy null → Try it free")
-    expect()(changes).to_contain_text("variant v1: share of traffic 50.0% → 75.0%")
-    expect()(dialog.get_by_role("button", name="Cancel")).to_be_focused()
+    expect(changes).to_contain_text("variant v0: traffic_weight 50.0 → 25.0")
+    expect(changes).to_contain_text("variant v1: cta_copy null → Try it free")
+    expect(changes).to_contain_text("variant v1: share of traffic 50.0% → 75.0%")
+    expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()
     assert_accessible(page)
     shoot(page, "paywalls-review-dialog")
     # Esc closes it and puts focus back on the button that opened it; nothing is published
     page.keyboard.press("Escape")
-    expect()(dialog).to_be_hidden()
-    expect()(page.get_by_role("button", name="Review changes")).to_be_focused()
+    expect(dialog).to_be_hidden()
+    expect(page.get_by_role("button", name="Review changes")).to_be_focused()
     page.get_by_role("button", name="Review changes").click()
     dialog.get_by_role("button", name="Publish version 2").click()
 
-    expect()(page.locator(".success")).to_contain_text("Version 2 published and live")
-    expect()(page.locator("#version-2")).to_contain_text(OPERATOR)
+    expect(page.locator(".success")).to_contain_text("Version 2 published and live")
+    expect(page.locator("#version-2")).to_contain_text(OPERATOR)
     deadline = time.monotonic() + 10  # each gateway worker keeps an answer for a second
     while (served := gateway_config(base, app_id, "onboarding"))["version"] != 2 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -170,15 +149,15 @@ def test_an_invalid_document_is_explained_beside_the_field(
         "variants": [{"variant_id": "a", "layout": "x", "offers": [], "traffic_weight": 0}],
     }
     page.locator("#paywall-document").fill(json.dumps(raw))
-    expect()(page.locator("#weight-sum")).to_have_text(
+    expect(page.locator("#weight-sum")).to_have_text(
         "Weights sum to 0: an active experiment needs a variant with a weight above 0."
     )
     page.get_by_role("button", name="Review changes").click()
     area = page.locator("#paywall-document")
-    expect()(area).to_have_attribute("aria-invalid", "true")
-    expect()(area).to_be_focused()
-    expect()(page.locator("#paywall-document-error")).to_contain_text("variants.0.offers")
-    expect()(page.locator("dialog#dialog-publish")).to_be_hidden()
+    expect(area).to_have_attribute("aria-invalid", "true")
+    expect(area).to_be_focused()
+    expect(page.locator("#paywall-document-error")).to_contain_text("variants.0.offers")
+    expect(page.locator("dialog#dialog-publish")).to_be_hidden()
     assert json.loads(area.input_value()) == raw
     assert all("400" in p for p in guard.problems), guard.report()
     with db.read() as conn:
@@ -194,30 +173,30 @@ def test_sync_now_shows_the_queued_status_and_polls(
     page.wait_for_load_state()  # the next click would otherwise abort this page's scripts
     page.get_by_role("link", name=re.compile("attribution_provider_a")).click()
     status = page.locator("#sync-status")
-    expect()(status).to_contain_text("none pending, none run yet")
+    expect(status).to_contain_text("none pending, none run yet")
     assert status.get_attribute("hx-trigger") is None  # idle: no polling
     page.get_by_role("button", name="Sync now").click()
     dialog = page.locator("dialog#dialog-sync")
-    expect()(dialog).to_be_visible()
-    expect()(dialog).to_contain_text("A manual sync is queued")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("A manual sync is queued")
     dialog.get_by_role("button", name="Sync now").click()
-    expect()(dialog).to_be_hidden()
-    expect()(status.locator("#pending-sync")).to_have_text("queued")
-    expect()(status).to_contain_text("queued just now")
-    expect()(page.locator("#toasts")).to_contain_text("Sync queued")
-    expect()(status).to_have_attribute("hx-trigger", "every 5s")
-    expect()(status).to_be_focused()
+    expect(dialog).to_be_hidden()
+    expect(status.locator("#pending-sync")).to_have_text("queued")
+    expect(status).to_contain_text("queued just now")
+    expect(page.locator("#toasts")).to_contain_text("Sync queued")
+    expect(status).to_have_attribute("hx-trigger", "every 5s")
+    expect(status).to_be_focused()
     with db.read() as conn:
         rows = conn.execute(integration_syncs.select()).all()
     assert [(r.integration_id, r.trigger, r.status) for r in rows] == [(integration_id, "manual", "queued")]
     # the daemon takes it: the next poll shows it running, then done, and polling stops
     with db.write() as conn:
         repo.start_sync(conn, sync_id=rows[0].id, run_id="run-1", instance_key=KEY)
-    expect()(status).to_contain_text("running since", timeout=8000)
+    expect(status).to_contain_text("running since", timeout=8000)
     with db.write() as conn:
         repo.finish_success(conn, sync_id=rows[0].id, records=3, earliest=None, state={})
-    expect()(status).to_contain_text("succeeded", timeout=8000)
-    expect()(status).not_to_have_attribute("hx-trigger", "every 5s")
+    expect(status).to_contain_text("succeeded", timeout=8000)
+    expect(status).not_to_have_attribute("hx-trigger", "every 5s")
 
 
 def test_every_page_is_accessible_and_shot_populated(
@@ -249,6 +228,6 @@ def test_every_page_is_accessible_and_shot_empty(page: Any, flokit_server: Any, 
         ("/dashboard/integrations", "integrations-list-empty", "No integration connected"),
     ):
         page.goto(base + path)
-        expect()(page.locator("main")).to_contain_text(says)
+        expect(page.locator("main")).to_contain_text(says)
         accessible_at_both_widths(page)
         shoot(page, name)

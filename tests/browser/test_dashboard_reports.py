@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -26,7 +25,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.browser.support import PageGuard, assert_accessible, shoot
-from tests.support import ROOT, GunicornServer, gunicorn_server
+from tests.support import ROOT
 from warehouse.bootstrap import bootstrap
 from warehouse.dashboard import sessions
 from warehouse.db import Database, database_for, utcnow
@@ -98,16 +97,6 @@ def settings(database_url: str, tmp_path: Path, reports: str, request: pytest.Fi
     if reports == "published":
         shutil.copytree(request.getfixturevalue("published_dir"), data_dir)
     return Settings(data_dir=data_dir, database_url=database_url, instance_key=secrets.token_urlsafe(32))
-
-
-@pytest.fixture
-def flokit_server(settings: Settings, tmp_path: Path) -> Iterator[GunicornServer]:
-    """FloKit under gunicorn (two workers) with the instance key, which `Settings.child_env` leaves
-    out (children read it from the data dir's key file; these settings hold it in memory only)."""
-    assert settings.instance_key
-    env = {**os.environ, **settings.child_env(), "FLOKIT_SECRET_KEY": settings.instance_key}
-    with gunicorn_server(env, workers=2, log_dir=tmp_path) as server:
-        yield server
 
 
 @pytest.fixture

@@ -150,6 +150,8 @@ def test_delivery_headers_retries_disabling_and_recovery(
         [row] = deliveries.history(conn, endpoint_id=a_id)
     assert got.header("Service-Delivery-Id") == row["delivery_id"]
     assert row["status"] == "succeeded" and row["attempts"][0]["status_code"] == 200
+    # The CLI's `webhooks deliveries --json` shape: the dashboard's excerpt and duration stay out.
+    assert set(row["attempts"][0]) == {"attempt", "status_code", "error", "started_at", "finished_at"}
     assert not any(k.lower().startswith("webhook-") for k, _ in got.headers)
 
     # The receiver fails: each retry (due after the backoff; the clock is moved past it) resends

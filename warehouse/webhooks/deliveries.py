@@ -427,57 +427,29 @@ def history(conn: Connection, *, endpoint_id: str, limit: int = 100) -> list[dic
         .order_by(d.created_at.desc(), d.id.desc())
         .limit(limit)
     ).all()
-    attempts: dict[str, list[dict[str, Any]]] = {}
-    if rows:
-        a = webhook_attempts.c
-        for r in conn.execute(
-            sa.select(webhook_attempts).where(a.delivery_id.in_([r.id for r in rows])).order_by(a.id)
-        ):
-            attempts.setdefault(r.delivery_id, []).append(
-                {
-                    "attempt": r.attempt,
-                    "status_code": r.status_code,
-                    "error": r.error,
-                    "started_at": iso_z(r.started_at),
-                    "finished_at": iso_z(r.finished_at),
-                }
-            )
-    return [
-        {
-            "delivery_id": r.id,
-            "event_id": r.event_id,
-            "event_type": r.event_type,
-            "test": bool(r.test),
-            "status": r.status,
-            "attempt": r.attempt,
-            "status_code": r.last_status_code,
-            "error": r.last_error,
-            "created_at": iso_z(r.created_at),
-            "next_attempt_at": iso_z(r.next_attempt_at) if r.status == "pending" else None,
-            "completed_at": iso_z(r.completed_at),
-            "attempts": attempts.get(r.id, []),
-        }
-        for r in rows
-    ]
+    attempts = _attempts(conn, [r.id for r in rows], brief=True)
+    return [_delivery(r, attempts.get(r.id, [])) for r in rows]
 
 
-def _attempts(conn: Connection, delivery_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+def _attempts(conn: Connection, delivery_ids: Sequence[str], *, brief: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """Each delivery's sends in order. `brief` is the CLI history's shape (its --json output
+    predates the dashboard); otherwise each send also has the response excerpt and its duration."""
     out: dict[str, list[dict[str, Any]]] = {}
     if not delivery_ids:
         return out
     a = webhook_attempts.c
     for r in conn.execute(sa.select(webhook_attempts).where(a.delivery_id.in_(list(delivery_ids))).order_by(a.id)):
-        out.setdefault(r.delivery_id, []).append(
-            {
-                "attempt": r.attempt,
-                "status_code": r.status_code,
-                "error": r.error,
-                "response_excerpt": r.response_excerpt,
-                "started_at": iso_z(r.started_at),
-                "finished_at": iso_z(r.finished_at),
-                "duration_ms": round((r.finished_at - r.started_at).total_seconds() * 1000),
-            }
-        )
+        send: dict[str, Any] = {
+            "attempt": r.attempt,
+            "status_code": r.status_code,
+            "error": r.error,
+            "started_at": iso_z(r.started_at),
+            "finished_at": iso_z(r.finished_at),
+        }
+        if not brief:
+            send["response_excerpt"] = r.response_excerpt
+            send["duration_ms"] = round((r.finished_at - r.started_at).total_seconds() * 1000)
+        out.setdefault(r.delivery_id, []).append(send)
     return out
 
 
