@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import requests
@@ -24,6 +25,7 @@ from warehouse.dashboard import sessions
 from warehouse.db import Database
 from warehouse.integrations import repository as repo
 from warehouse.integrations.tables import integration_syncs
+from warehouse.integrations.target import SPEND_ROWS
 from warehouse.paywalls import configs
 
 OPERATOR = "maya@example.com"
@@ -83,7 +85,13 @@ def populate(db: Database, workspace: dict) -> dict[str, str]:
         )
         sync, _ = repo.request_sync(conn, integration_id=integration_id, trigger="scheduled")
         repo.start_sync(conn, sync_id=sync.id, run_id="run-2", instance_key=KEY)
-        repo.finish_success(conn, sync_id=sync.id, records=42, earliest=None, state={})
+        # What a spend sync that wrote 42 rows leaves behind (warehouse/integrations/target.py): the
+        # rows it holds per day, so sync_stats' total and last 24 h agree as they do in production.
+        yesterday = datetime.now(UTC).date() - timedelta(days=1)
+        first = datetime(yesterday.year, yesterday.month, yesterday.day, tzinfo=UTC)
+        repo.finish_success(
+            conn, sync_id=sync.id, records=42, earliest=first, state={SPEND_ROWS: {yesterday.isoformat(): 42}}
+        )
     account_id = connect_registry(db, ws, WORLD)
     return {"integration_id": integration_id, "account_id": account_id}
 
@@ -217,6 +225,10 @@ def test_every_page_is_accessible_and_shot_populated(
         page.goto(base + path)
         accessible_at_both_widths(page)
         shoot(page, name)
+    # The spend sync's 42 rows, counted once in sync_stats: held now and arrived in the last 24 h.
+    page.goto(f"{base}/dashboard/integrations/{made['integration_id']}")
+    expect(page.locator("dt:has-text('spend rows, total') + dd")).to_have_text("42")
+    expect(page.locator("dt:has-text('Last 24 h') + dd")).to_have_text("42")
 
 
 def test_every_page_is_accessible_and_shot_empty(page: Any, flokit_server: Any, db: Database, workspace: dict) -> None:
