@@ -56,7 +56,9 @@
               backgroundColor: PALETTE[3],
               pointStyle: "rectRot",
               pointRadius: 6,
-              spanGaps: false,
+              // Points only: the groups on the axis are categories, and a line between two
+              // campaigns' payback days drew a trend that does not exist.
+              showLine: false,
               order: 1,
             },
           ],
