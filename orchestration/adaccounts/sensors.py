@@ -15,6 +15,7 @@ from datetime import timedelta
 
 import dagster as dg
 
+from orchestration.abandoned import abandoned_reason
 from orchestration.adaccounts.jobs import ACCOUNT_TAG, REQUEST_TAG, ad_accounts_sync_job, request_run_config
 from orchestration.resources import DatabaseResource
 from warehouse.adaccounts import sync_requests as requests
@@ -25,7 +26,6 @@ from warehouse.errors import TransitionRefused
 # well under a minute at 25 per page, and the client sits out at most a few rate-limit waits
 # (orchestration/adaccounts/client.py). Past it, the run is presumed dead.
 MAX_SYNC = timedelta(hours=2)
-_ENDED = {dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED, dg.DagsterRunStatus.SUCCESS}
 
 
 def request_run(request: requests.SyncRequest) -> dg.RunRequest:
@@ -66,12 +66,15 @@ def sweep_abandoned(instance: dg.DagsterInstance, database: DatabaseResource) ->
         open_requests = requests.open_requests(conn)
     marked = 0
     for request in open_requests:
-        reason = None
-        runs = instance.get_runs(dg.RunsFilter(tags={REQUEST_TAG: request.id}), limit=1)
-        if runs and runs[0].status in _ENDED:
-            reason = f"its run {runs[0].run_id} ended ({runs[0].status.value}) without finishing the sync"
-        elif request.status == "running" and request.started_at is not None and now - request.started_at > MAX_SYNC:
-            reason = f"it was still running after {MAX_SYNC}; its run is presumed dead"
+        reason = abandoned_reason(
+            instance,
+            tag=REQUEST_TAG,
+            row_id=request.id,
+            status=request.status,
+            started_at=request.started_at,
+            now=now,
+            max_running=MAX_SYNC,
+        )
         if reason is not None and _fail(database, request.id, reason):
             marked += 1
     return marked

@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import dagster as dg
 
+from orchestration.abandoned import abandoned_reason
 from orchestration.resources import DatabaseResource
 from orchestration.syncs.jobs import (
     INTEGRATION_TAG,
@@ -30,7 +31,6 @@ from warehouse.integrations import repository as repo
 # reconciliation of 100 000 customers paced at 480/min is about 3.5 h): past it, the run is
 # presumed dead.
 MAX_SYNC = timedelta(hours=8)
-_ENDED = {dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED, dg.DagsterRunStatus.SUCCESS}
 
 
 def sync_run_request(sync: repo.Sync, integration_type: str) -> dg.RunRequest:
@@ -81,12 +81,15 @@ def sweep_abandoned(instance: dg.DagsterInstance, database: DatabaseResource) ->
         active = [s for s, _ in repo.queued_syncs(conn)] + repo.running_syncs(conn)
     marked = 0
     for sync in active:
-        reason = None
-        runs = instance.get_runs(dg.RunsFilter(tags={SYNC_TAG: sync.id}), limit=1)
-        if runs and runs[0].status in _ENDED:
-            reason = f"its run {runs[0].run_id} ended ({runs[0].status.value}) without finishing the sync"
-        elif sync.status == "running" and sync.started_at is not None and now - sync.started_at > MAX_SYNC:
-            reason = f"it was still running after {MAX_SYNC}; its run is presumed dead"
+        reason = abandoned_reason(
+            instance,
+            tag=SYNC_TAG,
+            row_id=sync.id,
+            status=sync.status,
+            started_at=sync.started_at,
+            now=now,
+            max_running=MAX_SYNC,
+        )
         if reason is not None and _fail(database, sync.id, reason):
             marked += 1
     return marked
