@@ -16,7 +16,10 @@ stored. A failure stores the raw notification with its error (its own transactio
 
 What is stored of the request is its body and only the headers and query parameters replay reads
 (`kept_for_replay`): never a credential (`Authorization` values, Pub/Sub's OIDC token, the Android
-push `?token=`), which whoever reads the database or a backup could forge webhooks with.
+push `?token=`), which whoever reads the database or a backup could forge webhooks with. Every
+refusal of an unauthenticated caller (`Unverified`) answers the same text (`NOT_VERIFIED`): which
+integration, app or bundle id exists, and why the credential failed, is for the log only. Each
+401 counts against the caller's address (api/ratelimits.py `auth_failures`).
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ REPLAY_QUERY: dict[str, tuple[str, ...]] = {path: () for path in HANDLER_MODULES
 NEVER_KEPT = frozenset({"authorization", "token", "cookie"})
 assert REPLAY_HEADERS.keys() == HANDLER_MODULES.keys() == REPLAY_QUERY.keys()
 assert not {n.lower() for names in (*REPLAY_HEADERS.values(), *REPLAY_QUERY.values()) for n in names} & NEVER_KEPT
+# The one answer to every unauthenticated refusal (401): the reason goes to the log.
+NOT_VERIFIED = "Not verified: this notification's credentials do not check out (the processor's log says why)"
 
 
 class ProcessorError(Exception):
@@ -172,7 +177,7 @@ def process(incoming: Incoming, ctx: Context) -> Answer:
         verified = handler_for(incoming.path).verify(incoming, ctx)
     except ProcessorError as e:
         log.info("notification refused", extra={"provider": provider, "status": e.status, "reason": e.message})
-        return Answer(e.status, {"error": e.message})
+        return Answer(e.status, {"error": NOT_VERIFIED if isinstance(e, Unverified) else e.message})
     if verified.dedup_key is None or verified.workspace_id is None:
         return Answer(200, {"status": "ignored", "reason": verified.note or "nothing to apply"})
     headers, query_string = kept_for_replay(incoming)

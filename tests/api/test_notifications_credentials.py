@@ -3,7 +3,8 @@
 Signed notifications of every provider that authenticates with a credential of its own (RevenueCat's
 and Adapty's `Authorization`, Pub/Sub's OIDC token, the Android push `?token=`) go through the app;
 then the database's files (SQLite) or rows (PostgreSQL) are searched for those credentials, as an
-attacker holding a backup would: none is there, and replay still applies every notification.
+attacker holding a backup would: none is there, and replay still applies every notification. A
+refusal says the same bytes whether the integration exists or not, and whatever failed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.processor.framework import Context, replay
+from api.processor.framework import NOT_VERIFIED, Context, replay
 from tests.api.test_notifications_adapty import adapty_event
 from tests.api.test_notifications_revenuecat import rc_event
 from tests.providers.google_play_fake import (
@@ -167,3 +168,32 @@ def test_a_processor_deployed_alone_stores_the_same(
     with db.read() as conn:
         kept = conn.execute(sa.select(store_notifications.c.headers, store_notifications.c.query_string)).all()
     assert [(dict(h), q) for h, q in kept] == [({}, "")] * 2
+
+
+def test_every_unauthenticated_refusal_is_the_same_bytes(
+    gateway_settings: Settings, db: Database, workspace: dict[str, Any]
+) -> None:
+    """No caller learns whether an integration id exists, its type, or what was wrong."""
+    rc_id = revenuecat(db, workspace)
+    stripe_id = connect(db, workspace, "payment_processor", {
+        "secret_key": "sk_test_0123456789abcdef", "webhook_secret": "whsec_0123456789abcdef",
+        "app_id": workspace["app_id"]})  # fmt: skip
+    gateway = create_app(gateway_settings).test_client()
+    body = rc_body("user-7", "1000000111")
+    refusals = {
+        "unknown integration": post_json(gateway, f"{RC_PATH}?integration=int_unknown", body,
+                                         Authorization=f"Bearer {RC_SECRET}"),
+        "another type's integration": post_json(gateway, f"{RC_PATH}?integration={stripe_id}", body,
+                                                Authorization=f"Bearer {RC_SECRET}"),
+        "wrong secret": post_json(gateway, f"{RC_PATH}?integration={rc_id}", body, Authorization="Bearer guessed"),
+        "no integration named": post_json(gateway, RC_PATH, body, Authorization=f"Bearer {RC_SECRET}"),
+        "unknown generic app": post_json(gateway, "/api/providers/generic-subscription/webhook?app=app_nobody",
+                                         body, **{"Service-Signature": "t=1,v1=00"}),
+        "non-UTF-8 body for a Stripe integration": gateway.post(
+            f"/webhooks/payment_processor?integration={stripe_id}", data=b"\xff\xfe",
+            headers={"Stripe-Signature": "t=1,v1=00"}),
+    }  # fmt: skip
+    for name, answer in refusals.items():
+        assert answer.status_code == 401, (name, answer.json)
+        assert answer.get_data() == refusals["unknown integration"].get_data(), name
+    assert refusals["wrong secret"].json == {"error": NOT_VERIFIED}
