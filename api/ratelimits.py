@@ -7,9 +7,10 @@ What is counted, each a setting with a default a busy production app does not re
 - `app_client`: gateway requests per app and client address (a device, or a carrier's NAT);
 - `ingest_token`: ingest callbacks per app token, counted before the secret is checked, so
   guesses at one app's secret count against that app token too;
-- `address`: requests per client address on the routes that take no credentials (the receipt
-  check and the provider webhook passthrough);
-- `auth_failures`: failed authentications (any 401) per client address on every surface.
+- `address`: requests per client address on the routes that take no FloKit credentials (the
+  receipt check and the provider webhook passthrough);
+- `auth_failures`: failed authentications (any 401) per client address on every surface, the
+  provider webhook passthrough included (a provider's `Authorization` or signature refused).
   Past it, the address is answered 429 on every route that takes credentials, before they are
   checked: a 429 only for wrong ones would still tell a guesser which guess was right.
 
@@ -249,8 +250,11 @@ def count_app_client(app_ref: str) -> None:
     limits.hit("app_client", app_ref, limits.address())
 
 
-def per_address(view: F) -> F:
-    """For routes that take no credentials: counted per client address (`address`)."""
+def per_address(view: F, *, credentials: bool = False) -> F:
+    """For routes no API key or app key reaches: counted per client address (`address`). With
+    `credentials`, the route still checks one of its own (a provider's `Authorization` or
+    signature, on the webhook passthrough): it stays behind the failed-authentication limit, and
+    says its 401s with `count_failure`."""
 
     @wraps(view)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -258,7 +262,13 @@ def per_address(view: F) -> F:
         limits.hit("address", limits.address())
         return view(*args, **kwargs)
 
-    return takes_no_credentials(cast(F, wrapper))
+    return cast(F, wrapper) if credentials else takes_no_credentials(cast(F, wrapper))
+
+
+def count_failure() -> None:
+    """A failed authentication answered without an `ApiError` (a provider's credential refused by
+    the notification processor): counted against this client address like any other 401."""
+    rate_limits().record_failure()
 
 
 def register_rate_limits(app: Flask, settings: Settings) -> None:

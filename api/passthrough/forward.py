@@ -27,7 +27,7 @@ from api.errors import ApiError
 from api.openapi import operation
 from api.passthrough import blueprint
 from api.processor.routes import handle
-from api.ratelimits import per_address
+from api.ratelimits import count_failure, per_address
 from transforms.ingest.network import client_address
 
 # Provider kind of each path (spec "Provider webhook passthrough").
@@ -102,7 +102,7 @@ def forward() -> Response:
     if not settings.passthrough_url:  # FloKit's own processor, in-process: same bytes, same headers
         if headers.get("User-Agent") is SKIP_HEADER:
             del headers["User-Agent"]
-        return handle(rule, request.get_data(cache=False), headers, request.query_string.decode("latin-1"))
+        return _counted(handle(rule, request.get_data(cache=False), headers, request.query_string.decode("latin-1")))
     url = settings.passthrough_url + request.path
     if request.query_string:
         url += "?" + request.query_string.decode("latin-1")
@@ -120,20 +120,32 @@ def forward() -> Response:
         raise ApiError(502, "Downstream unreachable") from None
     response = Response(answer.content, status=answer.status_code)
     response.headers["Content-Type"] = answer.headers.get("Content-Type", "application/octet-stream")
+    return _counted(response)
+
+
+def _counted(response: Response) -> Response:
+    """The processor refused the provider's credential (401): counted against the caller's address
+    here, where its address is known (a processor deployed alone sees the gateway as its caller)."""
+    if response.status_code == 401:
+        count_failure()
     return response
 
 
 for _path, _kind in PATHS.items():
-    # No credential here (downstream verifies the provider's signature): counted per address.
+    # Downstream verifies the provider's credential: counted per address, and its 401s count as
+    # failed authentications (past the limit: 429 before anything is forwarded).
     _view = per_address(
         operation(
             summary=f"Webhook passthrough: {_kind}",
             description="The raw body and the provider's signature headers are forwarded downstream, which "
-            "verifies them; its answer is returned as is. 502: downstream unreachable; 504: no answer in 10 s.",
+            "verifies them; its answer is returned as is. 401: the provider's credential refused (a failed "
+            "authentication of the caller's address: past the limit, 429). 502: downstream unreachable; 504: no "
+            "answer in 10 s.",
             responses={200: "*/*"},
-            errors=(502, 504),
+            errors=(401, 502, 504),
             tags=["passthrough"],
-        )(forward)
+        )(forward),
+        credentials=True,
     )
     blueprint.add_url_rule(
         _path, endpoint=_path.strip("/").replace("/", "_").replace("-", "_"), view_func=_view, methods=["POST"]

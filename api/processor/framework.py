@@ -13,6 +13,13 @@ Every provider path has a `Handler` (one module per provider, `HANDLER_MODULES`)
 transaction, and answers 200 only after that committed: an acknowledged notification is always
 stored. A failure stores the raw notification with its error (its own transaction) and answers
 5xx, so the provider retries; the raw notification stays for `replay`.
+
+What is stored of the request is its body and only the headers and query parameters replay reads
+(`kept_for_replay`): never a credential (`Authorization` values, Pub/Sub's OIDC token, the Android
+push `?token=`), which whoever reads the database or a backup could forge webhooks with. Every
+refusal of an unauthenticated caller (`Unverified`) answers the same text (`NOT_VERIFIED`): which
+integration, app or bundle id exists, and why the credential failed, is for the log only. Each
+401 counts against the caller's address (api/ratelimits.py `auth_failures`).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlencode
 
 from transforms.entitlements.effects import Effects
 from warehouse.db import Database
@@ -44,6 +52,25 @@ HANDLER_MODULES: dict[str, tuple[str, str]] = {
     "/api/integrations/mmp/generic-attribution": ("generic-attribution", "generic"),
 }
 PROVIDER_PATHS = {provider: path for path, (provider, _) in HANDLER_MODULES.items()}
+# What replay (`Handler.decode`) reads of a request besides its body, per path: header names and
+# query parameters. No decode reads either today: each reads the body and the columns verification
+# filled (workspace, app, integration), so nothing else is stored. A name added here must be one a
+# decode reads, and never a credential (`NEVER_KEPT`).
+REPLAY_HEADERS: dict[str, tuple[str, ...]] = {
+    "/webhooks/ios_store": (),  # the body's signedPayload, verified again (offline)
+    "/webhooks/android_store": (),  # the body; the app from its column (the OIDC token or ?token= said which)
+    "/webhooks/payment_processor": (),  # the body; the Stripe-Signature's tolerance has passed on replay
+    "/api/providers/subscription_provider_a/webhook": (),  # the body; the integration from its column
+    "/api/providers/subscription_provider_b/webhook": (),  # the body; the integration from its column
+    "/api/providers/generic-subscription/webhook": (),  # the body; the app from its column
+    "/api/integrations/mmp/generic-attribution": (),  # the body; the app from its column
+}
+REPLAY_QUERY: dict[str, tuple[str, ...]] = {path: () for path in HANDLER_MODULES}  # ?integration=, ?app=: columns
+NEVER_KEPT = frozenset({"authorization", "token", "cookie"})
+assert REPLAY_HEADERS.keys() == HANDLER_MODULES.keys() == REPLAY_QUERY.keys()
+assert not {n.lower() for names in (*REPLAY_HEADERS.values(), *REPLAY_QUERY.values()) for n in names} & NEVER_KEPT
+# The one answer to every unauthenticated refusal (401): the reason goes to the log.
+NOT_VERIFIED = "Not verified: this notification's credentials do not check out (the processor's log says why)"
 
 
 class ProcessorError(Exception):
@@ -90,6 +117,17 @@ class Incoming:
             if key.lower() == wanted:
                 return value
         return None
+
+
+def kept_for_replay(incoming: Incoming) -> tuple[dict[str, str], str]:
+    """The headers and query string stored with a verified notification: what replay reads of them
+    (`REPLAY_HEADERS`, `REPLAY_QUERY`), whichever process received it (the gateway hands over the
+    headers it forwards; a processor deployed alone sees all of them)."""
+    wanted = {name.lower() for name in REPLAY_HEADERS[incoming.path]}
+    headers = {key: value for key, value in incoming.headers.items() if key.lower() in wanted}
+    params = set(REPLAY_QUERY[incoming.path])
+    pairs = parse_qsl(incoming.query_string, keep_blank_values=True)
+    return headers, urlencode([(key, value) for key, value in pairs if key in params])
 
 
 @dataclass
@@ -139,9 +177,10 @@ def process(incoming: Incoming, ctx: Context) -> Answer:
         verified = handler_for(incoming.path).verify(incoming, ctx)
     except ProcessorError as e:
         log.info("notification refused", extra={"provider": provider, "status": e.status, "reason": e.message})
-        return Answer(e.status, {"error": e.message})
+        return Answer(e.status, {"error": NOT_VERIFIED if isinstance(e, Unverified) else e.message})
     if verified.dedup_key is None or verified.workspace_id is None:
         return Answer(200, {"status": "ignored", "reason": verified.note or "nothing to apply"})
+    headers, query_string = kept_for_replay(incoming)
     received = Received(
         provider=provider,
         dedup_key=verified.dedup_key,
@@ -149,8 +188,8 @@ def process(incoming: Incoming, ctx: Context) -> Answer:
         app_id=verified.app_id,
         integration_id=verified.integration_id,
         body=incoming.body,
-        headers=dict(incoming.headers),
-        query_string=incoming.query_string,
+        headers=headers,
+        query_string=query_string,
     )
     with ctx.database.read() as conn:
         done = notifications.applied_id(

@@ -70,7 +70,9 @@ class StripeHandler:
             stripe.Webhook.construct_event(incoming.body, incoming.header("Stripe-Signature"), secret)
         except stripe.SignatureVerificationError as e:
             raise Unverified(f"Stripe-Signature not verified: {e.user_message or e}") from None
-        except (UnicodeDecodeError, ValueError):
+        except UnicodeDecodeError:  # read before the signature: a 400 here would say the integration exists
+            raise Unverified("The body is not UTF-8, so no Stripe-Signature can cover it") from None
+        except ValueError:
             raise Malformed("The body is not a Stripe event") from None
         if tenant.app_id is None:
             raise Unverified(f"Integration {tenant.integration_id} has no app_id")

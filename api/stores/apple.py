@@ -12,11 +12,15 @@ responders named in the certificates whether they are revoked (its own 30 s time
 cached 15 minutes); an unreachable responder is `StoreUnavailable` (502) and no answer within the
 gateway's downstream timeout (10 s) `StoreTimeout` (504). With them off, the chain is checked at
 the data's `signedDate`.
+
+A receipt Apple does not vouch for is refused with one text whatever the reason (unknown bundle
+id, bad signature, another environment): the reason is logged, never told to the caller.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +37,10 @@ from transforms.stores import apple
 from warehouse.db import utcnow
 from warehouse.entitlements.stores import AppStores, app_for_bundle_id
 
+log = logging.getLogger("flokit.stores")
+
+# The one answer to a transaction Apple does not vouch for here, whatever the reason (logged).
+NOT_VOUCHED = "The App Store does not vouch for this transaction for an app set up here (the gateway's log says why)"
 ROOTS = "apple.roots"
 VERIFIERS = "apple.verifiers"
 T = TypeVar("T")
@@ -145,7 +153,10 @@ def verify_receipt(ctx: Context, signed_transaction_info: str) -> VerifiedPurcha
             timeout_s=ctx.settings.passthrough_timeout_s,
         )
         fact = apple.transaction_fact(txn)
-    except (NotVerifiable, apple.Unmappable) as e:
+    except NotVerifiable as e:  # the same answer whatever failed: no caller learns which bundle ids are set up
+        log.info("receipt refused", extra={"provider": "ios_store", "reason": str(e)})
+        raise ReceiptRejected(NOT_VOUCHED) from None
+    except apple.Unmappable as e:  # verified: the caller holds a genuine transaction of an app here
         raise ReceiptRejected(str(e)) from None
     stores = app.stores
     effect = Effect(stores.app_id, fact, events_of(txn, workspace_id=stores.workspace_id, received_at=utcnow()))

@@ -9,15 +9,17 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 from flask.testing import FlaskClient
 
+from api.processor.framework import NOT_VERIFIED
 from tests.api.notifications_support import connect, entitlement, landed, settings, stored_count
 from transforms.integrations.subscription_provider_a import event_id as sync_event_id
 from warehouse.db import Database
 
 __all__ = ["settings"]
 
-AUTH = "Bearer rc-webhook-0123456789abcdef"
+AUTH = "Bearer rc-whk-5f1c9e07b3a84d26e9c0f4a7b81d352c"
 PATH = "/api/providers/subscription_provider_a/webhook"
 DAY_MS = 86_400_000
 
@@ -78,14 +80,15 @@ def test_a_wrong_authorization_is_401_and_nothing_is_stored(client: FlaskClient,
     assert entitlement(client, workspace, "user-7")["active"] is False
 
 
-def test_an_integration_without_webhook_settings_refuses_with_the_reason(
-    client: FlaskClient, db: Database, workspace: dict
+def test_an_integration_without_webhook_settings_refuses_and_logs_the_reason(
+    client: FlaskClient, db: Database, workspace: dict, caplog: pytest.LogCaptureFixture
 ) -> None:
     integration_id = connect(
         db, workspace["workspace_id"], "subscription_provider_a", {"api_key": "sk_rc_01234567", "project_id": "proj1"}
     )
     r = post(client, integration_id, rc_event("INITIAL_PURCHASE"))
-    assert r.status_code == 401 and "webhook_authorization" in r.json["error"]
+    assert r.status_code == 401 and r.json == {"error": NOT_VERIFIED}
+    assert any("webhook_authorization" in getattr(record, "reason", "") for record in caplog.records)
 
 
 def test_initial_purchase_grants_and_expiration_ends_access_with_the_syncs_event_ids(

@@ -19,9 +19,15 @@ import requests
 from flask.testing import FlaskClient
 
 from api.app import create_app
+from tests.api.notifications_support import KEY, connect, stored_count
+from tests.api.test_notifications_revenuecat import AUTH as RC_AUTH
+from tests.api.test_notifications_revenuecat import PATH as RC_PATH
+from tests.api.test_notifications_revenuecat import rc_event
 from tests.conftest import bearer
 from tests.ingest_support import PATH as INGEST
 from tests.support import free_port, gunicorn_server
+from tests.webhook_receiver import running_receiver
+from warehouse.db import Database
 from warehouse.settings import RATE_LIMIT_DEFAULTS, Settings, SettingsError
 
 ENTITLEMENT = "/api/paywall/entitlement"
@@ -104,7 +110,7 @@ def test_an_ingest_app_token_counts_its_401s(settings: Settings, workspace: dict
 def test_routes_without_credentials_are_limited_per_address(settings: Settings) -> None:
     client = client_for(settings, address="2/minute")
     body = {"provider": "ios_store", "signedTransactionInfo": "eyJhbGciOi.e30.c2ln"}
-    # No app has store identities here: 422 ("no tenant provisioned"), yet each counts.
+    # No app has store identities here: 422 (Apple vouches for nothing here), yet each counts.
     assert [client.post(RECEIPT, json=body, headers={"x-user-id": "u1"}).status_code for _ in range(2)] == [422] * 2
     message = assert_429(client.post(RECEIPT, json=body, headers={"x-user-id": "u1"}), v1=False)
     assert message.startswith("Too many requests from this address (at most 2 per 60 seconds)")
@@ -140,6 +146,40 @@ def test_failed_authentications_lock_an_address_out_of_every_credentialed_route(
     assert client.get(config, headers={**attacker, "x-user-id": "u"}).status_code == 200  # nothing to guess there
     honest = {"X-Forwarded-For": "192.0.2.67"}
     assert client.get("/v1/workspace", headers={**honest, **bearer(workspace["api_key_read_only"])}).status_code == 200
+
+
+def test_wrong_provider_credentials_count_as_failed_authentications(
+    settings: Settings, workspace: dict[str, Any], db: Database
+) -> None:
+    """The provider webhook paths take a credential (RevenueCat's `Authorization`): its guesses are
+    failed authentications of the guesser's address; past the limit even the right value is 429,
+    with nothing applied, while the provider's own address is unaffected."""
+    client = client_for(replace(settings, instance_key=KEY, trusted_proxies=1), auth_failures="5/minute")
+    raw = {"api_key": "sk_rc_0123456789abcdef", "project_id": "proj1a2b3c4d", "app_id": workspace["app_id"]}
+    integration_id = connect(
+        db, workspace["workspace_id"], "subscription_provider_a", raw | {"webhook_authorization": RC_AUTH}
+    )
+
+    def webhook(address: str, authorization: str, n: int) -> Any:
+        body = {"api_version": "1.0", "event": rc_event("INITIAL_PURCHASE", user=f"user-{n}")}
+        return client.post(f"{RC_PATH}?integration={integration_id}", json=body,
+                            headers={"Authorization": authorization, "X-Forwarded-For": address})  # fmt: skip
+
+    attacker, provider = "192.0.2.66", "198.51.100.20"
+    assert [webhook(attacker, f"Bearer guess-{i}", i).status_code for i in range(5)] == [401] * 5
+    message = assert_429(webhook(attacker, RC_AUTH, 5), v1=False)
+    assert message.startswith("Too many failed authentications from this address (at most 5 per 60 seconds)")
+    assert stored_count(db) == 0
+    assert webhook(provider, RC_AUTH, 6).json["status"] == "applied"
+
+
+def test_a_gateway_forwarding_elsewhere_counts_the_downstreams_401s(settings: Settings) -> None:
+    with running_receiver() as downstream:
+        downstream.status[RC_PATH] = 401
+        client = client_for(replace(settings, passthrough_url=downstream.url), auth_failures="3/minute")
+        assert [client.post(RC_PATH, data=b"{}").status_code for _ in range(3)] == [401] * 3
+        assert_429(client.post(RC_PATH, data=b"{}"), v1=False)
+        assert len(downstream.requests) == 3  # refused before anything is forwarded
 
 
 def test_the_failure_fast_path_forgets_only_addresses_every_window_forgot(

@@ -14,6 +14,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
+from api.stores.apple import NOT_VOUCHED
 from tests.api.ios_support import active, landed, notify, pki_settings_fields, receipt, set_up_ios
 from tests.providers.apple_pki import DAY_MS, ApplePki, now_ms, renewal, transaction
 from tests.support import free_port
@@ -95,8 +96,13 @@ def _b64(data: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 
 
-def test_what_apple_did_not_sign_for_this_app_is_422(
-    client: FlaskClient, db: Database, ios: dict[str, Any], pki: ApplePki, tmp_path: Path
+def test_what_apple_did_not_sign_for_this_app_is_422_with_one_text_and_the_reason_logged(
+    client: FlaskClient,
+    db: Database,
+    ios: dict[str, Any],
+    pki: ApplePki,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     genuine = pki.transaction()
     header, _, signature = genuine.split(".")
@@ -111,24 +117,41 @@ def test_what_apple_did_not_sign_for_this_app_is_422(
         "no x5c": (".".join((_b64({"alg": "ES256"}), genuine.split(".")[1], signature)), "signature"),
     }
     for name, (jws, message) in cases.items():
+        caplog.clear()
         response = receipt(client, ios, jws)
         assert response.status_code == 422, name
-        assert message in response.json["error"], (name, response.json)
+        assert response.json == {"error": NOT_VOUCHED}, (name, response.json)
+        assert any(message in getattr(r, "reason", "") for r in caplog.records), (name, caplog.records)
     assert not active(db, ios, "user-7")
     assert landed(db) == {}
     assert receipt(client, ios, genuine).status_code == 200  # the genuine one still verifies
 
 
 def test_no_roots_or_no_ios_app_is_422(
-    settings: Settings, db: Database, workspace: dict[str, Any], pki: ApplePki
+    settings: Settings, db: Database, workspace: dict[str, Any], pki: ApplePki, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = create_app(settings).test_client()
     response = receipt(client, workspace, pki.transaction())
-    assert response.status_code == 422 and "no tenant provisioned" in response.json["error"]
+    assert response.status_code == 422 and response.json == {"error": NOT_VOUCHED}
+    assert any("no tenant provisioned" in getattr(r, "reason", "") for r in caplog.records)
     set_up_ios(db, workspace["app_id"])
     no_roots = create_app(replace(settings, apple_root_certs=())).test_client()
     response = receipt(no_roots, workspace, pki.transaction())
-    assert response.status_code == 422 and "FLOKIT_APPLE_ROOT_CERTS" in response.json["error"]
+    assert response.status_code == 422 and response.json == {"error": NOT_VOUCHED}
+    assert any("FLOKIT_APPLE_ROOT_CERTS" in getattr(r, "reason", "") for r in caplog.records)
+
+
+def test_an_unknown_bundle_id_and_a_bad_signature_get_the_same_bytes(
+    client: FlaskClient, ios: dict[str, Any], pki: ApplePki
+) -> None:
+    """Nobody without a genuine transaction learns which bundle ids are set up here."""
+    genuine = pki.transaction()
+    header, payload, signature = genuine.split(".")
+    forged = ".".join((header, payload, signature[:-4] + ("AAAA" if signature[-4:] != "AAAA" else "BBBB")))
+    unknown = receipt(client, ios, pki.transaction(bundleId="com.nobody.here"))
+    bad = receipt(client, ios, forged)
+    assert (unknown.status_code, bad.status_code) == (422, 422)
+    assert unknown.get_data() == bad.get_data()
 
 
 def test_a_purchase_linked_to_a_user_is_nobody_elses(
