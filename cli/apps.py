@@ -4,7 +4,9 @@ Receipts and notifications find their app by what the store signed (the iOS bund
 Android package name) or by a secret only the app's Pub/Sub push subscription knows; an app
 without these answers receipts 422 ("no tenant provisioned"). The Google service account key is
 sealed under the instance key; secrets made here (the push token, the generic paths' signing
-secret) are printed once.
+secret) are printed once. Pushes authenticated by OIDC need both the push subscription's
+audience and its service account (Google signs tokens for any audience for any account): the
+command warns while an audience has no service account.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ set on the `httplib2.Http` each call gets: httplib2 objects are not thread-safe 
 per-request timeout, so the built service (static discovery, parsed once per app) is cached and
 each call runs on a fresh `AuthorizedHttp`. No answer in time: `StoreTimeout` (504); a refused
 connection, a 5xx or a 429: `StoreUnavailable` (502); 400/404/410 (a token Google does not know
-for this app): the purchase is not vouched for.
+for this app): the purchase is not vouched for. A notified void is vouched for by Google's
+voided purchases (`confirmed_void`), never by the notification.
 """
 
 from __future__ import annotations
