@@ -4,7 +4,9 @@ Receipts and notifications find their app by what the store signed (the iOS bund
 Android package name) or by a secret only the app's Pub/Sub push subscription knows; an app
 without these answers receipts 422 ("no tenant provisioned"). The Google service account key is
 sealed under the instance key; secrets made here (the push token, the generic paths' signing
-secret) are printed once.
+secret) are printed once. Pushes authenticated by OIDC need both the push subscription's
+audience and its service account (Google signs tokens for any audience for any account): the
+command warns while an audience has no service account.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ from warehouse.entitlements.stores import StoresUpdate, set_stores, stores_of
 from warehouse.errors import Conflict, NotFound
 
 SERVICE_ACCOUNT_FIELDS = ("type", "client_email", "private_key", "token_uri")
+PUSH_SERVICE_ACCOUNT_MISSING = (
+    "app {app_id} has a push audience but no push service account: Google Play pushes with OIDC tokens are "
+    "refused until you set it (--android-push-service-account, the service account of the Pub/Sub push "
+    "subscription: Google Cloud console, Pub/Sub, Subscriptions, the subscription, Edit, Enable authentication)"
+)
 
 
 @click.group()
@@ -45,6 +52,16 @@ def _service_account(app: App, path: Path) -> str:
     return text
 
 
+def _push_service_account(app: App, email: str | None) -> str | None:
+    """The push subscription's service account e-mail, lower-cased (Google compares them so)."""
+    if email is None:
+        return None
+    local, at, domain = email.partition("@")
+    if not (local and at and "." in domain and len(email) <= 320) or any(c.isspace() for c in email):
+        app.fail("--android-push-service-account must be an e-mail (NAME@PROJECT.iam.gserviceaccount.com)")
+    return email.lower()
+
+
 @apps.command("stores")
 @click.option("--app", "app_id", required=True, help="The app (app_...).")
 @click.option("--ios-bundle-id", help="The iOS app's bundle id, as App Store Connect shows it.")
@@ -59,6 +76,10 @@ def _service_account(app: App, path: Path) -> str:
     help="A Google service account key (JSON) with access to the app in the Play Console.",
 )
 @click.option("--android-push-audience", help="The audience of the Pub/Sub push subscription's OIDC tokens.")
+@click.option(
+    "--android-push-service-account",
+    help="The service account e-mail the Pub/Sub push subscription authenticates as (required with an audience).",
+)
 @click.option("--new-android-push-token", is_flag=True, help="Make a secret for the push URL (printed once).")
 @click.option("--new-generic-secret", is_flag=True, help="Make the generic paths' signing secret (printed once).")
 @json_option
@@ -72,6 +93,7 @@ def stores(
     android_package: str | None,
     android_service_account: Path | None,
     android_push_audience: str | None,
+    android_push_service_account: str | None,
     new_android_push_token: bool,
     new_generic_secret: bool,
 ) -> None:
@@ -88,6 +110,7 @@ def stores(
         if android_service_account
         else None,
         android_push_audience=android_push_audience,
+        android_push_service_account=_push_service_account(app, android_push_service_account),
         new_android_push_token=new_android_push_token,
         new_generic_secret=new_generic_secret,
     )
@@ -112,6 +135,8 @@ def stores(
     except Conflict as exc:
         app.fail(str(exc))
     shown: dict[str, Any] = result.stores.public()
+    if result.stores.android_push_audience and not result.stores.android_push_service_account:
+        click.echo(f"warning: {PUSH_SERVICE_ACCOUNT_MISSING.format(app_id=app_id)}", err=True)
     if result.android_push_token:
         shown["android_push_token"] = result.android_push_token
         shown["android_push_path"] = f"/webhooks/android_store?token={result.android_push_token}"

@@ -9,7 +9,8 @@ set on the `httplib2.Http` each call gets: httplib2 objects are not thread-safe 
 per-request timeout, so the built service (static discovery, parsed once per app) is cached and
 each call runs on a fresh `AuthorizedHttp`. No answer in time: `StoreTimeout` (504); a refused
 connection, a 5xx or a 429: `StoreUnavailable` (502); 400/404/410 (a token Google does not know
-for this app): the purchase is not vouched for.
+for this app): the purchase is not vouched for. A notified void is vouched for by Google's
+voided purchases (`confirmed_void`), never by the notification.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import httplib2  # type: ignore[import-untyped]
@@ -40,6 +41,11 @@ from warehouse.entitlements.stores import AppStores
 log = logging.getLogger("flokit.stores.google_play")
 
 NOT_FOUND = (400, 404, 410)  # an invalid or unknown token, or one past its 60 days after expiry
+VOIDED_HORIZON = timedelta(days=30)  # how far back voidedpurchases.list reaches
+# Our clock and Google's differ: a startTime of exactly 30 days ago could be refused as older.
+HORIZON_MARGIN = timedelta(minutes=10)
+VOIDED_PAGE_SIZE = 1000  # voidedpurchases.list's maximum
+MAX_VOIDED_PAGES = 20  # 20 000 voids in 30 days; a void not among them is not confirmed
 
 
 class NotFound(Exception):
@@ -92,6 +98,20 @@ class Client:
         purchases = self.service.purchases().products()
         return self.call(purchases.get(packageName=self.package, productId=product_id, token=token))
 
+    def voided_page(self, *, start: datetime, page: str | None) -> dict[str, Any]:
+        """One page of `voidedpurchases.list` since `start`: subscriptions too (`type=1`), and
+        quantity-based partial refunds (which a notification may announce as well)."""
+        params: dict[str, Any] = {"packageName": self.package, "type": 1, "maxResults": VOIDED_PAGE_SIZE,
+                                  "includeQuantityBasedPartialRefund": True}  # fmt: skip
+        if page is None:
+            params["startTime"] = str(int(start.timestamp() * 1000))
+        else:
+            params["token"] = page
+        try:
+            return self.call(self.service.purchases().voidedpurchases().list(**params))
+        except NotFound as e:  # a 400 or 404 here is about the request, not a token
+            raise StoreUnavailable(f"Google Play refused listing the app's voided purchases: {e}") from None
+
     def acknowledge_subscription(self, product_id: str, token: str) -> None:
         purchases = self.service.purchases().subscriptions()
         self.call(purchases.acknowledge(packageName=self.package, subscriptionId=product_id, token=token, body={}))
@@ -112,8 +132,9 @@ def client_for(ctx: Context, app: AppStores) -> Client:
             f"No tenant provisioned for this Android app: set its package and service account with "
             f"`flokit admin apps stores --app {app.app_id}`"
         )
-    digest = hashlib.sha256(json.dumps(info, sort_keys=True).encode("utf-8")).hexdigest()
-    key = f"google_play:{app.app_id}:{digest}:{ctx.settings.google_play_api_url}:{ctx.settings.passthrough_timeout_s}"
+    fingerprint = hashlib.sha256(json.dumps(info, sort_keys=True).encode("utf-8")).hexdigest()
+    key = f"google_play:{app.app_id}:{fingerprint}:{ctx.settings.google_play_api_url}:"
+    key += str(ctx.settings.passthrough_timeout_s)
     found = ctx.cache.get(key)
     if isinstance(found, Client):
         return found
@@ -142,6 +163,28 @@ def store_key(ctx: Context, client: Client, app_id: str, token: str, purchase: M
             return None
 
     return gp.resolve_store_key(token, purchase, held=held, linked_of=linked_of)
+
+
+def confirmed_void(client: Client, token: str, order_id: str | None, *, now: datetime) -> Mapping[str, Any] | None:
+    """Google's record of the void of `token` (and `order_id`) in the last 30 days
+    (`gp.confirmed_void` over `voidedpurchases.list`), or None: a notification alone is no proof
+    that a purchase was voided. Pages until found, `MAX_VOIDED_PAGES` at most."""
+    start, page = now - VOIDED_HORIZON + HORIZON_MARGIN, None
+    for _ in range(MAX_VOIDED_PAGES):
+        body = client.voided_page(start=start, page=page)
+        listed = body.get("voidedPurchases")
+        items = [v for v in listed if isinstance(v, Mapping)] if isinstance(listed, list) else []
+        found = gp.confirmed_void(items, token=token, order_id=order_id)
+        if found is not None:
+            return found
+        paging = body.get("tokenPagination")
+        following = paging.get("nextPageToken") if isinstance(paging, Mapping) else None
+        if not isinstance(following, str) or not following or following == page:
+            return None
+        page = following
+    log.warning("a voided purchase was not among the first pages of Google's list", extra={
+        "token_sha256": digest(token), "pages": MAX_VOIDED_PAGES})  # fmt: skip
+    return None
 
 
 @dataclass(frozen=True)
@@ -198,13 +241,14 @@ def _acknowledging(step: Callable[[], None], token: str) -> Callable[[], None]:
         try:
             step()
         except Exception as e:  # StoreUnavailable, StoreTimeout: the verdict stands
-            log.warning("acknowledging a Google Play purchase failed", extra={"token_sha256": _digest(token),
+            log.warning("acknowledging a Google Play purchase failed", extra={"token_sha256": digest(token),
                                                                                 "error": str(e)})  # fmt: skip
 
     return run
 
 
-def _digest(token: str) -> str:
+def digest(token: str) -> str:
+    """A short digest of a purchase token for the log (the token itself is a credential of the purchase)."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
 
 

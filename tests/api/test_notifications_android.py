@@ -7,6 +7,7 @@ purchase's state from the fake Play Developer API, as Google says to.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -27,6 +28,7 @@ from tests.providers.google_play_fake import (
     push_body,
     settings_for,
     subscription,
+    voided,
 )
 from tests.providers.google_play_support import buy, entitled, gateway_for, grant
 from warehouse.db import Database
@@ -162,6 +164,7 @@ def test_a_voided_purchase_is_inactive_at_once_with_a_refund(
     play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 20 * DAY)
     buy(gateway, play, workspace, "tok-1")
     assert entitled(gateway, workspace)
+    play.voided = [voided("tok-1", ORDER, voided_at=datetime.now(UTC))]
     void = {"voidedPurchaseNotification": {"purchaseToken": "tok-1", "orderId": ORDER, "productType": 1,
                                            "refundType": 1}}  # fmt: skip
     answer = push(gateway, play, void, "msg-void")
@@ -196,6 +199,7 @@ def test_an_upgrade_makes_its_new_token_current_and_the_older_token_never_takes_
     # The first token's own notification, delivered late, states nothing.
     assert push(gateway, play, sub_note("tok-a", CANCELED), "msg-late").status_code == 200
     # A refund of the first token's order revokes the purchase but names no newer token.
+    play.voided = [voided("tok-a", ORDER, voided_at=datetime.now(UTC))]
     void = {"voidedPurchaseNotification": {"purchaseToken": "tok-a", "orderId": ORDER, "productType": 1,
                                            "refundType": 1}}  # fmt: skip
     assert push(gateway, play, void, "msg-void-a").status_code == 200
@@ -218,6 +222,11 @@ def test_a_test_notification_is_200_and_not_stored(gateway: FlaskClient, play: F
         pytest.param(lambda play: play.mint_id_token(PUSH_AUDIENCE, email_verified=False), id="unverified-email"),
         pytest.param(lambda play: play.mint_id_token(PUSH_AUDIENCE, issuer="https://evil.test"), id="other-issuer"),
         pytest.param(lambda play: play.mint_id_token(PUSH_AUDIENCE, key=stranger()), id="other-key"),
+        # Google signs ID tokens for any audience for any account: the issue's forged push, a
+        # valid Google signature for the right audience, of an account that is not the push's.
+        pytest.param(
+            lambda play: play.mint_id_token(PUSH_AUDIENCE, email="attacker@gmail.com"), id="other-google-account"
+        ),
         pytest.param(lambda play: "", id="none"),
     ],
 )
@@ -313,8 +322,114 @@ def test_one_time_products_are_read_acknowledged_and_voided(
         headers={"x-user-id": "user-1", "x-app-key": workspace["app_key"]},
     )  # fmt: skip
     assert answer.status_code == 200 and entitled(gateway, workspace)
+    play.voided = [voided("tok-p", "GPA.3301-9999-8888-77777", voided_at=datetime.now(UTC))]
     void = {"voidedPurchaseNotification": {"purchaseToken": "tok-p", "orderId": "GPA.3301-9999-8888-77777",
                                            "productType": 2, "refundType": 1}}  # fmt: skip
     assert push(gateway, play, void, "msg-otp-void").status_code == 200
     assert not entitled(gateway, workspace)
     assert "gp:GPA.3301-9999-8888-77777:refund" in events(db)
+
+
+def test_an_app_with_an_audience_but_no_push_service_account_refuses_oidc_pushes(
+    settings: Settings, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    """Set up before the push service account existed: the audience alone proves nothing, so the
+    operator must set it (`--android-push-service-account`); the push token URL still works."""
+    push_token = provision(db, workspace["app_id"], play, push_service_account=None)
+    gateway = gateway_for(settings, play)
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + DAY, acknowledged=True)
+    refused = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-oidc")
+    assert refused.status_code == 401
+    assert stored(db) == 0 and play.calls.gets == []
+    by_url = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-url", bearer="", query=f"?token={push_token}")
+    assert by_url.status_code == 200, by_url.json
+
+
+def void_note(token: str, order: str, **extra: Any) -> dict[str, Any]:
+    return {"voidedPurchaseNotification": {"purchaseToken": token, "orderId": order, "productType": 1,
+                                           "refundType": 1}, **extra}  # fmt: skip
+
+
+def test_a_void_google_does_not_confirm_changes_nothing(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    """A voided-purchase notification is only a signal: Google's voided purchases must list it."""
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 20 * DAY)
+    buy(gateway, play, workspace, "tok-1")
+    before = grant(db, workspace, "tok-1")
+
+    # A victim's active purchase, Google has no void of it.
+    answer = push(gateway, play, void_note("tok-1", ORDER), "msg-void-unconfirmed")
+    assert answer.status_code == 200, answer.json  # Pub/Sub stops retrying
+    assert entitled(gateway, workspace)
+    after = grant(db, workspace, "tok-1")
+    assert after.revoked_at is None and after.stated_at == before.stated_at
+    # A made-up token and order: no grant and no refund in the reports.
+    made_up = void_note("tok-made-up", "GPA.0000-0000-0000-00000")
+    assert push(gateway, play, made_up, "msg-void-made-up").status_code == 200
+    assert grant(db, workspace, "tok-made-up") is None
+    # Google lists a void of another order of the purchase only: this order's is not confirmed.
+    play.voided = [voided("tok-1", ORDER + "..0", voided_at=NOW)]
+    assert push(gateway, play, void_note("tok-1", ORDER), "msg-void-other-order").status_code == 200
+    assert entitled(gateway, workspace)
+    assert not [e for e in events(db).values() if e.event_type == "refund"]
+    assert len(play.calls.voided_lists) == 3  # Google was asked each time
+
+
+def test_a_confirmed_void_is_applied_at_googles_time_not_the_notifications(
+    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+) -> None:
+    """The issue's void dated 2100 froze the grant: the revocation is Google's record, its time too."""
+    play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 20 * DAY)
+    buy(gateway, play, workspace, "tok-1")
+    voided_at = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    play.voided = [voided("tok-1", ORDER, voided_at=voided_at)]
+    year_2100 = str(int(datetime(2100, 1, 1, tzinfo=UTC).timestamp() * 1000))
+    answer = push(gateway, play, void_note("tok-1", ORDER, eventTimeMillis=year_2100), "msg-void-2100")
+    assert answer.status_code == 200, answer.json
+    assert not entitled(gateway, workspace)
+    revoked = grant(db, workspace, "tok-1")
+    assert revoked.revoked_at == voided_at and revoked.stated_at < datetime.now(UTC) + timedelta(minutes=5)
+    assert events(db)[f"gp:{ORDER}:refund"].user_id == "user-1"
+
+
+def jose(header: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(header).encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "bearer",
+    [
+        pytest.param("not-a-jwt", id="opaque"),
+        pytest.param("a.b.c", id="three-parts-no-json"),
+        pytest.param(f"{jose({'alg': 'none', 'kid': 'k'})}.e30.", id="alg-none"),
+        pytest.param(f"{jose({'alg': 'HS256', 'kid': 'k'})}.e30.c2ln", id="hs256"),
+        pytest.param(f"{jose({'alg': 'RS256'})}.e30.c2ln", id="no-kid"),
+        pytest.param(f"{jose({'alg': 'RS256', 'kid': 'k'})}.e30.c2ln.d", id="four-parts"),
+        pytest.param(f"{jose({'alg': 'RS256', 'kid': 'k'})}.e30!.c2ln", id="not-base64url"),
+    ],
+)
+def test_a_token_that_is_not_a_google_jwt_is_401_before_any_certificate_fetch(
+    gateway: FlaskClient, play: FakeGooglePlay, db: Database, bearer: str
+) -> None:
+    answer = push(gateway, play, {"testNotification": {"version": "1.0"}}, "msg-shape", bearer=bearer)
+    assert answer.status_code == 401
+    assert play.calls.certs == 0 and stored(db) == 0
+
+
+def test_googles_certificates_are_fetched_once_per_their_max_age(
+    settings: Settings, gateway: FlaskClient, play: FakeGooglePlay, db: Database
+) -> None:
+    for n in range(3):
+        assert push(gateway, play, {"testNotification": {"version": "1.0"}}, f"msg-{n}").status_code == 200
+    assert play.calls.certs == 1
+    # A key the certificates lack (a made-up kid) costs no fetch a minute after the last.
+    unknown = play.mint_id_token(PUSH_AUDIENCE, key=stranger(), kid="made-up-kid")
+    assert push(gateway, play, {"testNotification": {"version": "1.0"}}, "msg-kid", bearer=unknown).status_code == 401
+    assert play.calls.certs == 1
+    # Answered with max-age=0, they are fetched again for each push (another process: its own cache).
+    play.certs_max_age = 0
+    fresh = gateway_for(settings, play)
+    for n in range(2):
+        assert push(fresh, play, {"testNotification": {"version": "1.0"}}, f"msg-again-{n}").status_code == 200
+    assert play.calls.certs == 3

@@ -22,6 +22,7 @@ from tests.providers.google_play_fake import (
     push_body,
     settings_for,
     subscription,
+    voided,
 )
 from tests.support import gunicorn_server
 from warehouse.db import Database
@@ -67,7 +68,8 @@ def test_receipts_lapse_grace_and_refund_through_the_gateway(
             assert sorted(a[2] for a in play.calls.acknowledged) == ["tok-grace", "tok-lapsing", "tok-paid"]
 
             # A refund: Google's voided-purchase notification on the gateway path, pushed with an
-            # OIDC token; the purchase is off at once.
+            # OIDC token; Google lists the void, and the purchase is off at once.
+            play.voided = [voided("tok-paid", "GPA.3301-0000-1111-22222", voided_at=datetime.now(UTC))]
             void = {"voidedPurchaseNotification": {"purchaseToken": "tok-paid", "orderId": "GPA.3301-0000-1111-22222",
                                                    "productType": 1, "refundType": 1}}  # fmt: skip
             pushed = requests.post(

@@ -88,3 +88,22 @@ def test_set_show_and_refuse(env: dict[str, str], tmp_path: Path) -> None:
     assert refused.returncode == 1 and "not a service_account key" in refused.stderr
     missing = flokit(env, "admin", "apps", "stores", "--app", "app_nope", "--ios-bundle-id", "x.y")
     assert missing.returncode == 1 and "no app app_nope" in missing.stderr
+
+
+def test_the_push_audience_wants_the_push_service_account(env: dict[str, str]) -> None:
+    """Google signs ID tokens for any audience for any account: an audience alone is refused at
+    push time, and the command says so until the push subscription's service account is set."""
+    app_id = app_of(env)
+    audience = "https://flokit.example/webhooks/android_store"
+    audience_only = flokit(env, "admin", "apps", "stores", "--app", app_id, "--android-package", "com.acme.fit",
+                           "--android-push-audience", audience, "--json")  # fmt: skip
+    assert audience_only.returncode == 0, audience_only.stderr
+    assert "--android-push-service-account" in audience_only.stderr and "refused" in audience_only.stderr
+    bad = flokit(env, "admin", "apps", "stores", "--app", app_id, "--android-push-service-account", "not an e-mail")
+    assert bad.returncode == 1 and "must be an e-mail" in bad.stderr
+    done = flokit(env, "admin", "apps", "stores", "--app", app_id, "--android-push-service-account",
+                  "RTDN-Push@acme.iam.gserviceaccount.com", "--json")  # fmt: skip
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    shown = json.loads(done.stdout)["android"]
+    assert shown["push_service_account"] == "rtdn-push@acme.iam.gserviceaccount.com"
+    assert shown["push_audience"] == audience

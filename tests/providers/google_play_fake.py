@@ -11,13 +11,15 @@ Real HTTP with the documented shapes, so FloKit runs Google's own client librari
   the two `:acknowledge` calls (recorded, and the purchase becomes acknowledged), and
   `purchases.voidedpurchases.list` (`VoidedPurchasesListResponse`: `voidedPurchases`,
   `tokenPagination.nextPageToken`; `startTime` filters on `voidedTimeMillis` and is ignored once a
-  page `token` is given; `type=0` leaves subscriptions out; `voided_page_cap` answers fewer than
-  `maxResults`, as Google may). An unknown token answers Google's error shape
+  page `token` is given; `type=0` leaves subscriptions out; quantity-based partial refunds, the
+  resources with `voidedQuantity`, only with `includeQuantityBasedPartialRefund=true`;
+  `voided_page_cap` answers fewer than `maxResults`, as Google may). An unknown token answers Google's error shape
   `{"error": {"code": 404, "message", "status": "NOT_FOUND"}}`.
 - Failures: `fail_next` answers the next API calls with these statuses (and headers, e.g.
   `Retry-After`) in turn; `api_status` answers every API call with that status.
-- `GET /oauth2/v1/certs`: `{key id: PEM certificate}` like Google's, for OIDC id tokens the fake
-  mints as Pub/Sub would (`mint_id_token`).
+- `GET /oauth2/v1/certs`: `{key id: PEM certificate}` like Google's, with Google's
+  `Cache-Control: public, max-age=<certs_max_age>, must-revalidate, no-transform`, for OIDC id
+  tokens the fake mints as Pub/Sub would (`mint_id_token`); `calls.certs` counts the fetches.
 `delay_s` holds every API answer that long (a store that is silent).
 """
 
@@ -165,6 +167,7 @@ class Calls:
     gets: list[str] = field(default_factory=list)
     voided_lists: list[dict[str, str]] = field(default_factory=list)  # each list call's query
     acknowledged: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, product, token)
+    certs: int = 0  # GET /oauth2/v1/certs
 
 
 class FakeGooglePlay(ThreadedFake):
@@ -186,6 +189,7 @@ class FakeGooglePlay(ThreadedFake):
         self.voided_page_cap = 1000
         self.fail_next: list[tuple[int, dict[str, str]]] = []
         self.api_status: int | None = None
+        self.certs_max_age = 21_600  # seconds; Google's answers say a few hours
         self._issued: set[str] = set()
         self._lock = threading.Lock()
         self._account_key, self._account_pem = _rsa_pem()
@@ -223,6 +227,8 @@ class FakeGooglePlay(ThreadedFake):
         issuer: str = "https://accounts.google.com",
         expires_in: int = 3600,
         key: rsa.RSAPrivateKey | None = None,
+        email: str = PUSH_EMAIL,
+        kid: str = OIDC_KID,
     ) -> str:
         """An OIDC id token as Pub/Sub's push signs it (claims per Cloud Pub/Sub's
         "Authentication for push subscriptions")."""
@@ -232,11 +238,11 @@ class FakeGooglePlay(ThreadedFake):
             pem = key.private_bytes(
                 serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
             ).decode()
-        signer = crypt.RSASigner.from_string(pem, key_id=OIDC_KID)
+        signer = crypt.RSASigner.from_string(pem, key_id=kid)
         claims = {
             "aud": audience,
             "azp": "100000000000000000002",
-            "email": PUSH_EMAIL,
+            "email": email,
             "email_verified": email_verified,
             "iat": now - 10 if expires_in > 0 else now - 7200,
             "exp": now + expires_in,
@@ -276,7 +282,11 @@ class FakeGooglePlay(ThreadedFake):
         if request.path == "/token" and request.method == "POST":
             return self._token(request)
         if request.path == "/oauth2/v1/certs":
-            return self._json(200, {OIDC_KID: self._oidc_cert})
+            with self._lock:
+                self.calls.certs += 1
+            response = self._json(200, {OIDC_KID: self._oidc_cert})
+            response.headers["Cache-Control"] = f"public, max-age={self.certs_max_age}, must-revalidate, no-transform"
+            return response
         if not request.path.startswith(API):
             return self._error(404, "NOT_FOUND", "Not Found")
         auth = request.headers.get("Authorization", "")
@@ -306,10 +316,12 @@ class FakeGooglePlay(ThreadedFake):
             else:
                 offset, start = 0, int(query.get("startTime", 0))
             kinds = int(query.get("type", 0))
+            partial = query.get("includeQuantityBasedPartialRefund") == "true"
             matching = [
                 v for v in self.voided
                 if int(v["voidedTimeMillis"]) >= start
                 and (kinds == 1 or v["purchaseToken"] not in self.voided_subscription_tokens)
+                and (partial or "voidedQuantity" not in v)
             ]  # fmt: skip
             page = matching[offset : offset + size]
             body: dict[str, Any] = {
@@ -430,14 +442,23 @@ def settings_for(settings: Any, play: FakeGooglePlay, *, timeout_s: float = 3.0)
     )
 
 
-def provision(db: Any, app_id: str, play: FakeGooglePlay, *, account: dict[str, Any] | None = None) -> str:
-    """Set the app's Android identities as `flokit admin apps stores` does; the push token made."""
+def provision(
+    db: Any,
+    app_id: str,
+    play: FakeGooglePlay,
+    *,
+    account: dict[str, Any] | None = None,
+    push_service_account: str | None = PUSH_EMAIL,
+) -> str:
+    """Set the app's Android identities as `flokit admin apps stores` does (the push subscription's
+    audience and service account: `mint_id_token`'s defaults); the push token made."""
     from warehouse.entitlements.stores import StoresUpdate, set_stores
 
     update = StoresUpdate(
         android_package=play.package,
         android_service_account_json=json.dumps(account or play.service_account_info()),
         android_push_audience=PUSH_AUDIENCE,
+        android_push_service_account=push_service_account,
         new_android_push_token=True,
     )
     with db.write() as conn:

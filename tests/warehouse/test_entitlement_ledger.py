@@ -1,5 +1,6 @@
 """The ledger under concurrency and tenancy: racing receipts for one purchase link it once, and
-a workspace never reads another's purchases."""
+a workspace never reads another's purchases; a statement dated in the future never outranks the
+genuine ones after it."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from tests.entitlements_support import fact
 from tests.support import run_together
-from transforms.entitlements.facts import StoreFact
+from transforms.entitlements.facts import SOURCES, StoreFact
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.entitlements import ledger
@@ -90,3 +93,32 @@ def test_a_new_grant_records_the_token_it_was_read_with(db: Database, workspace:
         apple = ledger.grant_for(conn, app_id=app, source="ios_store", store_key="7000001")
     assert google is not None and google.current_token == "tok-b"
     assert apple is not None and apple.current_token is None
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_statement_dated_2100_cannot_outrank_a_later_genuine_one(
+    db: Database, workspace: dict[str, Any], source: str
+) -> None:
+    """The issue's forged void dated 2100 froze a grant: genuine renewals after it changed
+    nothing. Every source's statement time now counts only up to five minutes after the clock."""
+    ws, app = workspace["workspace_id"], workspace["app_id"]
+    now = datetime.now(UTC)
+    year_2100 = datetime(2100, 1, 1, tzinfo=UTC)
+    with db.write() as conn:
+        ledger.apply_receipt(conn, workspace_id=ws, app_id=app, user_id="u1", fact=fact("p-1", source=source))
+        forged = fact("p-1", source=source, stated_at=year_2100, revoked_at=now, revocation_reason="voided")
+        ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=forged)
+    with db.read() as conn:
+        held = ledger.grant_for(conn, app_id=app, source=source, store_key="p-1")
+        assert held is not None and held.revoked_at is not None
+        assert held.stated_at <= datetime.now(UTC) + timedelta(minutes=5)
+    # An hour on, the store states the renewal (a notification or a sync, read then).
+    later = now + timedelta(hours=1)
+    renewal = fact("p-1", source=source, stated_at=later, expires_at=later + timedelta(days=30))
+    with db.write() as conn:
+        applied = ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=renewal, now=later)
+    assert applied.state_changed
+    with db.read() as conn:
+        assert ledger.current(conn, workspace_id=ws, app_id=app, user_id="u1", now=later).active
+        held = ledger.grant_for(conn, app_id=app, source=source, store_key="p-1")
+    assert held is not None and held.revoked_at is None and held.stated_at == later

@@ -246,3 +246,27 @@ def test_0130_backfills_origin_and_rules_enforces_one_open_fingerprint_and_downg
         assert conn.execute(sa.select(sa.func.count()).select_from(actions)).scalar_one() == 2
     assert migrate.upgrade(db) == [migrate.head()]
     assert migrate.drift(db) == []
+
+
+def test_0180_brings_grants_stated_in_the_future_back_to_now_and_adds_the_push_service_account(
+    db: Database,
+) -> None:
+    """0180: a grant stated in 2100 (a forged void's time) would outrank every genuine statement
+    until then; it is stated now, and the one stated in the past keeps its time."""
+    migrate.downgrade(db, "0170")
+    assert "android_push_service_account" not in {c["name"] for c in sa.inspect(db.engine).get_columns("app_stores")}
+    with db.engine.begin() as conn:
+        _fill(conn)
+        future = _grant("grt_2", "android_store", "tok-forged") | {"stated_at": datetime(2100, 1, 1, tzinfo=UTC)}
+        conn.execute(entitlement_grants.insert(), [_grant("grt_1", "ios_store", "2000000000000001"), future])
+
+    assert migrate.upgrade(db) == [migrate.head()]
+
+    with db.engine.connect() as conn:
+        stated = dict(conn.execute(sa.select(entitlement_grants.c.id, entitlement_grants.c.stated_at)).all())
+    assert stated["grt_1"] == T0
+    assert abs(stated["grt_2"] - datetime.now(UTC)).total_seconds() < 60
+    assert "android_push_service_account" in {c["name"] for c in sa.inspect(db.engine).get_columns("app_stores")}
+    assert migrate.drift(db) == []
+    migrate.downgrade(db, "0170")
+    assert migrate.upgrade(db) == [migrate.head()]

@@ -18,8 +18,8 @@ it issued travels as `current_token` (Google Play: the chain's latest purchase t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Literal
 
 # Where a fact comes from: the seven provider paths' kinds (the generic attribution path states
@@ -52,6 +52,12 @@ Channel = Literal["iap", "web", "promotional"]
 CHANNELS: tuple[Channel, ...] = ("iap", "web", "promotional")
 
 Environment = Literal["production", "sandbox"]
+
+# How far after this server's clock a statement may be dated. The newest statement wins, so one
+# dated in the future (a forged or broken payload's event time: 2100) would outrank every
+# genuine one until then; a statement's time is therefore believed only up to this bound, which
+# leaves room for a source's clock running a little ahead of ours.
+MAX_STATEMENT_LEAD = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -128,3 +134,11 @@ class StoreFact:
             return False
         ends = self.access_ends_at
         return ends is None or now < ends
+
+
+def bounded(fact: StoreFact, now: datetime) -> StoreFact:
+    """`fact` as the ledger orders it: stated no later than `MAX_STATEMENT_LEAD` after `now` (the
+    server's clock), whichever source stated it. Only the ordering time is bounded; what the fact
+    states (an expiry, a revocation time) is its own."""
+    latest = now + MAX_STATEMENT_LEAD
+    return fact if fact.stated_at <= latest else replace(fact, stated_at=latest)

@@ -40,6 +40,9 @@ not told apart from a renewal (the resource keeps no past offer phase).
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -82,6 +85,15 @@ PRODUCT_NOT_ACKNOWLEDGED = 0
 
 # voidedPurchaseNotification.productType
 VOIDED_SUBSCRIPTION, VOIDED_ONE_TIME = 1, 2
+# voidedPurchaseNotification.refundType; a listed VoidedPurchase with `voidedQuantity` is the second.
+FULL_REFUND, QUANTITY_BASED_PARTIAL_REFUND = 1, 2
+
+# Pub/Sub's push tokens: Google-signed OIDC ID tokens, a compact JWS signed RS256 under one of
+# the keys at Google's certificates URL (named by `kid`). About 1 KB; anything far longer is not one.
+ID_TOKEN_ALGORITHM = "RS256"  # noqa: S105  # an algorithm's name, not a secret
+MAX_ID_TOKEN_CHARS = 8192
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]+={0,2}")
+_MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?\s*(?:,|$)", re.IGNORECASE)
 
 _RENEWAL_ORDER = re.compile(r"\.\.\d+$")
 _FRACTION = re.compile(r"\.(\d{6})\d+")
@@ -109,6 +121,56 @@ def parse_millis(value: object) -> datetime | None:
         return datetime.fromtimestamp(int(str(value)) / 1000, tz=UTC)
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+def id_token_header(token: str) -> dict[str, Any] | None:
+    """The JOSE header of `token` when it is shaped as Google's ID tokens are (three base64url
+    parts, a JSON object header with `alg` RS256 and a `kid`), else None: what is worth fetching
+    Google's certificates for. Says nothing about the signature."""
+    parts = token.split(".")
+    if len(token) > MAX_ID_TOKEN_CHARS or len(parts) != 3 or not all(_BASE64URL.fullmatch(p) for p in parts):
+        return None
+    try:
+        header = json.loads(base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    if not isinstance(header, dict) or header.get("alg") != ID_TOKEN_ALGORITHM:
+        return None
+    kid = header.get("kid")
+    return header if isinstance(kid, str) and kid else None
+
+
+def max_age(cache_control: str | None) -> int | None:
+    """The `max-age` of a `Cache-Control` value (RFC 9111), None when there is none or the answer
+    may not be reused (`no-store`, `no-cache`)."""
+    if not cache_control:
+        return None
+    directives = {d.strip().split("=", 1)[0].lower() for d in cache_control.split(",")}
+    if directives & {"no-store", "no-cache"}:
+        return None
+    found = _MAX_AGE.search(cache_control)
+    return int(found.group(1)) if found else None
+
+
+def confirmed_void(
+    listed: Sequence[Mapping[str, Any]], *, token: str, order_id: str | None
+) -> Mapping[str, Any] | None:
+    """Google's own record (a `VoidedPurchase` of `voidedpurchases.list`) of the void a
+    notification announces: the purchase token's, and the order's when the notification names
+    one (a subscription's renewals share its token, each order is voided on its own); the
+    latest when several match. None: Google does not confirm the void."""
+    matching = [
+        v for v in listed
+        if v.get("purchaseToken") == token and (order_id is None or v.get("orderId") == order_id)
+    ]  # fmt: skip
+    if not matching:
+        return None
+    return max(matching, key=lambda v: parse_millis(v.get("voidedTimeMillis")) or datetime.min.replace(tzinfo=UTC))
+
+
+def refund_type_of(voided: Mapping[str, Any]) -> int:
+    """A listed void's refund type: `voidedQuantity` marks a quantity-based partial refund."""
+    return QUANTITY_BASED_PARTIAL_REFUND if "voidedQuantity" in voided else FULL_REFUND
 
 
 def event_id(order_id: str, event_type: str) -> str:

@@ -11,7 +11,9 @@ Two ways in, with different rights (issue 17, "Receipts belong to their buyer"):
   and a purchase nobody claimed yet is linked to the user the source names (`user_hint`), if any.
 
 State follows the latest statement (`stated_at`): a notification delivered late never undoes a
-newer one. The store's current token of the purchase (`current_token`) follows the same rule, so
+newer one. A statement's time counts only up to a few minutes after the server's clock
+(`facts.bounded`), for every source: one dated in the future would otherwise outrank every
+genuine statement until then. The store's current token of the purchase (`current_token`) follows the same rule, so
 a late statement read from an older token never sends the sync back to it. Concurrent
 applications of one purchase are serialized on its row (INSERT ... ON CONFLICT DO NOTHING, then
 the row locked), so two receipts racing for one purchase link it once.
@@ -27,7 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
-from transforms.entitlements.facts import StoreFact
+from transforms.entitlements.facts import StoreFact, bounded
 from transforms.entitlements.identity import token_names_user
 from transforms.ids import new_id
 from warehouse.db import Database, utcnow
@@ -142,8 +144,12 @@ def _update(conn: Connection, row: Row[Any], fact: StoreFact, *, user_id: str | 
     return newer and any(k in _STATE for k in changes)
 
 
-def apply_receipt(conn: Connection, *, workspace_id: str, app_id: str, user_id: str, fact: StoreFact) -> Applied:
-    """A verified purchase the app shows for `user_id`: linked to them, or `NotTheBuyer`."""
+def apply_receipt(
+    conn: Connection, *, workspace_id: str, app_id: str, user_id: str, fact: StoreFact, now: datetime | None = None
+) -> Applied:
+    """A verified purchase the app shows for `user_id`: linked to them, or `NotTheBuyer`. `now`:
+    the server's clock (the default), which bounds the statement's time."""
+    fact = bounded(fact, now or utcnow())
     if not token_names_user(fact.source, fact.account_token, user_id):
         raise NotTheBuyer("The store's account token for this purchase names another user")
     row, created = _claim(conn, workspace_id=workspace_id, app_id=app_id, fact=fact, user_id=user_id)
@@ -153,8 +159,12 @@ def apply_receipt(conn: Connection, *, workspace_id: str, app_id: str, user_id: 
     return Applied(row.id, user_id, row.user_id, created, changed or created)
 
 
-def apply_statement(conn: Connection, *, workspace_id: str, app_id: str, fact: StoreFact) -> Applied:
-    """What a store or provider states about a purchase (a notification, a sync)."""
+def apply_statement(
+    conn: Connection, *, workspace_id: str, app_id: str, fact: StoreFact, now: datetime | None = None
+) -> Applied:
+    """What a store or provider states about a purchase (a notification, a sync). `now`: the
+    server's clock (the default), which bounds the statement's time."""
+    fact = bounded(fact, now or utcnow())
     row, created = _claim(conn, workspace_id=workspace_id, app_id=app_id, fact=fact, user_id=fact.user_hint)
     user = row.user_id
     if fact.user_hint and (user is None or (fact.transfer and fact.stated_at >= row.stated_at)):

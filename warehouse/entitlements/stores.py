@@ -40,6 +40,7 @@ class AppStores:
     android_package: str | None = None
     android_service_account: str | None = None
     android_push_audience: str | None = None
+    android_push_service_account: str | None = None
     android_push_token_set: bool = False
     generic_secret_set: bool = False
 
@@ -55,6 +56,7 @@ class AppStores:
                 "package": self.android_package,
                 "service_account": self.android_service_account,
                 "push_audience": self.android_push_audience,
+                "push_service_account": self.android_push_service_account,
                 "push_token_set": self.android_push_token_set,
             },
             "generic_secret_set": self.generic_secret_set,
@@ -71,6 +73,7 @@ def _view(row: Any) -> AppStores:
         android_package=row.android_package,
         android_service_account=row.android_service_account,
         android_push_audience=row.android_push_audience,
+        android_push_service_account=row.android_push_service_account,
         android_push_token_set=row.android_push_token_sha256 is not None,
         generic_secret_set=row.generic_secret is not None,
     )
@@ -90,6 +93,8 @@ class StoresUpdate:
     android_package: str | None = None
     android_service_account_json: str | None = None  # the key file's text; validated by the caller
     android_push_audience: str | None = None
+    # The push subscription's service account e-mail (its OIDC tokens' `email`); validated by the caller.
+    android_push_service_account: str | None = None
     new_android_push_token: bool = False
     new_generic_secret: bool = False
 
@@ -118,7 +123,10 @@ def set_stores(
         if holder is not None:
             raise Conflict(f"{column.replace('_', ' ')} {value!r} is already set for app {holder}")
     values: dict[str, Any] = {"updated_at": utcnow()}
-    for name in ("ios_bundle_id", "ios_app_apple_id", "ios_environment", "android_package", "android_push_audience"):
+    for name in (
+        "ios_bundle_id", "ios_app_apple_id", "ios_environment", "android_package", "android_push_audience",
+        "android_push_service_account",
+    ):  # fmt: skip
         if getattr(update, name) is not None:
             values[name] = getattr(update, name)
     if update.android_service_account_json is not None:

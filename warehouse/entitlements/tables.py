@@ -47,6 +47,10 @@ app_stores = sa.Table(
     # The generic paths' `Service-Signature` secret (sealed), shown once.
     sa.Column("generic_secret", sa.Text, nullable=True),
     sa.Column("updated_at", UTCDateTime(), nullable=False),
+    # The service account the push subscription signs its OIDC tokens as (their `email`): an
+    # audience alone is not enough, Google signs tokens for any audience for any account. Last,
+    # as migration 0180 added it.
+    sa.Column("android_push_service_account", sa.String(320), nullable=True),
     sa.CheckConstraint(one_of("ios_environment", IOS_ENVIRONMENTS), name="ios_environment"),
 )
 

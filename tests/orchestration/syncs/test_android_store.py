@@ -152,6 +152,7 @@ def test_a_voided_purchase_notified_then_synced_lands_once(
     now = datetime.now(UTC)
     play.subscriptions["tok-1"] = subscription(ACTIVE, expires=now + 20 * DAY, order=ORDER_1)
     buy(gateway, play, workspace, "tok-1", "user-1")
+    play.voided = [voided("tok-1", ORDER_1, voided_at=now)]  # the notification is confirmed by the list
     void = {"voidedPurchaseNotification": {"purchaseToken": "tok-1", "orderId": ORDER_1, "productType": 1,
                                            "refundType": 1}}  # fmt: skip
     body = push_body(developer_notification(play.package, **void), "msg-void")
@@ -159,7 +160,6 @@ def test_a_voided_purchase_notified_then_synced_lands_once(
                           headers={"Content-Type": "application/json"})  # fmt: skip
     assert answer.status_code == 200, answer.json
     assert not entitled(gateway, workspace, "user-1")
-    play.voided = [voided("tok-1", ORDER_1, voided_at=now)]
 
     target = sync(play, db, workspace, tmp_path)
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.providers.google_play_fake import product, subscription
+from tests.providers.google_play_fake import product, subscription, voided
 from transforms.stores import google_play as gp
 
 AT = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -187,3 +187,45 @@ def test_timestamps() -> None:
     assert gp.parse_time("nonsense") is None and gp.parse_time(None) is None
     assert gp.parse_millis("1795521600000") == datetime(2026, 11, 24, 12, tzinfo=UTC)
     assert gp.parse_millis("x") is None
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("public, max-age=19780, must-revalidate, no-transform", 19780),  # Google's certificates
+        ("max-age=0", 0),
+        ('private, MAX-AGE="60"', 60),
+        ("public, s-maxage=600", None),
+        ("no-store, max-age=600", None),
+        ("no-cache", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_max_age_of_cache_control(value: str | None, seconds: int | None) -> None:
+    assert gp.max_age(value) == seconds
+
+
+def test_only_a_jws_shaped_rs256_token_with_a_kid_has_a_header() -> None:
+    assert gp.id_token_header("eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.e30.c2ln") == {"alg": "RS256", "kid": "k1"}
+    for shaped_wrong in ("", "abc", "a.b", "a.b.c.d", "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.e30.c2ln" + "A" * 9000,
+                         "eyJhbGciOiJIUzI1NiIsImtpZCI6ImsxIn0.e30.c2ln",  # HS256
+                         "eyJhbGciOiJSUzI1NiJ9.e30.c2ln",  # no kid
+                         "W10.e30.c2ln"):  # a JSON array  # fmt: skip
+        assert gp.id_token_header(shaped_wrong) is None, shaped_wrong
+
+
+def test_a_void_is_confirmed_by_its_token_and_order_the_latest_when_several() -> None:
+    listed = [
+        voided("tok-1", ORDER, voided_at=AT - DAY),
+        voided("tok-1", ORDER, voided_at=AT),
+        voided("tok-1", ORDER + "..0", voided_at=AT),
+        voided("tok-2", "GPA.2", voided_at=AT),
+    ]
+    found = gp.confirmed_void(listed, token="tok-1", order_id=ORDER)
+    assert found is not None and gp.parse_millis(found["voidedTimeMillis"]) == AT
+    assert gp.confirmed_void(listed, token="tok-1", order_id=None) is not None
+    assert gp.confirmed_void(listed, token="tok-1", order_id="GPA.other") is None
+    assert gp.confirmed_void(listed, token="tok-3", order_id=None) is None
+    assert gp.refund_type_of(listed[0]) == gp.FULL_REFUND
+    assert gp.refund_type_of(listed[0] | {"voidedQuantity": 1}) == gp.QUANTITY_BASED_PARTIAL_REFUND
