@@ -12,7 +12,7 @@ On SQLite the rows are rewritten with `secure_delete` on, so the old bytes are z
 file instead of left in free space. The downgrade restores nothing: what was blanked is gone.
 
 Revision ID: 0190
-Revises: 0170
+Revises: 0180
 Create Date: 2026-11-28
 """
 
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0190"
-down_revision = "0170"
+down_revision = "0180"
 branch_labels = None
 depends_on = None
 
