@@ -21,6 +21,14 @@ from warehouse.webhooks.outbox import emit_event
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture(autouse=True)
+def instance_key(settings: Settings) -> None:
+    """The instance key `flokit db upgrade` would create: signing secrets are sealed with it, and
+    the deliveries the tests claim themselves are unsealed with it."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    (settings.data_dir / "instance.key").write_text(WEBHOOK_KEY + "\n")
+
+
 def test_webhook_admin_commands(settings: Settings, workspace: dict) -> None:
     ws = workspace["workspace_id"]
     refused = run(
