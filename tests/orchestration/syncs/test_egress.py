@@ -24,12 +24,14 @@ from pytest_httpserver import HTTPServer
 from cli.main import main
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from orchestration.syncs.connectors.attribution_provider_a import CONNECTOR, client_for
+from orchestration.syncs.http import ProviderHttp, RetryRules, guarded_session
 from orchestration.syncs.jobs import SYNC_TAG, integration_sync_job, sync_run_config
 from tests.conftest import bearer
 from tests.providers.apple_search_ads_fake import new_private_key
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
+from warehouse.egress import Egress
 from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
@@ -209,3 +211,20 @@ def test_a_500_with_a_long_body_keeps_only_the_status_and_a_short_text(
     message = failure.value.message  # what the sync history stores as error_message
     assert failure.value.code == "provider_error" and "HTTP 500" in message
     assert "SECRET" not in message and len(message) < 200
+
+
+def test_every_connection_checks_the_address_it_connects_to(target: HTTPServer) -> None:
+    """A name that resolved to a public address when checked and answers 127.0.0.1 now (DNS
+    rebinding) is refused by the connection itself, before anything is sent."""
+    target.expect_request(ANY_PATH).respond_with_data(SECRET)
+    rebinding = Egress(resolver=lambda _host, _port: ["127.0.0.1"])
+    http = ProviderHttp("fake", guarded_session(rebinding), RetryRules(backoff_s=0.01), timeout=(2, 2))
+    with pytest.raises(SyncFailure) as failure:
+        http.request("GET", f"http://provider.example:{target.port}/report", what="report")
+    assert failure.value.code == "config" and "non-public address 127.0.0.1" in failure.value.message
+    assert target.log == []
+    allowed = Egress(private_hosts=frozenset({"provider.example"}), resolver=lambda _host, _port: ["127.0.0.1"])
+    answer = ProviderHttp("fake", guarded_session(allowed), RetryRules(), timeout=(2, 2)).request(
+        "GET", f"http://provider.example:{target.port}/report", what="report"
+    )
+    assert answer.status_code == 200 and len(target.log) == 1
