@@ -17,9 +17,10 @@ from typing import Any
 import click
 
 from cli.context import App, json_option, pass_app
-from transforms.adaccounts.kinds import PLATFORMS, ConfigProblem, validate_config
+from transforms.adaccounts.kinds import PLATFORMS, ConfigProblem, kind_of, validate_config
 from transforms.timefmt import iso_z
 from warehouse.adaccounts import repository as repo
+from warehouse.egress import Egress, check_config
 from warehouse.errors import AlreadyExists, NotFound, TransitionRefused
 
 ACTOR = "cli"
@@ -105,6 +106,9 @@ def connect(app: App, workspace_id: str, platform: str, config_file: Path, name:
         app.fail(f"{config_file} is not JSON: {exc}")
     try:
         config = validate_config(platform, raw)
+        if platform != "sandbox":  # the sandbox calls nothing
+            egress = Egress.of(app.settings.integrations_allow_private_hosts)
+            check_config(kind_of(platform).all_fields(), config, egress)
     except ConfigProblem as exc:
         app.fail(f"invalid config: {exc}")
     key = _instance_key(app)

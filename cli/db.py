@@ -13,7 +13,8 @@ from warehouse import migrate
 from warehouse.db import SQLITE_FILE_MODE, Database, sqlite_files, sqlite_path
 from warehouse.durability import durability_warnings
 from warehouse.instance_key import ensure_instance_key
-from warehouse.settings import DATA_DIR_MODE, Settings
+from warehouse.settings import DATA_DIR_MODE, Settings, instance_key_for
+from warehouse.webhooks.endpoints import seal_plaintext_secrets
 
 
 @click.group()
@@ -33,6 +34,7 @@ def upgrade(app: App) -> None:
     after = migrate.upgrade(database)
     tightened += secure_data_dir(settings)  # files the upgrade itself created (-wal, -shm, .writers)
     key_file = ensure_instance_key(settings)
+    seal_webhook_secrets(settings, database)
     warnings = warn_if_not_durable(database)
     app.emit(
         {
@@ -45,6 +47,20 @@ def upgrade(app: App) -> None:
         },
         f"database migrated to {', '.join(after)} (was {', '.join(before) or 'empty'})",
     )
+
+
+def seal_webhook_secrets(settings: Settings, database: Database) -> int:
+    """Seal the webhook signing secrets stored in plaintext before they were sealed (issue 30);
+    how many. Here and in `flokit up`, not in a migration: the instance key is created after the
+    migrations run, and a migration has no settings to read it from. Nothing to do without a key."""
+    key = settings.instance_key or instance_key_for(os.environ, settings.data_dir)
+    if key is None:
+        return 0
+    with database.write() as conn:
+        count = seal_plaintext_secrets(conn, instance_key=key)
+    if count:
+        click.echo(f"sealed {count} webhook signing secret(s) stored in plaintext", err=True)
+    return count
 
 
 def secure_data_dir(settings: Settings) -> list[str]:

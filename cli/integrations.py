@@ -17,8 +17,9 @@ import click
 
 from cli.context import App, json_option, pass_app
 from transforms.integrations.errors import SyncFailure
-from transforms.integrations.kinds import INTEGRATION_TYPES, ConfigProblem, ValidConfig, validate_config
+from transforms.integrations.kinds import INTEGRATION_TYPES, ConfigProblem, ValidConfig, kind_of, validate_config
 from transforms.timefmt import iso_z
+from warehouse import egress as addresses
 from warehouse.db import utcnow
 from warehouse.errors import Conflict, NotFound
 from warehouse.integrations import repository as repo
@@ -94,6 +95,8 @@ def connect(app: App, workspace_id: str, integration_type: str, config_file: Pat
         app.fail(f"{config_file} is not JSON: {exc}")
     try:
         config = validate_config(integration_type, raw)
+        egress = addresses.Egress.of(app.settings.integrations_allow_private_hosts)
+        addresses.check_config(kind_of(integration_type).all_fields(), config, egress)
     except ConfigProblem as exc:
         app.fail(f"invalid config: {exc}")
     key = _instance_key(app)

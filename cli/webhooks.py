@@ -31,6 +31,14 @@ def _endpoint(e: Endpoint) -> dict[str, Any]:
     }
 
 
+def _instance_key(app: App) -> str:
+    """The key signing secrets are sealed with (warehouse/webhooks/endpoints.py)."""
+    key = app.settings.instance_key
+    if key is None:
+        app.fail("no instance key: run `flokit db upgrade` (it creates one) or set FLOKIT_SECRET_KEY")
+    return key
+
+
 @click.group()
 def webhooks() -> None:
     """Outbound webhook endpoints: add, list, enable, disable, rotate secrets, delivery history, redelivery."""
@@ -47,6 +55,7 @@ def webhooks() -> None:
 @pass_app
 def add(app: App, workspace_id: str, url: str, events: str, standard_webhooks: bool) -> None:
     """Add an endpoint. Its signing secret is printed once; keep it for your receiver."""
+    key = _instance_key(app)
     try:
         with app.database.write() as conn:
             endpoint, secret = endpoints.create_endpoint(
@@ -55,6 +64,7 @@ def add(app: App, workspace_id: str, url: str, events: str, standard_webhooks: b
                 url=url,
                 events=events.split(","),
                 allow_private=app.settings.webhooks_allow_private,
+                instance_key=key,
                 standard_webhooks=standard_webhooks,
             )
     except NotFound:
@@ -109,9 +119,10 @@ def disable(app: App, endpoint_id: str) -> None:
 @pass_app
 def rotate_secret(app: App, endpoint_id: str) -> None:
     """New signing secret; the old one keeps signing too for 24 hours (two v1 values)."""
+    key = _instance_key(app)
     try:
         with app.database.write() as conn:
-            secret, expires = endpoints.rotate_secret(conn, endpoint_id=endpoint_id)
+            secret, expires = endpoints.rotate_secret(conn, endpoint_id=endpoint_id, instance_key=key)
     except NotFound:
         app.fail(f"no endpoint {endpoint_id}")
     app.emit({"endpoint_id": endpoint_id, "signing_secret": secret, "previous_secret_expires_at": iso_z(expires)})

@@ -24,10 +24,15 @@ from api.app import create_app
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, close_database, database_for
-from warehouse.settings import Settings
+from warehouse.settings import INTEGRATIONS_PRIVATE_HOSTS_ENV, Settings
 
 PG_URL_ENV = "FLOKIT_TEST_POSTGRES_URL"
 REDIS_URL_ENV = "FLOKIT_TEST_REDIS_URL"
+# The fake providers listen on 127.0.0.1: integrations may call it, in this process (the sync
+# clients read the policy from the environment) and in every `flokit` process a test starts with
+# os.environ. Tests of the policy itself remove it (tests/orchestration/syncs/test_egress.py).
+LOCAL_HOSTS = "127.0.0.1,localhost"
+os.environ.setdefault(INTEGRATIONS_PRIVATE_HOSTS_ENV, LOCAL_HOSTS)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

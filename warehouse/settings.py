@@ -7,6 +7,7 @@ with the same message instead of surfacing later as a confusing runtime error.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from collections.abc import Mapping
@@ -54,6 +55,26 @@ def _flag(env: Mapping[str, str], name: str, *, default: bool = False) -> bool:
     if raw in ("1", "true", "yes"):
         return True
     raise SettingsError(f"{name} must be 1 or 0, got {raw!r}")
+
+
+INTEGRATIONS_PRIVATE_HOSTS_ENV = "FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS"
+
+
+def private_hosts(env: Mapping[str, str], name: str = INTEGRATIONS_PRIVATE_HOSTS_ENV) -> tuple[str, ...]:
+    """Comma-separated host names (or IP literals) as written in URLs, lowercased, without a final dot."""
+    hosts = tuple(dict.fromkeys(h.strip().lower().rstrip(".").strip("[]") for h in env.get(name, "").split(",")))
+    hosts = tuple(h for h in hosts if h)
+    bad = [h for h in hosts if any(c in h for c in "/:@ ") and not _is_ipv6(h)]
+    if bad:
+        raise SettingsError(f"{name} must list host names or IP addresses (no scheme, port or path), got {bad[0]!r}")
+    return hosts
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).version == 6
+    except ValueError:
+        return False
 
 
 def _files(env: Mapping[str, str], name: str) -> tuple[Path, ...]:
@@ -200,6 +221,9 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES
     # Webhook endpoints may be http:// and resolve to private/loopback addresses (dev and tests).
     webhooks_allow_private: bool = False
+    # Hosts an integration or ad account may be pointed at although they resolve to private or
+    # loopback addresses (and reached over plain http); every other address must be public.
+    integrations_allow_private_hosts: tuple[str, ...] = ()
     # Multiplier on the webhook retry delays (30 s ... 6 h); tests shrink it, 0 retries at once.
     webhook_backoff_scale: float = 1.0
     # Reverse proxies in front of the ingest gateway that append to X-Forwarded-For. 0: the
@@ -263,6 +287,7 @@ class Settings:
             trusted_proxies=_count(env, "FLOKIT_TRUSTED_PROXIES", 0, 0, 10),
             dagster_home=Path(dagster_home).expanduser().resolve() if dagster_home else data_dir / "dagster",
             webhooks_allow_private=_flag(env, "FLOKIT_WEBHOOKS_ALLOW_PRIVATE"),
+            integrations_allow_private_hosts=private_hosts(env),
             webhook_backoff_scale=_positive_number(env, "FLOKIT_WEBHOOK_BACKOFF_SCALE", 1.0, allow_zero=True),
             sensor_interval_s=max(1, round(_positive_number(env, "FLOKIT_SENSOR_INTERVAL_S", 5))),
             app_session_secret=_app_session_secret(env, data_dir),
@@ -325,4 +350,6 @@ class Settings:
         env |= {f"FLOKIT_RATE_LIMIT_{kind.upper()}": rate for kind, rate in self.rate_limits().items()}
         if self.app_session_secret:
             env["FLOKIT_APP_SESSION_SECRET"] = self.app_session_secret
+        if self.integrations_allow_private_hosts:  # else the child keeps its environment's (the test suite's)
+            env[INTEGRATIONS_PRIVATE_HOSTS_ENV] = ",".join(self.integrations_allow_private_hosts)
         return env

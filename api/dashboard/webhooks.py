@@ -120,10 +120,18 @@ def add_endpoint() -> Response:
             url=url,
             events=chosen,
             allow_private=allow_private,
+            instance_key=_instance_key(),
             standard_webhooks=standard,
             actor=g.operator,
         )
     return _detail(endpoint.id, 201, new_secret=secret, shown_because="added")
+
+
+def _instance_key() -> str:
+    """The key signing secrets are sealed with; the dashboard serves nothing without one (auth.py)."""
+    key = state().settings.instance_key
+    assert key is not None, "the dashboard's before_request refuses every page without the instance key"
+    return key
 
 
 def _detail(endpoint_id: str, status: int = 200, **extra: Any) -> Response:
@@ -225,7 +233,9 @@ def enable_endpoint(endpoint_id: str) -> ResponseReturnValue:
 def rotate_endpoint_secret(endpoint_id: str) -> Response:
     with state().db.write() as conn:
         endpoints.get_endpoint(conn, workspace_id=g.workspace_id, endpoint_id=endpoint_id)  # 404
-        secret, expires = endpoints.rotate_secret(conn, endpoint_id=endpoint_id, actor=g.operator)
+        secret, expires = endpoints.rotate_secret(
+            conn, endpoint_id=endpoint_id, instance_key=_instance_key(), actor=g.operator
+        )
     return _detail(endpoint_id, new_secret=secret, shown_because="rotated", previous_expires=iso_z(expires))
 
 

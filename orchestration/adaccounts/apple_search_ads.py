@@ -34,11 +34,13 @@ import jwt
 import requests
 
 from orchestration.adaccounts.client import LiveStatus, Retrier
-from orchestration.syncs.http import parse_retry_after
+from orchestration.syncs.http import guarded_session, json_or_none, parse_retry_after
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError, RateLimited
 from transforms.adaccounts.kinds import ValidConfig
 from transforms.adaccounts.money import InexactAmount, major_text, to_minor
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, provider_text, truncate
+from warehouse.webhooks.urls import InvalidUrl
 
 AUDIENCE = "https://appleid.apple.com"
 SCOPE = "searchadsorg"
@@ -67,20 +69,19 @@ def _status(obj: dict[str, Any]) -> str:
 
 
 def _message(response: requests.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return (response.text or response.reason or "")[:300]
+    """Apple's words from its JSON error, short; the body of an answer that is not Apple's never."""
+    body = json_or_none(response)
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict):
             errors = error.get("errors")
             if isinstance(errors, list) and errors and isinstance(errors[0], dict):
                 first = errors[0]
-                return f"{first.get('messageCode', '')}: {first.get('message', '')}".strip(": ")
+                text = f"{first.get('messageCode', '')}: {first.get('message', '')}".strip(": ")
+                return truncate(text, MAX_PROVIDER_TEXT)
         if isinstance(error, str):
-            return f"{error}: {body.get('error_description', '')}".strip(": ")
-    return str(body)[:300]
+            return truncate(f"{error}: {body.get('error_description', '')}".strip(": "), MAX_PROVIDER_TEXT)
+    return provider_text(body, response.reason)
 
 
 class AppleSearchAdsClient:
@@ -104,7 +105,7 @@ class AppleSearchAdsClient:
         self.retry = retrier or Retrier()
         self.timeout = timeout
         self.clock = clock
-        self.session = requests.Session()
+        self.session = guarded_session()  # the egress policy's connections, no redirects
         self.session.headers["User-Agent"] = USER_AGENT
         self._token: str | None = None
         self._token_expires = 0.0
@@ -155,6 +156,8 @@ class AppleSearchAdsClient:
             response = self.session.request(method, url, headers=headers, timeout=self.timeout, **kwargs)
         except (requests.ConnectionError, requests.Timeout) as error:
             raise ProviderError(f"Apple Search Ads: {what}: {type(error).__name__}", transient=True) from None
+        except InvalidUrl as error:  # the egress policy refused the address (warehouse/egress.py)
+            raise ProviderError(f"Apple Search Ads: {what}: {error}", code="config") from None
         if response.ok:
             return response
         raise self._classify(response, what, auth=auth)

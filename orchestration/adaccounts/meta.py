@@ -46,10 +46,13 @@ from facebook_business.api import FacebookAdsApi
 from facebook_business.exceptions import FacebookError, FacebookRequestError
 
 from orchestration.adaccounts.client import LiveStatus, Retrier
+from orchestration.syncs.http import guard
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError, RateLimited
 from transforms.adaccounts.kinds import ValidConfig
 from transforms.adaccounts.money import from_meta, to_meta
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, provider_text, truncate
+from warehouse.webhooks.urls import InvalidUrl
 
 AUTH_CODES = frozenset({102, 190})
 RATE_CODES = frozenset({4, 17, 32, 613, *range(80000, 80015)})
@@ -90,7 +93,7 @@ def wait_from_headers(headers: Mapping[str, str]) -> float | None:
 def classify(error: FacebookRequestError) -> PlatformError:
     code = error.api_error_code()
     status = error.http_status()
-    message = error.api_error_message() or f"HTTP {status}"
+    message = truncate(error.api_error_message() or "", MAX_PROVIDER_TEXT) or f"HTTP {status}"
     text = f"Meta: {message}" + (
         f" (code {code}" + (f"/{error.api_error_subcode()})" if error.api_error_subcode() else ")") if code else ""
     )
@@ -117,8 +120,9 @@ def _time(value: object) -> datetime | None:
 
 
 def guard_non_json_errors(response: requests.Response, *_args: Any, **_kwargs: Any) -> requests.Response:
-    """A `requests` response hook: an HTTP error without Meta's JSON error body is classified here."""
-    if response.status_code < 400:
+    """A `requests` response hook: an HTTP error without Meta's JSON error body is classified here,
+    a redirect too (it is not followed: orchestration/syncs/http.py `guard`)."""
+    if response.status_code < 300 or response.status_code == 304:
         return response
     try:
         body = response.json()
@@ -127,7 +131,7 @@ def guard_non_json_errors(response: requests.Response, *_args: Any, **_kwargs: A
     if isinstance(body, dict) and "error" in body:
         return response  # Meta's own error: the SDK raises FacebookRequestError, `classify` maps it
     status = response.status_code
-    text = f"Meta: HTTP {status}: {(response.text or response.reason or '')[:200]}"
+    text = f"Meta: HTTP {status}: {provider_text(body, response.reason)}"
     if status == 429:
         raise RateLimited(text, retry_after=wait_from_headers(response.headers), status=status)
     raise ProviderError(text, transient=status >= 500, code=None if status >= 500 else "config", status=status)
@@ -149,6 +153,7 @@ class MetaClient:
         # The SDK reads GRAPH from the session each call; an instance attribute overrides the
         # class default for this client's session only.
         self.api._session.GRAPH = config.get("base_url").rstrip("/")
+        guard(self.api._session.requests)  # the egress policy's connections, no redirects
         self.api._session.requests.hooks["response"].append(guard_non_json_errors)
         self.retry = retrier or Retrier()
         self._currency: str | None = None
@@ -161,6 +166,8 @@ class MetaClient:
                 raise classify(error) from None
             except (requests.ConnectionError, requests.Timeout) as error:
                 raise ProviderError(f"Meta: {type(error).__name__}: {error}", transient=True) from None
+            except InvalidUrl as error:  # the egress policy refused the address (warehouse/egress.py)
+                raise ProviderError(f"Meta: {error}", code="config") from None
             except FacebookError as error:
                 raise ProviderError(f"Meta: {error}", code="bad_response") from None
 

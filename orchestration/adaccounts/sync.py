@@ -23,11 +23,12 @@ from orchestration.adaccounts.client import AdPlatformClient, Retrier
 from orchestration.adaccounts.meta import MetaClient
 from orchestration.adaccounts.sandbox import SandboxClient
 from transforms.adaccounts.entities import map_labels
-from transforms.adaccounts.errors import PlatformError
-from transforms.adaccounts.kinds import ValidConfig
+from transforms.adaccounts.errors import PlatformError, ProviderError
+from transforms.adaccounts.kinds import ConfigProblem, ValidConfig, kind_of
 from warehouse.adaccounts import repository as repo
 from warehouse.adaccounts.lake import report_labels
 from warehouse.db import Database, utcnow
+from warehouse.egress import Egress, check_config
 from warehouse.lake import Lake
 
 ClientFactory = Callable[[repo.AdAccount, ValidConfig], AdPlatformClient]
@@ -65,6 +66,14 @@ def client_for(
     now: datetime,
     retrier: Retrier | None = None,
 ) -> AdPlatformClient:
+    """The platform's client; `ProviderError` (config) when an address of the config is not one
+    the egress policy allows now (`warehouse.egress`: checked at connect time and again here, as
+    DNS may have changed)."""
+    if account.platform != "sandbox":
+        try:
+            check_config(kind_of(account.platform).all_fields(), config, Egress.from_env())
+        except ConfigProblem as problem:
+            raise ProviderError(f"{account.platform}: {problem}", code="config") from None
     if account.platform == "meta":
         return MetaClient(config, retrier=retrier)
     if account.platform == "apple_search_ads":

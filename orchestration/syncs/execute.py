@@ -17,11 +17,14 @@ from datetime import datetime
 
 from orchestration.syncs.connectors import connector_for
 from transforms.integrations.errors import SyncFailure
+from transforms.integrations.kinds import ConfigProblem, ValidConfig, kind_of
 from transforms.sealing import SealError
 from warehouse.db import Database, utcnow
+from warehouse.egress import Egress, check_config
 from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
+from warehouse.webhooks.urls import InvalidUrl
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,11 @@ def execute_sync(
     )
     log(f"sync {sync_id}: {integration.type} integration {integration.id} of workspace {integration.workspace_id}")
     try:
+        check_addresses(integration.type, started.config)
         connector = connector_for(integration.type)
         connector.sync(connector.client(started.config), target, started.config, log)
-    except SyncFailure as failure:
+    except (SyncFailure, InvalidUrl) as error:
+        failure = error if isinstance(error, SyncFailure) else SyncFailure("config", str(error))
         log(f"sync {sync_id} failed ({failure.code}): {failure.message}")
         with database.write() as conn:
             sync = repo.finish_failure(
@@ -113,6 +118,16 @@ def execute_sync(
         f"{target.skipped_settled} older than the high-water mark"
     )
     return _outcome(sync, integration.type, integration.workspace_id)
+
+
+def check_addresses(integration_type: str, config: ValidConfig) -> None:
+    """The config's addresses under this process's egress policy (`warehouse.egress`), checked
+    again as each sync starts: DNS may have changed since the integration was connected, and the
+    SDK clients (boto3, Snowflake, Google's) open connections the policy cannot see."""
+    try:
+        check_config(kind_of(integration_type).all_fields(), config, Egress.from_env())
+    except ConfigProblem as problem:
+        raise SyncFailure("config", str(problem)) from None
 
 
 def _outcome(sync: repo.Sync, integration_type: str, workspace_id: str) -> SyncOutcome:

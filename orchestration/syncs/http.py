@@ -8,12 +8,17 @@ changed from milliseconds to seconds in 2024 (RevenueCat/docs 5b41611c), Stripe'
 not retry a 429, AppsFlyer and Adjust answer a bare 429. So each client states its rules
 (`RetryRules`) and this module applies them; the loop is explicit and logged, not hidden in an
 adapter.
+
+Every session is `guarded_session`: it connects only to addresses the egress policy allows
+(`warehouse.egress`), checked per connection, and follows no redirect (a 3xx is the answer, and
+fails the call): a redirect could lead anywhere, the instance's own network included. What a
+failure keeps of the answer is its status and a short, provider-shaped message
+(`transforms.integrations.errors.provider_text`), never an arbitrary target's body.
 """
 
 from __future__ import annotations
 
 import email.utils
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -25,9 +30,32 @@ import dagster as dg
 import requests
 from pydantic import PrivateAttr
 
-from transforms.integrations.errors import SyncFailure, code_for_status, truncate
+from orchestration.webhooks.transport import PinnedAdapter
+from transforms.integrations.errors import SyncFailure, code_for_status, provider_text
+from warehouse.egress import Egress
+from warehouse.webhooks.urls import InvalidUrl
 
 USER_AGENT = "FloKit-sync/1"
+
+
+def guard(session: requests.Session, egress: Egress | None = None) -> requests.Session:
+    """`session` made to connect only where the egress policy allows and to follow no redirect.
+
+    For sessions an SDK builds itself (Meta's, Stripe's): the same rules as `guarded_session`.
+    The environment's proxies and .netrc are not used: a proxy would resolve the host itself, out
+    of the policy's sight."""
+    adapter = PinnedAdapter(egress or Egress.from_env())
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    session.trust_env = False
+    # No redirect is followed: the 3xx response is the answer (requests asks this for the target).
+    session.get_redirect_target = lambda _resp: None  # type: ignore[method-assign,assignment]
+    return session
+
+
+def guarded_session(egress: Egress | None = None) -> requests.Session:
+    """A new session under the egress policy (default: this process's, `Egress.from_env`)."""
+    return guard(requests.Session(), egress)
 
 
 def retry_after_seconds(response: requests.Response) -> float | None:
@@ -53,18 +81,17 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def body_text(response: requests.Response) -> str:
-    """The provider's own words: a JSON body's message field if there is one, else the text."""
+def json_or_none(response: requests.Response) -> Any:
+    """The body as JSON, or None when it is not JSON."""
     try:
-        body = response.json()
+        return response.json()
     except ValueError:
-        return truncate(response.text or response.reason or "")
-    if isinstance(body, dict):
-        for key in ("message", "error_description", "error", "detail", "errors"):
-            if body.get(key):
-                value = body[key]
-                return truncate(value if isinstance(value, str) else json.dumps(value))
-    return truncate(json.dumps(body))
+        return None
+
+
+def body_text(response: requests.Response) -> str:
+    """The provider's own words, short: a JSON body's message field, else the status's reason."""
+    return provider_text(json_or_none(response), response.reason)
 
 
 @dataclass(frozen=True)
@@ -146,6 +173,13 @@ class ProviderHttp:
                     raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
                 wait = self._backoff(attempt)
                 continue
+            except InvalidUrl as exc:  # the connection's address check: a policy refusal, not an outage
+                raise SyncFailure("config", f"{what}: {exc}") from None
+            except requests.RequestException as exc:  # a refused proxy, a malformed answer
+                if last:
+                    raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}") from exc
+                wait = self._backoff(attempt)
+                continue
             if response.status_code in accepted:
                 return response
             status = response.status_code
@@ -172,9 +206,7 @@ class ProviderHttp:
         try:
             return response.json()
         except ValueError as exc:
-            raise SyncFailure(
-                "bad_response", f"{what}: the answer is not JSON: {truncate(response.text, 200)}"
-            ) from exc
+            raise SyncFailure("bad_response", f"{what}: the answer (HTTP {response.status_code}) is not JSON") from exc
 
     def _backoff(self, attempt: int) -> float:
         return float(min(self.rules.backoff_s * 2 ** (attempt - 1), self.rules.max_backoff_s))
@@ -203,7 +235,7 @@ class ProviderClient(dg.ConfigurableResource):
 
     def http(self, log: Callable[[str], None] | None = None) -> ProviderHttp:
         if self._http is None:
-            session = requests.Session()
+            session = guarded_session()
             session.headers["User-Agent"] = USER_AGENT
             self._authorize(session)
             rate = self.per_minute()

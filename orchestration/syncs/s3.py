@@ -34,7 +34,7 @@ from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 from pydantic import PrivateAttr
 
 from orchestration.syncs.http import ProviderClient, RetryRules
-from transforms.integrations.errors import ErrorCode, SyncFailure, code_for_status, truncate
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, SyncFailure, code_for_status, truncate
 
 AWS_S3 = "https://s3.amazonaws.com"  # the S3 kinds' default base_url: boto picks the region's endpoint
 # The credentials: the key is unknown, the secret wrong, the key may not list, read or write, or
@@ -110,7 +110,9 @@ def http_status(exc: ClientError) -> int:
 
 
 def error_message(exc: ClientError) -> str:
-    return truncate(str(exc.response.get("Error", {}).get("Message", "")) or str(exc))
+    """S3's `<Message>`, short; else only the status (the error text could quote another answer)."""
+    message = str(exc.response.get("Error", {}).get("Message", ""))
+    return truncate(message, MAX_PROVIDER_TEXT) if message else f"HTTP {http_status(exc)} {error_code(exc)}".strip()
 
 
 def failure(exc: ClientError, what: str, attempts: int = 1) -> SyncFailure:
@@ -164,7 +166,7 @@ def call(
         except ParamValidationError as exc:  # e.g. a bucket name S3 could never accept
             raise SyncFailure("config", f"{what}: {exc}") from exc
         except ResponseParserError as exc:  # the endpoint is not S3 (a proxy's page, ...)
-            raise SyncFailure("bad_response", f"{what}: the answer is not S3's: {truncate(str(exc), 300)}") from exc
+            raise SyncFailure("bad_response", f"{what}: the answer is not S3's (is base_url an S3 endpoint?)") from exc
         except BotoCoreError as exc:
             raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
         wait = float(min(rules.backoff_s * 2 ** (attempt - 1), rules.max_backoff_s))

@@ -112,8 +112,10 @@ def drain(
     queue: WebhookQueue,
     http: WebhookHttpClient,
     log: logging.Logger,
+    instance_key: str,
 ) -> DrainReport:
-    """Send due deliveries until nothing is due or `queue.max_run_s` has passed."""
+    """Send due deliveries until nothing is due or `queue.max_run_s` has passed; the signing
+    secrets are unsealed with `instance_key`."""
     report = DrainReport()
     deadline = time.monotonic() + queue.max_run_s
     scale = queue.scale()
@@ -139,6 +141,7 @@ def drain(
                         now=queue.now(),
                         limit=queue.batch_size - len(in_flight),
                         lease=timedelta(seconds=queue.lease_s),
+                        instance_key=instance_key,
                         skip_endpoints=breaker.failing(),
                     )
                 leases.hold(batch)

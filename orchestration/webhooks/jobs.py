@@ -7,7 +7,7 @@ with SKIP LOCKED (PostgreSQL) or under BEGIN IMMEDIATE (SQLite).
 
 import dagster as dg
 
-from orchestration.resources import DatabaseResource
+from orchestration.resources import DatabaseResource, InstanceKeyResource
 from orchestration.webhooks.drain import drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 
@@ -18,8 +18,9 @@ def deliver_webhooks(
     database: DatabaseResource,
     webhook_queue: WebhookQueue,
     webhook_http: WebhookHttpClient,
+    instance_key: InstanceKeyResource,
 ) -> dg.Output[None]:
-    report = drain(database.database(), webhook_queue, webhook_http, context.log)
+    report = drain(database.database(), webhook_queue, webhook_http, context.log, instance_key.key())
     context.log.info(f"webhook sends: {dict(report.counts)}")
     return dg.Output(
         None,

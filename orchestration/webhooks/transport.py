@@ -19,7 +19,7 @@ import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from requests.adapters import HTTPAdapter
 from requests.exceptions import InvalidProxyURL
@@ -28,6 +28,13 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from warehouse.webhooks.urls import DoesNotResolve, Resolver, public_addresses, resolve
+
+
+class Policy(Protocol):
+    """Anything that resolves a host once and answers the addresses a connection may use
+    (`AddressPolicy` for webhooks, `warehouse.egress.Egress` for integrations and ad accounts)."""
+
+    def addresses(self, host: str, port: int) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,7 @@ def _connect_any(
     raise error
 
 
-def _open(conn: HTTPConnection, policy: AddressPolicy) -> socket.socket:
+def _open(conn: HTTPConnection, policy: Policy) -> socket.socket:
     """`_new_conn` for both connection classes, raising what urllib3's own `_new_conn` raises.
 
     A non-public address raises InvalidUrl, which urllib3 and requests pass through unchanged, so
@@ -106,7 +113,7 @@ def _open(conn: HTTPConnection, policy: AddressPolicy) -> socket.socket:
 
 
 class PinnedHTTPConnection(HTTPConnection):
-    def __init__(self, *args: Any, policy: AddressPolicy, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, policy: Policy, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.policy = policy
 
@@ -115,7 +122,7 @@ class PinnedHTTPConnection(HTTPConnection):
 
 
 class PinnedHTTPSConnection(HTTPSConnection):
-    def __init__(self, *args: Any, policy: AddressPolicy, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, policy: Policy, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.policy = policy
 
@@ -134,7 +141,7 @@ class PinnedHTTPSConnectionPool(HTTPSConnectionPool):
 class PinnedPoolManager(PoolManager):
     """A PoolManager whose connections open through an AddressPolicy (pools keyed as usual)."""
 
-    def __init__(self, *, policy: AddressPolicy, **kwargs: Any) -> None:
+    def __init__(self, *, policy: Policy, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.policy = policy
         self.pool_classes_by_scheme = {"http": PinnedHTTPConnectionPool, "https": PinnedHTTPSConnectionPool}
@@ -151,7 +158,7 @@ class PinnedPoolManager(PoolManager):
 class PinnedAdapter(HTTPAdapter):
     """A requests adapter that connects only to addresses its policy resolved and checked."""
 
-    def __init__(self, policy: AddressPolicy, **kwargs: Any) -> None:
+    def __init__(self, policy: Policy, **kwargs: Any) -> None:
         self.policy = policy  # before super().__init__, which builds the pool manager
         super().__init__(**kwargs)
 
@@ -162,4 +169,4 @@ class PinnedAdapter(HTTPAdapter):
         )
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
-        raise InvalidProxyURL("webhook sends do not go through proxies: a proxy would resolve the host itself")
+        raise InvalidProxyURL("pinned connections do not go through proxies: a proxy would resolve the host itself")

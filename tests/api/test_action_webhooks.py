@@ -6,6 +6,7 @@ from flask.testing import FlaskClient
 
 from tests.actions_support import seed_queue
 from tests.conftest import bearer
+from tests.support import WEBHOOK_KEY
 from warehouse.db import Database
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.tables import webhook_events
@@ -23,6 +24,7 @@ def test_create_approve_and_rollback_reach_a_subscribed_endpoint(
             url="http://127.0.0.1:9/hook",
             events=ACTION_EVENTS,
             allow_private=True,
+            instance_key=WEBHOOK_KEY,
         )
         running = {a.status: a for a in seed_queue(conn, workspace_id=workspace["workspace_id"])}["running"]
     with db.read() as conn:  # the demo seeding itself went through the same transitions

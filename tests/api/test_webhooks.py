@@ -7,6 +7,7 @@ import json
 from flask.testing import FlaskClient
 
 from tests.conftest import bearer
+from tests.support import WEBHOOK_KEY
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.webhooks import deliveries, endpoints
@@ -16,7 +17,12 @@ from warehouse.webhooks.tables import webhook_events
 def add(db: Database, workspace: dict, events: list[str], url: str = "http://127.0.0.1:9/hook") -> str:
     with db.write() as conn:
         endpoint, _ = endpoints.create_endpoint(
-            conn, workspace_id=workspace["workspace_id"], url=url, events=events, allow_private=True
+            conn,
+            workspace_id=workspace["workspace_id"],
+            url=url,
+            events=events,
+            allow_private=True,
+            instance_key=WEBHOOK_KEY,
         )
     return endpoint.id
 

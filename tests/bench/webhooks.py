@@ -34,11 +34,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from orchestration.resources import DatabaseResource
+from orchestration.resources import DatabaseResource, InstanceKeyResource
 from orchestration.webhooks.jobs import webhook_deliveries_job
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
-from tests.support import ROOT
+from tests.support import ROOT, WEBHOOK_KEY
 from tests.webhook_receiver import Received, running_receiver
 from transforms.webhooks.signing import request_headers
 from warehouse import migrate
@@ -121,7 +121,9 @@ def wait_until(predicate, timeout: float) -> bool:
 
 def endpoint(db: Database, ws: str, url: str) -> str:
     with db.write() as conn:
-        e, _ = endpoints.create_endpoint(conn, workspace_id=ws, url=url, events=["action.created"], allow_private=True)
+        e, _ = endpoints.create_endpoint(
+            conn, workspace_id=ws, url=url, events=["action.created"], allow_private=True, instance_key=WEBHOOK_KEY
+        )
     return e.id
 
 
@@ -161,7 +163,10 @@ def in_process(settings: Settings, db: Database, ws: str, receiver: RemoteReceiv
     sensor = build_webhook_sensor(1)
     database = DatabaseResource(url=settings.database_url)
     http = WebhookHttpClient(allow_private=True)
-    resources = {"database": database, "webhook_queue": WebhookQueue(), "webhook_http": http}
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    (settings.data_dir / "instance.key").write_text(WEBHOOK_KEY + "\n")  # what `endpoint` sealed with
+    key = InstanceKeyResource(data_dir=str(settings.data_dir))
+    resources = {"database": database, "webhook_queue": WebhookQueue(), "webhook_http": http, "instance_key": key}
     runs, cursor = 0, None
     start = time.perf_counter()
     with dg.instance_for_test() as instance:
@@ -184,7 +189,7 @@ def in_process(settings: Settings, db: Database, ws: str, receiver: RemoteReceiv
 def start_daemon(settings: Settings, home: Path, log: Path) -> subprocess.Popen[bytes]:
     home.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(DEV_INSTANCE, home / "dagster.yaml")
-    env = {**os.environ, **settings.child_env(), "DAGSTER_HOME": str(home)}
+    env = {**os.environ, **settings.child_env(), "DAGSTER_HOME": str(home), "FLOKIT_SECRET_KEY": WEBHOOK_KEY}
     daemon = str(Path(sys.executable).parent / "dagster-daemon")
     with log.open("wb") as out:
         return subprocess.Popen(

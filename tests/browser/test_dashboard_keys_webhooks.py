@@ -25,7 +25,7 @@ from orchestration.webhooks.drain import drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from tests.browser.demo_world import tables_wider_than_their_wrapper
 from tests.browser.support import assert_accessible, press_sign_in, shoot
-from tests.support import GunicornServer
+from tests.support import WEBHOOK_KEY, GunicornServer
 from tests.webhook_receiver import Receiver, running_receiver
 from transforms.webhooks.verify import verify
 from warehouse.bootstrap import bootstrap
@@ -42,9 +42,11 @@ LOG = logging.getLogger("dashboard-webhooks")
 
 @pytest.fixture
 def settings(database_url: str, tmp_path: Path) -> Settings:
-    """Private webhook addresses allowed (the receiver is on 127.0.0.1); `flokit_server` makes
-    the instance key, as for every browser test."""
-    return Settings(data_dir=tmp_path / "data", database_url=database_url, webhooks_allow_private=True)
+    """Private webhook addresses allowed (the receiver is on 127.0.0.1); the instance key the
+    signing secrets are sealed with is the one `send_due` unseals them with."""
+    return Settings(
+        data_dir=tmp_path / "data", database_url=database_url, webhooks_allow_private=True, instance_key=WEBHOOK_KEY
+    )
 
 
 @pytest.fixture
@@ -72,7 +74,9 @@ def v1_status(server: GunicornServer, key: str) -> int:
 
 def send_due(db: Database) -> None:
     """What the sensor's job does: send every due delivery, over real HTTP."""
-    drain(db, WebhookQueue(max_workers=2), WebhookHttpClient(allow_private=True, connect_timeout_s=2.0), LOG)
+    drain(
+        db, WebhookQueue(max_workers=2), WebhookHttpClient(allow_private=True, connect_timeout_s=2.0), LOG, WEBHOOK_KEY
+    )
 
 
 def test_rotate_a_key_then_the_old_key_gets_401_over_v1(

@@ -11,6 +11,7 @@ import pytest
 from api.app import create_app
 from tests.conftest import bearer
 from tests.e2e.test_cli import run, run_json
+from tests.support import WEBHOOK_KEY
 from warehouse.db import database_for, utcnow
 from warehouse.settings import Settings
 from warehouse.webhooks import deliveries, endpoints
@@ -18,6 +19,14 @@ from warehouse.webhooks.deliveries import SendResult
 from warehouse.webhooks.outbox import emit_event
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def instance_key(settings: Settings) -> None:
+    """The instance key `flokit db upgrade` would create: signing secrets are sealed with it, and
+    the deliveries the tests claim themselves are unsealed with it."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    (settings.data_dir / "instance.key").write_text(WEBHOOK_KEY + "\n")
 
 
 def test_webhook_admin_commands(settings: Settings, workspace: dict) -> None:
@@ -79,7 +88,7 @@ def test_redeliver_sends_failed_deliveries_again(settings: Settings, workspace: 
     with db.write() as conn:
         endpoint, _ = endpoints.create_endpoint(
             conn, workspace_id=workspace["workspace_id"], url="http://127.0.0.1:9/h", events=["action.created"],
-            allow_private=True,
+            allow_private=True, instance_key=WEBHOOK_KEY,
         )  # fmt: skip
         start = utcnow() - timedelta(days=2)
         for i in range(2):
@@ -89,7 +98,7 @@ def test_redeliver_sends_failed_deliveries_again(settings: Settings, workspace: 
     for n in range(6):  # six failed attempts, the endpoint re-enabled after each disabling
         at = start + timedelta(hours=7 * n)
         with db.write() as conn:
-            batch = deliveries.claim(conn, now=at, limit=10, lease=timedelta(seconds=20))
+            batch = deliveries.claim(conn, now=at, limit=10, lease=timedelta(seconds=20), instance_key=WEBHOOK_KEY)
             failed = SendResult(status_code=500, error="HTTP 500", started_at=at, finished_at=at)
             deliveries.record_batch(conn, [(c, failed) for c in batch])
             endpoints.set_enabled(conn, endpoint_id=endpoint.id, enabled=True)

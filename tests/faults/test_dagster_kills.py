@@ -17,7 +17,7 @@ from collections import Counter
 import psutil
 import pytest
 
-from tests.support import http_ok, wait_for
+from tests.support import WEBHOOK_KEY, http_ok, wait_for
 from tests.up_support import flokit_up
 from tests.webhook_receiver import Receiver, running_receiver
 from warehouse.db import Database
@@ -67,7 +67,7 @@ def kill_mid_drain(
     with db.write() as conn:
         endpoints.create_endpoint(
             conn, workspace_id=workspace["workspace_id"], url=receiver.url + path, events=["action.created"],
-            allow_private=True,
+            allow_private=True, instance_key=WEBHOOK_KEY,
         )  # fmt: skip
     emit_many(db, workspace, EVENTS)
     wait_for(lambda: len(receiver.at(path)) >= EVENTS // 10, 120, f"the first sends to {path}", up)
@@ -96,6 +96,7 @@ def test_every_event_arrives_after_a_run_and_then_the_daemon_are_killed_mid_drai
             "FLOKIT_DATABASE_URL": settings.database_url,
             "FLOKIT_WEBHOOKS_ALLOW_PRIVATE": "1",
             "FLOKIT_SENSOR_INTERVAL_S": "1",
+            "FLOKIT_SECRET_KEY": WEBHOOK_KEY,  # the key the test's endpoints are sealed with
         }
         with flokit_up(settings.data_dir, env=env) as up:
             wait_for(http_ok(f"{up.api}/healthz"), 60, "API", up.process)

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from orchestration.webhooks.drain import DrainReport, drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
-from tests.support import ROOT
+from tests.support import ROOT, WEBHOOK_KEY
 from tests.webhook_receiver import Received, Receiver, running_receiver
 from warehouse.db import Database
 from warehouse.webhooks import deliveries, endpoints
@@ -39,9 +39,10 @@ DRAIN_PROCESS = """
 import logging, sys
 from orchestration.webhooks.drain import DrainReport, drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
+from tests.support import WEBHOOK_KEY
 from warehouse.db import Database
 queue = WebhookQueue(lease_s=float(sys.argv[2]), renew_every_s=0.5, max_workers=int(sys.argv[3]), max_run_s=120)
-drain(Database(sys.argv[1]), queue, WebhookHttpClient(allow_private=True), logging.getLogger("drain"))
+drain(Database(sys.argv[1]), queue, WebhookHttpClient(allow_private=True), logging.getLogger("drain"), WEBHOOK_KEY)
 """
 
 
@@ -54,7 +55,12 @@ def receiver() -> Iterator[Receiver]:
 def add(db: Database, workspace: dict, url: str, events: list[str]) -> str:
     with db.write() as conn:
         endpoint, _ = endpoints.create_endpoint(
-            conn, workspace_id=workspace["workspace_id"], url=url, events=events, allow_private=True
+            conn,
+            workspace_id=workspace["workspace_id"],
+            url=url,
+            events=events,
+            allow_private=True,
+            instance_key=WEBHOOK_KEY,
         )
     return endpoint.id
 
@@ -94,7 +100,7 @@ def test_a_drain_killed_mid_round_resends_at_most_its_sends_in_flight(
     # What is left is due again once the killed drain's leases lapse (it renews them no more).
     deadline = killed_at + 30
     while time.monotonic() < deadline:
-        report = drain(db, WebhookQueue(max_workers=workers), WebhookHttpClient(allow_private=True), LOG)
+        report = drain(db, WebhookQueue(max_workers=workers), WebhookHttpClient(allow_private=True), LOG, WEBHOOK_KEY)
         if len({d for d, _ in sends(receiver.at("/a"))}) == total:
             break
         time.sleep(0.2)
@@ -125,7 +131,7 @@ def test_leases_outlive_slow_sends_while_the_drain_lives(db: Database, workspace
         while len(receiver.requests) < 6 and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(1.5)  # past the 1 s lease of every send, each still waiting for its answer
-        second = drain(db, WebhookQueue(), WebhookHttpClient(allow_private=True), LOG)
+        second = drain(db, WebhookQueue(), WebhookHttpClient(allow_private=True), LOG, WEBHOOK_KEY)
         assert second.sends == 0
         assert first.wait(timeout=30) == 0
     finally:
@@ -153,7 +159,7 @@ def test_a_receiver_failing_5_percent_at_random_is_never_disabled(
     rng = random.Random(12)
     receiver.respond = lambda _got: (500, b"no") if rng.random() < 0.05 else (200, b"ok")
     queue = WebhookQueue(backoff_scale=0.0, max_workers=16)  # retries due at once: one drain does it all
-    report = drain(db, queue, WebhookHttpClient(allow_private=True), LOG)
+    report = drain(db, queue, WebhookHttpClient(allow_private=True), LOG, WEBHOOK_KEY)
     got = sends(receiver.at("/flaky"))
     failed = report.counts["pending"]
     print(
@@ -177,7 +183,7 @@ def test_a_receiver_failing_every_send_is_disabled_after_exactly_5(
     total, workers = 60, 4
     emit_many(db, workspace, total)
     receiver.status["/dead"] = 503
-    report = drain(db, WebhookQueue(max_workers=workers), WebhookHttpClient(allow_private=True), LOG)
+    report = drain(db, WebhookQueue(max_workers=workers), WebhookHttpClient(allow_private=True), LOG, WEBHOOK_KEY)
     to_dead = len(receiver.at("/dead"))
     [alert] = receiver.at("/ops")
     print(
@@ -194,12 +200,12 @@ def test_a_receiver_failing_every_send_is_disabled_after_exactly_5(
 
     # Events emitted while it is disabled wait for it too; re-enabled and healthy, it gets all.
     emit_many(db, workspace, 5)
-    assert drain(db, WebhookQueue(), WebhookHttpClient(allow_private=True), LOG).sends == 0
+    assert drain(db, WebhookQueue(), WebhookHttpClient(allow_private=True), LOG, WEBHOOK_KEY).sends == 0
     receiver.status["/dead"] = 200
     with db.write() as conn:
         endpoints.set_enabled(conn, endpoint_id=dead, enabled=True)
     # 31 s on: the retries of the sends that failed (30 s after the first attempt) are due too.
-    drain(db, WebhookQueue(clock_offset_s=31), WebhookHttpClient(allow_private=True), LOG)
+    drain(db, WebhookQueue(clock_offset_s=31), WebhookHttpClient(allow_private=True), LOG, WEBHOOK_KEY)
     with db.read() as conn:
         history = deliveries.history(conn, endpoint_id=dead, limit=1000)
     assert len(history) == total + 5 and {d["status"] for d in history} == {"succeeded"}
@@ -224,7 +230,9 @@ def test_a_drain_that_cannot_record_stops_sending_and_ends(db: Database, workspa
 
     def run() -> None:
         try:
-            outcome.append(drain(db, WebhookQueue(max_workers=workers), WebhookHttpClient(allow_private=True), LOG))
+            outcome.append(
+                drain(db, WebhookQueue(max_workers=workers), WebhookHttpClient(allow_private=True), LOG, WEBHOOK_KEY)
+            )
         except BaseException as exc:
             outcome.append(exc)
 

@@ -24,6 +24,7 @@ from orchestration.reports.jobs import payback_updated_job
 from orchestration.reports.sensors import payback_updated_sensor
 from orchestration.resources import DatabaseResource, DataDirResource
 from tests.reports_support import START, refresh
+from tests.support import WEBHOOK_KEY
 from transforms.demo import DemoConfig, generate
 from transforms.timefmt import iso_z
 from warehouse.db import Database, utcnow
@@ -105,7 +106,12 @@ def test_one_event_per_changed_workspace_with_the_cohort_range_that_changed(
         add_workspace(db, ws)
     with db.write() as conn:  # a subscribed endpoint gets a delivery of each event
         endpoint, _ = endpoints.create_endpoint(
-            conn, workspace_id=a, url="http://127.0.0.1:9/hook", events=["report.payback_updated"], allow_private=True
+            conn,
+            workspace_id=a,
+            url="http://127.0.0.1:9/hook",
+            events=["report.payback_updated"],
+            allow_private=True,
+            instance_key=WEBHOOK_KEY,
         )
     generated = [
         generate(DemoConfig(workspace_id=ws, users=300, days=DAYS, seed=seed, start=START))

@@ -25,6 +25,7 @@ from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from tests.actions_support import literal_content
 from tests.monitor_support import CPI_RULE, plant, running_action, times
 from tests.reports_support import refresh, seed_lake
+from tests.support import WEBHOOK_KEY
 from tests.webhook_receiver import Receiver, running_receiver
 from transforms.integrations.kinds import validate_config
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES
@@ -111,7 +112,12 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
         receiver.status["/fails"] = 500
         for failing in (receiver.url + "/fails", "http://127.0.0.1:9/refused"):
             endpoints.create_endpoint(
-                conn, workspace_id=workspace_id, url=failing, events=["action.created"], allow_private=True
+                conn,
+                workspace_id=workspace_id,
+                url=failing,
+                events=["action.created"],
+                allow_private=True,
+                instance_key=WEBHOOK_KEY,
             )
         endpoints.create_endpoint(
             conn,
@@ -119,6 +125,7 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
             url=receiver.url + "/ops",
             events=["integration.error"],
             allow_private=True,
+            instance_key=WEBHOOK_KEY,
         )
         for _ in range(DISABLE_AFTER_FAILURES):
             repository.create_action(
@@ -145,7 +152,13 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
             conn, sync_id=sync.id, code="auth", message="HTTP 401: Unauthorized", refused=True
         )
     queue = WebhookQueue(max_run_s=20.0, max_workers=1)
-    drain(db, queue, WebhookHttpClient(allow_private=True, connect_timeout_s=2.0), logging.getLogger("parity"))
+    drain(
+        db,
+        queue,
+        WebhookHttpClient(allow_private=True, connect_timeout_s=2.0),
+        logging.getLogger("parity"),
+        WEBHOOK_KEY,
+    )
     # report.payback_updated: a real refresh of the reports over a lake of this workspace.
     seed_lake(data_dir, workspace_id, users=200, days=20)
     with dg.DagsterInstance.ephemeral() as instance:

@@ -15,11 +15,12 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from orchestration.definitions import build_definitions
-from orchestration.resources import DatabaseResource
+from orchestration.resources import DatabaseResource, InstanceKeyResource
 from orchestration.webhooks.drain import drain
 from orchestration.webhooks.jobs import webhook_deliveries_job
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
+from tests.support import WEBHOOK_KEY
 from tests.webhook_receiver import Received, Receiver, running_receiver
 from transforms.webhooks.verify import verify
 from warehouse.db import Database
@@ -52,6 +53,9 @@ class Pipeline:
         self.cursor: str | None = None
         self.sensor = build_webhook_sensor(5)
         self.runs = 0
+        # The instance key the runs unseal signing secrets with: the one `add` sealed them with.
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        (settings.data_dir / "instance.key").write_text(WEBHOOK_KEY + "\n")
 
     @property
     def offset_s(self) -> float:
@@ -85,6 +89,7 @@ class Pipeline:
                     "database": database,
                     "webhook_queue": self.queue(),
                     "webhook_http": WebhookHttpClient(allow_private=True),
+                    "instance_key": InstanceKeyResource(data_dir=str(self.settings.data_dir)),
                 },
             )
             assert outcome.success
@@ -105,6 +110,7 @@ def add(db: Database, workspace: dict, url: str, events: list[str], standard: bo
             url=url,
             events=events,
             allow_private=True,
+            instance_key=WEBHOOK_KEY,
             standard_webhooks=standard,
         )
     return endpoint.id, secret
@@ -223,7 +229,9 @@ def test_rotation_signs_twice_for_24_hours_then_once(
 ) -> None:
     a_id, old = add(db, workspace, receiver.url + "/a", ["action.created"])
     with db.write() as conn:
-        new, expires = endpoints.rotate_secret(conn, endpoint_id=a_id, now=pipeline.queue().now())
+        new, expires = endpoints.rotate_secret(
+            conn, endpoint_id=a_id, instance_key=WEBHOOK_KEY, now=pipeline.queue().now()
+        )
     emit(db, workspace, "action.created", {"n": 1})
     pipeline.tick()
     during = receiver.at("/a")[-1]
@@ -274,14 +282,14 @@ def test_concurrent_claims_never_share_a_delivery(db: Database, workspace: dict)
     lease = timedelta(minutes=3)
     if db.is_sqlite:  # BEGIN IMMEDIATE serializes claimers: the second sees the first's leases
         with db.write() as c1:
-            first = deliveries.claim(c1, now=queue.now(), limit=6, lease=lease)
+            first = deliveries.claim(c1, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
         with db.write() as c2:
-            second = deliveries.claim(c2, now=queue.now(), limit=6, lease=lease)
+            second = deliveries.claim(c2, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
     else:  # two open transactions at once: SKIP LOCKED hands each its own rows
         with db.write() as c1:
-            first = deliveries.claim(c1, now=queue.now(), limit=6, lease=lease)
+            first = deliveries.claim(c1, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
             with db.write() as c2:
-                second = deliveries.claim(c2, now=queue.now(), limit=6, lease=lease)
+                second = deliveries.claim(c2, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
     ids1, ids2 = {c.delivery_id for c in first}, {c.delivery_id for c in second}
     assert len(ids1) == 6 and len(ids2) == 4 and not ids1 & ids2
 
@@ -313,7 +321,7 @@ def test_two_concurrent_drainers_never_send_a_delivery_twice(db: Database, works
     queue, http = WebhookQueue(batch_size=4, max_workers=2), WebhookHttpClient(allow_private=True)
     log = logging.getLogger("test.drain")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        reports = list(pool.map(lambda _: drain(db, queue, http, log), range(2)))
+        reports = list(pool.map(lambda _: drain(db, queue, http, log, WEBHOOK_KEY), range(2)))
     delivered = [r.header("Service-Delivery-Id") for r in receiver.at("/a")]
     assert sum(r.counts["succeeded"] for r in reports) == 60
     assert len(delivered) == 60 and len(set(delivered)) == 60

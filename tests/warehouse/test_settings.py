@@ -70,3 +70,16 @@ def test_the_app_session_secret_comes_from_the_environment_or_the_data_dir(tmp_p
     assert ensure_app_session_secret(Settings.from_env(base)).app_session_secret == made.app_session_secret
     assert made.child_env()["FLOKIT_APP_SESSION_SECRET"] == made.app_session_secret
     assert made.app_session_secret not in repr(made)  # never in logs
+
+
+def test_the_private_hosts_integrations_may_call_are_read_and_handed_to_children(tmp_path: Path) -> None:
+    s = Settings.from_env(
+        {
+            "FLOKIT_DATA_DIR": str(tmp_path),
+            "FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS": " Proxy.Internal., 10.0.0.5,[::1]",
+        }
+    )
+    assert s.integrations_allow_private_hosts == ("proxy.internal", "10.0.0.5", "::1")
+    assert Settings.from_env(s.child_env()) == s
+    with pytest.raises(SettingsError, match="FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS must list host names"):
+        Settings.from_env({"FLOKIT_DATA_DIR": str(tmp_path), "FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS": "http://x"})

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
+from tests.support import WEBHOOK_KEY
 from warehouse.db import Database, utcnow
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.deliveries import Claimed, NotRedeliverable, SendResult
@@ -22,7 +23,12 @@ LEASE = timedelta(seconds=20)
 def add(db: Database, workspace: dict, events: list[str]) -> str:
     with db.write() as conn:
         endpoint, _ = endpoints.create_endpoint(
-            conn, workspace_id=workspace["workspace_id"], url="http://127.0.0.1:9/x", events=events, allow_private=True
+            conn,
+            workspace_id=workspace["workspace_id"],
+            url="http://127.0.0.1:9/x",
+            events=events,
+            allow_private=True,
+            instance_key=WEBHOOK_KEY,
         )
     return endpoint.id
 
@@ -35,7 +41,7 @@ def queue_events(db: Database, workspace: dict, n: int, event_type: str = "actio
 
 def claim(db: Database, limit: int = 500, now: datetime | None = None) -> list[Claimed]:
     with db.write() as conn:
-        return deliveries.claim(conn, now=now or utcnow(), limit=limit, lease=LEASE)
+        return deliveries.claim(conn, now=now or utcnow(), limit=limit, lease=LEASE, instance_key=WEBHOOK_KEY)
 
 
 def answered(statuses: list[int], start: datetime | None = None) -> list[SendResult]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from tests.support import WEBHOOK_KEY
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
 from warehouse.errors import NotFound
@@ -22,7 +23,12 @@ from warehouse.webhooks.urls import InvalidUrl, validate_url
 def add(db: Database, workspace: dict, events: list[str]) -> str:
     with db.write() as conn:
         endpoint, secret = endpoints.create_endpoint(
-            conn, workspace_id=workspace["workspace_id"], url="http://127.0.0.1:9/x", events=events, allow_private=True
+            conn,
+            workspace_id=workspace["workspace_id"],
+            url="http://127.0.0.1:9/x",
+            events=events,
+            allow_private=True,
+            instance_key=WEBHOOK_KEY,
         )
     assert secret.startswith("whsec_")
     return endpoint.id
@@ -44,10 +50,12 @@ def test_emit_freezes_once_and_queues_one_delivery_per_subscribed_endpoint(db: D
     assert sorted(queued) == sorted([(a, "pending"), (b, "pending"), (off, "pending")])
     lease = timedelta(seconds=20)
     with db.write() as conn:
-        claimed = deliveries.claim(conn, now=utcnow(), limit=10, lease=lease)
+        claimed = deliveries.claim(conn, now=utcnow(), limit=10, lease=lease, instance_key=WEBHOOK_KEY)
         assert sorted(c.endpoint_id for c in claimed) == sorted([a, b])
         endpoints.set_enabled(conn, endpoint_id=off, enabled=True)
-        assert [c.endpoint_id for c in deliveries.claim(conn, now=utcnow(), limit=10, lease=lease)] == [off]
+        assert [
+            c.endpoint_id for c in deliveries.claim(conn, now=utcnow(), limit=10, lease=lease, instance_key=WEBHOOK_KEY)
+        ] == [off]
 
 
 def test_emit_belongs_to_the_callers_transaction(db: Database, workspace: dict) -> None:
@@ -68,11 +76,21 @@ def test_emit_belongs_to_the_callers_transaction(db: Database, workspace: dict) 
 def test_endpoint_rules(db: Database, workspace: dict) -> None:
     with db.write() as conn, pytest.raises(ValueError, match="unknown event type"):
         endpoints.create_endpoint(
-            conn, workspace_id=workspace["workspace_id"], url="https://8.8.8.8/", events=["nope"], allow_private=False
+            conn,
+            workspace_id=workspace["workspace_id"],
+            url="https://8.8.8.8/",
+            events=["nope"],
+            allow_private=False,
+            instance_key=WEBHOOK_KEY,
         )
     with db.write() as conn, pytest.raises(NotFound):
         endpoints.create_endpoint(
-            conn, workspace_id="ws_missing", url="https://8.8.8.8/", events=["action.created"], allow_private=False
+            conn,
+            workspace_id="ws_missing",
+            url="https://8.8.8.8/",
+            events=["action.created"],
+            allow_private=False,
+            instance_key=WEBHOOK_KEY,
         )
     with db.write() as conn:
         endpoint, _ = endpoints.create_endpoint(
@@ -81,6 +99,7 @@ def test_endpoint_rules(db: Database, workspace: dict) -> None:
             url="https://8.8.8.8/hooks",
             events=["action.created", "action.created", "integration.error"],
             allow_private=False,
+            instance_key=WEBHOOK_KEY,
             standard_webhooks=True,
         )
     assert endpoint.events == ("action.created", "integration.error") and endpoint.standard_webhooks
@@ -91,21 +110,31 @@ def test_rotation_keeps_two_secrets_for_24_hours(db: Database, workspace: dict) 
     endpoint_id = add(db, workspace, ["action.created"])
     now = utcnow()
     with db.read() as conn:
-        [first] = endpoints.signing_secrets(conn, [endpoint_id], now)[endpoint_id]
+        [first] = endpoints.signing_secrets(conn, [endpoint_id], now, instance_key=WEBHOOK_KEY)[endpoint_id]
     with db.write() as conn:
-        second, expires = endpoints.rotate_secret(conn, endpoint_id=endpoint_id, now=now)
+        second, expires = endpoints.rotate_secret(conn, endpoint_id=endpoint_id, instance_key=WEBHOOK_KEY, now=now)
     assert expires == now + timedelta(hours=24)
     with db.read() as conn:
-        assert endpoints.signing_secrets(conn, [endpoint_id], now)[endpoint_id] == [second, first]
-        assert endpoints.signing_secrets(conn, [endpoint_id], expires - timedelta(seconds=1))[endpoint_id] == [
+        assert endpoints.signing_secrets(conn, [endpoint_id], now, instance_key=WEBHOOK_KEY)[endpoint_id] == [
             second,
             first,
         ]
-        assert endpoints.signing_secrets(conn, [endpoint_id], expires)[endpoint_id] == [second]
+        assert endpoints.signing_secrets(conn, [endpoint_id], expires - timedelta(seconds=1), instance_key=WEBHOOK_KEY)[
+            endpoint_id
+        ] == [
+            second,
+            first,
+        ]
+        assert endpoints.signing_secrets(conn, [endpoint_id], expires, instance_key=WEBHOOK_KEY)[endpoint_id] == [
+            second
+        ]
     with db.write() as conn:  # rotating again within the overlap drops the oldest: never 3 signers
-        third, _ = endpoints.rotate_secret(conn, endpoint_id=endpoint_id, now=now)
+        third, _ = endpoints.rotate_secret(conn, endpoint_id=endpoint_id, instance_key=WEBHOOK_KEY, now=now)
     with db.read() as conn:
-        assert endpoints.signing_secrets(conn, [endpoint_id], now)[endpoint_id] == [third, second]
+        assert endpoints.signing_secrets(conn, [endpoint_id], now, instance_key=WEBHOOK_KEY)[endpoint_id] == [
+            third,
+            second,
+        ]
 
 
 @pytest.mark.parametrize(

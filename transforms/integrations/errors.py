@@ -58,3 +58,41 @@ def code_for_status(status: int) -> ErrorCode:
 def truncate(text: str, limit: int = MAX_ERROR_TEXT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# What a failure keeps of the answer's body: a provider's error message (the longest real ones
+# are about 150 characters), never more. The address a sync calls is the operator's to set, and
+# the answer reaches the sync history, which read-only keys and the dashboard show: an answer
+# from an address that is not a provider's must not carry a page of it there.
+MAX_PROVIDER_TEXT = 200
+# The status line's reason phrase, said when the body holds no message ("Internal Server Error").
+MAX_REASON_TEXT = 40
+_MESSAGE_KEYS = ("message", "error_description", "error", "detail", "errors")
+
+
+def provider_text(body: object, reason: str | None) -> str:
+    """A short, provider-shaped message for an error answer.
+
+    `body` is the answer parsed as JSON (None when it was not JSON): its message field (a string
+    under `message`, `error_description`, `error`, `detail`, or the `message` of an object or of
+    the first object of a list there), cut to MAX_PROVIDER_TEXT characters. Anything else, and any
+    body that is not JSON, is not repeated: only the reason phrase is, cut short."""
+    message = _message(body, depth=0)
+    if message:
+        return truncate(message, MAX_PROVIDER_TEXT)
+    return truncate(reason or "", MAX_REASON_TEXT) or "no message"
+
+
+def _message(value: object, *, depth: int) -> str | None:
+    if isinstance(value, str):
+        return value if depth > 0 else None  # a bare JSON string is a body, not a field
+    if depth > 2:
+        return None
+    if isinstance(value, list):
+        return _message(value[0], depth=depth + 1) if value else None
+    if isinstance(value, dict):
+        for key in _MESSAGE_KEYS:
+            found = _message(value.get(key), depth=depth + 1)
+            if found:
+                return found
+    return None

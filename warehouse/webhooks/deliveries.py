@@ -105,10 +105,16 @@ def due_fingerprint(conn: Connection, now: datetime) -> tuple[int, str | None]:
 
 
 def claim(
-    conn: Connection, *, now: datetime, limit: int, lease: timedelta, skip_endpoints: Sequence[str] = ()
+    conn: Connection,
+    *,
+    now: datetime,
+    limit: int,
+    lease: timedelta,
+    instance_key: str,
+    skip_endpoints: Sequence[str] = (),
 ) -> list[Claimed]:
     """Lease up to `limit` due deliveries of enabled endpoints (but `skip_endpoints`), oldest
-    due first."""
+    due first, with their endpoints' signing secrets unsealed under `instance_key`."""
     d = webhook_deliveries.c
     token = new_id("req")
     due = _due_query(now)
@@ -143,7 +149,7 @@ def claim(
             )
         )
     }
-    secrets = signing_secrets(conn, endpoints, now)
+    secrets = signing_secrets(conn, endpoints, now, instance_key=instance_key)
     return [
         Claimed(
             delivery_id=r.id,

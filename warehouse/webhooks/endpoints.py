@@ -1,5 +1,15 @@
 """Webhook endpoints and their signing secrets (the operator's side: add, list, enable,
-disable, rotate)."""
+disable, rotate).
+
+Signing secrets are kept sealed with the instance key (`transforms.sealing`, purpose
+"webhook-signing-secrets", the endpoint id as context, as provider credentials are sealed): HMAC
+signing needs the secret itself, so it cannot be hashed like an API key, but whoever reads the
+database or a backup must not be able to forge our webhooks. The plaintext is returned once, on
+creation and on rotation, to show the operator. Rows written before secrets were sealed hold the
+plaintext (`whsec_...`): `seal_plaintext_secrets` seals them (`flokit db upgrade` and `flokit up`
+run it: a migration cannot, as the instance key is not the migration's to read), and until then
+such a row is read as it is, so deliveries keep their signatures across the upgrade.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +20,10 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from transforms import sealing
 from transforms.ids import new_id
 from transforms.webhooks.envelope import check_event_type
-from transforms.webhooks.signing import new_signing_secret
+from transforms.webhooks.signing import SECRET_PREFIX, new_signing_secret
 from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.errors import NotFound
@@ -22,6 +33,36 @@ from warehouse.workspaces import get_workspace
 
 # Spec: "for 24 hours both the active and retiring secrets sign".
 ROTATION_OVERLAP = timedelta(hours=24)
+SEAL_PURPOSE = "webhook-signing-secrets"
+
+
+def seal_secret(instance_key: str, endpoint_id: str, secret: str) -> str:
+    """The stored form of an endpoint's signing secret: sealed, bound to the endpoint."""
+    return sealing.seal(instance_key, SEAL_PURPOSE, secret.encode(), context=endpoint_id)
+
+
+def open_secret(instance_key: str, endpoint_id: str, stored: str) -> str:
+    """The signing secret of a stored value (a plaintext row from before sealing as it is);
+    `sealing.SealError` under another instance key or endpoint."""
+    if stored.startswith(SECRET_PREFIX):
+        return stored
+    return sealing.unseal(instance_key, SEAL_PURPOSE, stored, context=endpoint_id).decode()
+
+
+def seal_plaintext_secrets(conn: Connection, *, instance_key: str) -> int:
+    """Seal every signing secret still stored in plaintext; how many. Idempotent."""
+    rows = conn.execute(
+        sa.select(webhook_secrets.c.id, webhook_secrets.c.endpoint_id, webhook_secrets.c.secret).where(
+            webhook_secrets.c.secret.startswith(SECRET_PREFIX, autoescape=True)
+        )
+    ).all()
+    for r in rows:
+        conn.execute(
+            webhook_secrets.update()
+            .where(webhook_secrets.c.id == r.id, webhook_secrets.c.secret == r.secret)
+            .values(secret=seal_secret(instance_key, r.endpoint_id, r.secret))
+        )
+    return len(rows)
 
 
 @dataclass(frozen=True)
@@ -59,10 +100,12 @@ def create_endpoint(
     url: str,
     events: Sequence[str],
     allow_private: bool,
+    instance_key: str,
     standard_webhooks: bool = False,
     actor: str = "cli",
 ) -> tuple[Endpoint, str]:
-    """A new enabled endpoint and its first signing secret (returned once, to show the operator)."""
+    """A new enabled endpoint and its first signing secret (returned once, to show the operator;
+    stored sealed under `instance_key`)."""
     get_workspace(conn, workspace_id)
     chosen = parse_events(events)
     validate_url(url, allow_private=allow_private)
@@ -80,8 +123,9 @@ def create_endpoint(
             created_at=now,
         )
     )
+    sealed = seal_secret(instance_key, endpoint_id, secret)
     conn.execute(
-        webhook_secrets.insert().values(endpoint_id=endpoint_id, secret=secret, status="active", created_at=now)
+        webhook_secrets.insert().values(endpoint_id=endpoint_id, secret=sealed, status="active", created_at=now)
     )
     audit.record(
         conn,
@@ -142,9 +186,10 @@ def set_enabled(conn: Connection, *, endpoint_id: str, enabled: bool, actor: str
 
 
 def rotate_secret(
-    conn: Connection, *, endpoint_id: str, now: datetime | None = None, actor: str = "cli"
+    conn: Connection, *, endpoint_id: str, instance_key: str, now: datetime | None = None, actor: str = "cli"
 ) -> tuple[str, datetime]:
-    """New active secret; the previous active one signs alongside it until the returned expiry.
+    """New active secret (returned once, stored sealed); the previous active one signs alongside it
+    until the returned expiry.
 
     A secret still retiring from an earlier rotation is dropped at once, so at most two secrets
     ever sign (the verifier accepts 1 or 2)."""
@@ -162,8 +207,9 @@ def rotate_secret(
         .values(status="retiring", expires_at=expires)
     )
     secret = new_signing_secret()
+    sealed = seal_secret(instance_key, endpoint_id, secret)
     conn.execute(
-        webhook_secrets.insert().values(endpoint_id=endpoint_id, secret=secret, status="active", created_at=now)
+        webhook_secrets.insert().values(endpoint_id=endpoint_id, secret=sealed, status="active", created_at=now)
     )
     audit.record(
         conn,
@@ -176,14 +222,17 @@ def rotate_secret(
     return secret, expires
 
 
-def signing_secrets(conn: Connection, endpoint_ids: Iterable[str], now: datetime) -> dict[str, list[str]]:
-    """Per endpoint, the secrets that sign at `now`: the active one first, then a retiring one
-    whose overlap has not expired."""
+def signing_secrets(
+    conn: Connection, endpoint_ids: Iterable[str], now: datetime, *, instance_key: str
+) -> dict[str, list[str]]:
+    """Per endpoint, the secrets that sign at `now`, unsealed: the active one first, then a
+    retiring one whose overlap has not expired. A secret that does not open (another instance
+    key) raises `sealing.SealError`: nothing is sent unsigned or signed wrongly."""
     ids = list(set(endpoint_ids))
     if not ids:
         return {}
     rows = conn.execute(
-        sa.select(webhook_secrets.c.endpoint_id, webhook_secrets.c.secret, webhook_secrets.c.status)
+        sa.select(webhook_secrets.c.endpoint_id, webhook_secrets.c.secret)
         .where(
             webhook_secrets.c.endpoint_id.in_(ids),
             sa.or_(webhook_secrets.c.status == "active", webhook_secrets.c.expires_at > now),
@@ -192,5 +241,5 @@ def signing_secrets(conn: Connection, endpoint_ids: Iterable[str], now: datetime
     ).all()
     out: dict[str, list[str]] = {}
     for r in rows:  # 'active' sorts before 'retiring'
-        out.setdefault(r.endpoint_id, []).append(r.secret)
+        out.setdefault(r.endpoint_id, []).append(open_secret(instance_key, r.endpoint_id, r.secret))
     return out

@@ -50,7 +50,7 @@ from orchestration.syncs.connectors import Connector, Log
 from orchestration.syncs.http import Pacer
 from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import ANDROID_STORE
-from transforms.integrations.errors import ErrorCode, SyncFailure, truncate
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig
 from transforms.sealing import SealError
 from transforms.stores import google_play as gp
@@ -98,7 +98,7 @@ def _google_words(error: HttpError) -> str:
         reason = error.reason
     except Exception:  # the client parses the body lazily; a proxy's page has no message
         reason = None
-    return truncate(str(reason or error.resp.reason or error.resp.status))
+    return truncate(str(reason or error.resp.reason or error.resp.status), MAX_PROVIDER_TEXT)
 
 
 class _NotFound(Exception):
@@ -180,7 +180,7 @@ class PlayApi:
                 wait = self._backoff(attempt)
                 continue
             if not isinstance(answer, dict):
-                raise SyncFailure("bad_response", f"{what}: not a JSON object: {truncate(repr(answer), 200)}")
+                raise SyncFailure("bad_response", f"{what}: not a JSON object")
             return answer
         raise AssertionError("unreachable: the last attempt returns or raises")
 

@@ -21,23 +21,30 @@ from typing import Any, ClassVar
 import requests
 
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import ProviderClient, RetryRules, body_text, retry_after_seconds
+from orchestration.syncs.http import ProviderClient, RetryRules, body_text, json_or_none, retry_after_seconds
 from transforms.integrations import attribution_provider_b as appsflyer
-from transforms.integrations.errors import SyncFailure, truncate
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig
 from warehouse.integrations.target import SyncTarget
 
+# AppsFlyer's plain-text errors are one short sentence ("Limit reached for ...").
+MAX_PLAIN_TEXT = 80
 MASTER_PATH = "/api/master-agg-data/v4/app/{app_id}"
 
 
 def error_text(response: requests.Response) -> str:
     """AppsFlyer's words: `{"message": ...}` on 401, a bare JSON string or plain text on 403/404
-    ("Not authorized app-ids: ...", "Not found"; Master API reference, error responses)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return body_text(response)
-    return truncate(body) if isinstance(body, str) else body_text(response)
+    ("Not authorized app-ids: ...", "Not found", "Limit reached ..."; Master API reference, error
+    responses). Plain text only as AppsFlyer sends it, a short `text/plain` line: the first line, cut
+    to MAX_PLAIN_TEXT characters, never a page of an answer that was not AppsFlyer's."""
+    body = json_or_none(response)
+    if isinstance(body, str):
+        return truncate(body, MAX_PROVIDER_TEXT)
+    if body is None and response.headers.get("Content-Type", "").startswith("text/plain"):
+        line = (response.text or "").strip().split("\n", 1)[0]
+        if line:
+            return truncate(line, MAX_PLAIN_TEXT)
+    return body_text(response)
 
 
 class AppsFlyerClient(ProviderClient):

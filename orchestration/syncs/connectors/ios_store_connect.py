@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import requests
 from appstoreserverlibrary.api_client import APIError, APIException, AppStoreServerAPIClient
@@ -43,8 +43,9 @@ from appstoreserverlibrary.models.NotificationHistoryResponse import Notificatio
 from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier, VerificationException, VerificationStatus
 
 from orchestration.syncs.connectors import Connector, Log
+from orchestration.syncs.http import guarded_session
 from transforms.entitlements.effects import Effect, Effects
-from transforms.integrations.errors import SyncFailure, code_for_status
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, code_for_status, truncate
 from transforms.integrations.kinds import ValidConfig, kind_of
 from transforms.stores import apple
 from warehouse.db import Database, database_for, utcnow
@@ -119,7 +120,7 @@ class AppStoreConnect:
         environment = stores.ios_environment or "Production"
         assert stores.ios_bundle_id is not None
         try:
-            client = AppStoreServerAPIClient(
+            client = GuardedAppStoreClient(
                 self.private_key.encode(), self.key_id, self.issuer_id, stores.ios_bundle_id, Environment(environment)
             )
         except (ValueError, TypeError) as e:
@@ -192,10 +193,29 @@ class AppStoreConnect:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
 
+class GuardedAppStoreClient(AppStoreServerAPIClient):
+    """Apple's client whose requests go through a session under the egress policy and follow no
+    redirect (orchestration/syncs/http.py), instead of the library's module-level `requests`."""
+
+    def _execute_request(
+        self,
+        method: str,
+        url: str,
+        params: dict[str, str | list[str]],
+        headers: dict[str, str],
+        json: dict[str, Any] | None,
+        data: bytes | None,
+    ) -> requests.Response:
+        session = getattr(self, "_guarded", None)
+        if session is None:
+            session = self._guarded = guarded_session()
+        return session.request(method, url, params=params, headers=headers, json=json, data=data, timeout=30)
+
+
 def _apple_error(e: APIException) -> str:
     """Apple's error object as the operator reads it: its message and errorCode."""
     if e.error_message or e.raw_api_error is not None:
-        return f"{e.error_message or 'no message'} (errorCode {e.raw_api_error})"
+        return f"{truncate(e.error_message or 'no message', MAX_PROVIDER_TEXT)} (errorCode {e.raw_api_error!r:.20})"
     return "no error body"
 
 

@@ -39,10 +39,10 @@ from typing import Any, TypeVar
 import stripe
 
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import parse_retry_after
+from orchestration.syncs.http import guarded_session, parse_retry_after
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
-from transforms.integrations.errors import SyncFailure, code_for_status, truncate
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, code_for_status, truncate
 from transforms.integrations.kinds import ValidConfig
 from transforms.stores import stripe as mapping
 from warehouse.entitlements import ledger
@@ -73,7 +73,10 @@ def retry_after(headers: Mapping[str, str] | None) -> float | None:
 
 
 def _message(exc: stripe.StripeError) -> str:
-    return truncate(exc.user_message or str(exc) or type(exc).__name__)
+    """Stripe's own message from its JSON error; never the text of an answer that was not Stripe's
+    (the library quotes a non-JSON body whole in `str(exc)`)."""
+    status = f" (HTTP {exc.http_status})" if exc.http_status else ""
+    return truncate(exc.user_message or "", MAX_PROVIDER_TEXT) or f"{type(exc).__name__}{status}"
 
 
 @dataclass
@@ -102,7 +105,8 @@ class StripeSync:
                 self.secret_key,
                 base_addresses={"api": self.base_url},
                 max_network_retries=0,
-                http_client=stripe.RequestsClient(timeout=self.timeout_s),
+                # Our session: the egress policy's connections, no redirects (orchestration/syncs/http.py).
+                http_client=stripe.RequestsClient(timeout=self.timeout_s, session=guarded_session()),
             )
         return self._client
 

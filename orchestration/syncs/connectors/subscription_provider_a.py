@@ -39,7 +39,7 @@ import requests
 from orchestration.syncs import s3
 from orchestration.syncs.connectors import Connector, Log
 from orchestration.syncs.http import ProviderClient, ProviderHttp, RetryRules, body_text
-from transforms.integrations.errors import SyncFailure, truncate
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.subscription_provider_a import STORES_WITH_TRANSACTIONS, Mapper
 from transforms.integrations.subscription_provider_a_exports import (
@@ -88,7 +88,8 @@ def revenuecat_error_text(response: requests.Response) -> str:
         body = None
     if isinstance(body, Mapping) and isinstance(body.get("message"), str):
         kind = body.get("type")
-        return truncate(f"{body['message']} ({kind})" if isinstance(kind, str) else body["message"])
+        text = f"{body['message']} ({kind})" if isinstance(kind, str) else body["message"]
+        return truncate(text, MAX_PROVIDER_TEXT)
     return body_text(response)
 
 
@@ -161,7 +162,7 @@ class RevenueCatClient(ProviderClient):
             body = http.json(response, what=what)
             items = body.get("items") if isinstance(body, dict) else None
             if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-                raise SyncFailure("bad_response", f"{what}: not a RevenueCat list: {truncate(response.text, 200)}")
+                raise SyncFailure("bad_response", f"{what}: not a RevenueCat list")
             yield items
             next_page = body.get("next_page")
             if not next_page:

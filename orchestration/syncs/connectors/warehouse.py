@@ -34,7 +34,7 @@ import snowflake.connector.errors as sf_errors
 
 from orchestration.syncs import s3
 from orchestration.syncs.connectors import Connector, Log
-from transforms.integrations.errors import SyncFailure
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.warehouse import (
     NO_ROWS,
@@ -67,7 +67,7 @@ def _quiet(_line: str) -> None:
 
 
 def snowflake_failure(what: str, exc: Exception) -> SyncFailure:
-    text = f"{what}: {getattr(exc, 'msg', None) or exc}"
+    text = f"{what}: {truncate(str(getattr(exc, 'msg', None) or exc), MAX_PROVIDER_TEXT)}"
     if isinstance(exc, sf_errors.Error) and getattr(exc, "sqlstate", None) == "28000":
         return SyncFailure("auth", text)
     if isinstance(exc, sf_errors.ForbiddenError):

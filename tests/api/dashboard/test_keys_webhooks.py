@@ -19,6 +19,7 @@ from flask.testing import FlaskClient
 
 from tests.api.dashboard.conftest import OPERATOR, csrf_of, sign_in
 from tests.conftest import bearer
+from tests.support import WEBHOOK_KEY
 from warehouse import audit, migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
@@ -36,7 +37,7 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
     return Settings(
         data_dir=tmp_path / "data",
         database_url=database_url,
-        instance_key=secrets.token_urlsafe(32),
+        instance_key=WEBHOOK_KEY,  # the key signing secrets are sealed with, for the tests to open them
         webhooks_allow_private=True,
     )
 
@@ -183,7 +184,12 @@ def test_migration_0160_down_and_up(db: Database, workspace: dict) -> None:
 def add_endpoint(db: Database, workspace: dict, url: str = "https://hooks.example.com/in", events=("action.approved",)):
     with db.write() as conn:
         return endpoints.create_endpoint(
-            conn, workspace_id=workspace["workspace_id"], url=url, events=list(events), allow_private=True
+            conn,
+            workspace_id=workspace["workspace_id"],
+            url=url,
+            events=list(events),
+            allow_private=True,
+            instance_key=WEBHOOK_KEY,
         )
 
 
@@ -212,7 +218,9 @@ def test_webhooks_empty_state_and_add_with_inline_errors(browser: FlaskClient, d
     secret = re.search(r'<code id="new-secret">([^<]+)</code>', created)
     with db.read() as conn:
         [e] = endpoints.list_endpoints(conn, workspace["workspace_id"])
-        assert secret and endpoints.signing_secrets(conn, [e.id], utcnow())[e.id] == [secret.group(1)]
+        assert secret and endpoints.signing_secrets(conn, [e.id], utcnow(), instance_key=WEBHOOK_KEY)[e.id] == [
+            secret.group(1)
+        ]
     assert e.events == ("action.approved", "integration.error") and e.status == "enabled"
     assert actors(db, workspace, e.id) == [("webhook_endpoint.created", OPERATOR)]
     listing = text(browser.get("/dashboard/webhooks").get_data(as_text=True))
@@ -263,7 +271,7 @@ def fail_five_times(db: Database, endpoint_id: str) -> None:
     for i in range(5):
         now = utcnow() + timedelta(days=i + 1)  # each retry is due (the backoff is at most hours)
         with db.write() as conn:
-            [claimed] = deliveries.claim(conn, now=now, limit=1, lease=timedelta(seconds=30))
+            [claimed] = deliveries.claim(conn, now=now, limit=1, lease=timedelta(seconds=30), instance_key=WEBHOOK_KEY)
             assert claimed.endpoint_id == endpoint_id
             deliveries.record(
                 conn,
@@ -321,7 +329,7 @@ def test_history_filters_pages_and_a_delivery_s_attempts_and_body(
         emit_event(conn, workspace_id=workspace["workspace_id"], event_type="integration.error", data={"n": 1})
     now = utcnow()
     with db.write() as conn:
-        claimed = deliveries.claim(conn, now=now, limit=1, lease=timedelta(seconds=30))[0]
+        claimed = deliveries.claim(conn, now=now, limit=1, lease=timedelta(seconds=30), instance_key=WEBHOOK_KEY)[0]
         deliveries.record(
             conn,
             claimed,
@@ -367,7 +375,9 @@ def test_rotate_secret_shows_the_new_one_and_until_when_both_sign(
     assert r.status_code == 200 and r.headers["Cache-Control"] == "no-store"
     new = re.search(r'<code id="new-secret">([^<]+)</code>', r.get_data(as_text=True))
     with db.read() as conn:
-        assert new and endpoints.signing_secrets(conn, [endpoint.id], utcnow())[endpoint.id] == [new.group(1), old]
+        assert new and endpoints.signing_secrets(conn, [endpoint.id], utcnow(), instance_key=WEBHOOK_KEY)[
+            endpoint.id
+        ] == [new.group(1), old]
     until = before + timedelta(hours=24)
     assert f"also signs until {until:%Y-%m-%d %H:%M} UTC" in r.get_data(
         as_text=True
@@ -403,7 +413,9 @@ def test_webhooks_need_sign_in_csrf_and_the_workspace(client: FlaskClient, db: D
     ):
         assert r.status_code == 404 and r.content_type.startswith("text/html")
     with db.read() as conn:
-        assert endpoints.signing_secrets(conn, [theirs.id], utcnow())[theirs.id] == [their_secret]
+        assert endpoints.signing_secrets(conn, [theirs.id], utcnow(), instance_key=WEBHOOK_KEY)[theirs.id] == [
+            their_secret
+        ]
         assert len(deliveries.history(conn, endpoint_id=theirs.id)) == 1
     assert theirs.url not in client.get("/dashboard/webhooks").get_data(as_text=True) or theirs.id not in client.get(
         "/dashboard/webhooks"

@@ -158,7 +158,7 @@ def test_an_auth_failure_is_error_and_one_integration_error(
     ws = workspace["workspace_id"]
     with db.write() as conn:
         endpoints.create_endpoint(conn, workspace_id=ws, url="http://127.0.0.1:9/ops", events=["integration.error"],
-                                  allow_private=True)  # fmt: skip
+                                  allow_private=True, instance_key=KEY)  # fmt: skip
     account_id = connect(
         db, ws, "meta", {"access_token": "EAAG-revoked", "ad_account_id": ACCOUNT, "base_url": meta.url}
     )

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from tests.support import WEBHOOK_KEY
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database, utcnow
 from warehouse.errors import TransitionRefused
@@ -66,6 +67,7 @@ def test_a_refusal_is_error_with_the_message_and_one_integration_error(
             url="http://127.0.0.1:9/ops",
             events=["integration.error"],
             allow_private=True,
+            instance_key=WEBHOOK_KEY,
         )
     sync_id = started(db, integration_id)
     with db.write() as conn:
