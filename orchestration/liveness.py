@@ -70,8 +70,15 @@ def process_tags() -> dict[str, str]:
     return {HOST_TAG: socket.gethostname(), PROCESS_TAG: identity}
 
 
+def _tagged_pid(identity: str) -> int | None:
+    head = identity.split("@", 1)[0]
+    return int(head) if head.isdigit() and int(head) > 0 else None  # a tag written by hand is ignored
+
+
 def _tagged_gone(identity: str) -> bool:
-    pid = int(identity.split("@", 1)[0])
+    pid = _tagged_pid(identity)
+    if pid is None:
+        return False
     now = process_identity(pid)
     return now is None or ("@" in identity and "@" in now and now != identity)
 
@@ -82,7 +89,7 @@ def _worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
         event = entry.dagster_event
         data = event.engine_event_data if event is not None else None
         pid = data.metadata.get("pid") if data is not None else None
-        if pid is not None and str(pid.value).isdigit():
+        if pid is not None and str(pid.value).isdigit() and int(str(pid.value)) > 0:
             return int(str(pid.value))
     return None
 
@@ -95,8 +102,8 @@ def dead_runs(instance: dg.DagsterInstance, *, launched_here: bool = False) -> l
     for run in instance.get_runs(dg.RunsFilter(statuses=UNFINISHED)):
         identity = run.tags.get(PROCESS_TAG)
         if identity is not None:
-            if run.tags.get(HOST_TAG) == host and _tagged_gone(identity):
-                pid = int(identity.split("@", 1)[0])
+            pid = _tagged_pid(identity)
+            if run.tags.get(HOST_TAG) == host and pid is not None and _tagged_gone(identity):
                 found.append(DeadRun(run.run_id, run.job_name, pid, f"the process that ran it (pid {pid}) is gone"))
             continue
         if launched_here and run.status == dg.DagsterRunStatus.STARTED:

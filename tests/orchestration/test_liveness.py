@@ -87,6 +87,7 @@ def test_the_runs_of_a_dead_process_on_this_host_are_failed_and_no_others(instan
     of_this_process = run(process_tags())
     elsewhere = run({HOST_TAG: "another-host", PROCESS_TAG: dead})  # its pids mean nothing here
     untagged = run({})  # launched by a daemon: only `flokit up` (launched_here) looks at those
+    by_hand = run({HOST_TAG: host, PROCESS_TAG: "not-a-pid"})
     finished = run({HOST_TAG: host, PROCESS_TAG: dead}, dg.DagsterRunStatus.SUCCESS)
 
     failed = fail_dead_runs(instance)
@@ -97,7 +98,7 @@ def test_the_runs_of_a_dead_process_on_this_host_are_failed_and_no_others(instan
     assert {k: statuses[k] for k in (of_dead, never_started, of_reused_pid)} == dict.fromkeys(
         (of_dead, never_started, of_reused_pid), dg.DagsterRunStatus.FAILURE
     )
-    assert statuses[of_this_process] == statuses[elsewhere] == statuses[untagged] == dg.DagsterRunStatus.STARTED
+    assert {statuses[r] for r in (of_this_process, elsewhere, untagged, by_hand)} == {dg.DagsterRunStatus.STARTED}
     assert statuses[finished] == dg.DagsterRunStatus.SUCCESS
     failure = instance.all_logs(of_dead, of_type=dg.DagsterEventType.RUN_FAILURE)
     assert "FloKit marked the run failed: the process that ran it" in (failure[0].message or "")
