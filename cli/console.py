@@ -7,7 +7,10 @@ definitions load, about a thousand lines before the first reports. The console k
 banner, the addresses and one line per meaningful event, which `RunWatch` reads from the Dagster
 instance itself (run storage and sensor ticks) rather than from the children's output, whose
 format is Dagster's to change: a run started, a run finished with its assets and duration, a
-failed run with its error and where to look, a sensor that starts failing or recovers.
+failed run with its error and where to look, a sensor that starts failing or recovers, and runs
+stuck in the queue. It also fails the runs whose process on this host is gone (a `flokit refresh`
+or a run worker killed with SIGKILL), which would otherwise hold their run slots for good
+(`orchestration.liveness`): at start, and every `sensors_every_s` after.
 
 `flokit up --verbose` also copies every child's output to the console, as before.
 """
@@ -38,6 +41,9 @@ BACKFILL_TAG = "dagster/backfill"
 PARTITION_TAG = "dagster/partition"
 # The first line of an error, cut here: the full traceback is in the UI and the log file.
 ERROR_CHARS = 300
+# Runs waiting in the queue longer than this are worth a line: every slot is held (by runs of a
+# dead process on another host, or a long backlog), and the operator may have to end one.
+STUCK_AFTER = dt.timedelta(minutes=5)
 
 
 def warnings_to(path: Path) -> None:
@@ -167,9 +173,16 @@ class RunWatch:
     """
 
     def __init__(
-        self, home: Path, ui_url: str, daemon_log: Path, poll_s: float = 2.0, sensors_every_s: float = 10.0
+        self,
+        home: Path,
+        ui_url: str,
+        daemon_log: Path,
+        poll_s: float = 2.0,
+        sensors_every_s: float = 10.0,
+        stuck_after: dt.timedelta = STUCK_AFTER,
     ) -> None:
         self.home = home
+        self.stuck_after = stuck_after
         self.ui_url = ui_url
         self.daemon_log = daemon_log
         self.poll_s = poll_s
@@ -181,6 +194,7 @@ class RunWatch:
         self.next_poll = 0.0
         self.next_sensors = 0.0
         self.unreadable = False
+        self.stuck_since: dt.datetime | None = None  # the oldest stuck run reported, while some are
 
     def __call__(self, now: float) -> None:
         if now < self.next_poll:
@@ -190,7 +204,7 @@ class RunWatch:
             lines = self.runs()
             if now >= self.next_sensors:
                 self.next_sensors = now + self.sensors_every_s
-                lines += self.sensors()
+                lines += self.dead() + self.sensors() + self.stuck()
         except Exception as exc:  # whatever the storage raises; the next poll tries again
             if not self.unreadable:
                 self.unreadable = True
@@ -285,6 +299,48 @@ class RunWatch:
                 del self.failing[name]
                 lines.append(f"sensor {name} works again")
         return lines
+
+    def dead(self) -> list[str]:
+        """Fail the unfinished runs whose process on this host is gone; a line for each. The
+        daemon's runs count too: `flokit up` runs that daemon, so their workers run here."""
+        from orchestration.liveness import fail_dead_runs
+
+        return [
+            f"run {d.run_id[:8]} ({d.job_name}) marked failed: {d.reason}; its run slot is free again"
+            for d in fail_dead_runs(self._instance(), launched_here=True)
+        ]
+
+    def stuck(self) -> list[str]:
+        """A line when runs have waited in the queue past STUCK_AFTER (once, until it moves), naming
+        the runs in progress that hold the slots; a line when nothing waits that long any more."""
+        import dagster as dg
+
+        instance = self._instance()
+        waiting = instance.get_runs(
+            dg.RunsFilter(
+                statuses=[dg.DagsterRunStatus.QUEUED], created_before=dt.datetime.now(dt.UTC) - self.stuck_after
+            )
+        )
+        if not waiting:
+            if self.stuck_since is None:
+                return []
+            self.stuck_since = None
+            return ["the run queue moves again"]
+        if self.stuck_since is not None:
+            return []
+        self.stuck_since = dt.datetime.now(dt.UTC)
+        holding = instance.get_runs(
+            dg.RunsFilter(
+                statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+            ),
+            limit=10,
+        )
+        held = ", ".join(f"{r.run_id[:8]} {r.job_name} ({r.status.value})" for r in holding) or "none"
+        minutes = int(self.stuck_after.total_seconds() // 60)
+        return [
+            f"{len(waiting)} run(s) queued for over {minutes} min: runs stuck? in progress: {held}. A run of a dead "
+            f"process on this host is failed here; end any other in the Dagster UI ({self.ui_url}/runs)"
+        ]
 
     def close(self) -> None:
         if self.instance is not None:

@@ -39,6 +39,10 @@ RUNNING_LOCK = ".flokit-up.lock"
 # Held while the instance is created or migrated, so two preparations queue.
 INIT_LOCK = ".flokit-init.lock"
 REPAIR_COMMAND = "flokit dagster repair"
+MONITORING_OFF = (
+    "run monitoring is OFF in {config}: copy its run_monitoring block from "
+    "orchestration/instance/dagster.dev.yaml (docs/reliability.md), or a killed run may block the queue"
+)
 
 
 class InstanceBusy(RuntimeError):
@@ -152,13 +156,16 @@ def prepare_instance(home: Path) -> list[str]:
             if instance.schedule_storage is not None:
                 versions.append(instance.schedule_storage.alembic_version())
             behind = [v for v in versions if v is not None and v[0] != v[1]]
+            # An instance configured before run monitoring was added to the config FloKit writes
+            # keeps its dagster.yaml (an operator's file is never rewritten): say so at each start.
+            notes = [] if instance.run_monitoring_enabled else [MONITORING_OFF.format(config=home / "dagster.yaml")]
             if not stale and not behind:
-                return ["created" if fresh else "at head"]
+                return ["created" if fresh else "at head", *notes]
             # Dagster prints its progress (and a progress bar per run shard): keep the log readable.
             out = io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                 instance.upgrade()
-        return ["created" if fresh else "existing", f"migrated to {head}"]
+        return ["created" if fresh else "existing", f"migrated to {head}", *notes]
 
 
 def repair_instance(home: Path) -> list[Repaired]:

@@ -1,4 +1,4 @@
-"""`flokit admin integrations ...`: connect, list, show and disconnect integrations.
+"""`flokit admin integrations ...`: connect, list, show and disconnect integrations; open syncs.
 
 The config file holds the provider's credentials and options (fields per type: README,
 "Integrations"); it is validated against the type's declaration, an error names the field.
@@ -21,7 +21,7 @@ from transforms.integrations.kinds import INTEGRATION_TYPES, ConfigProblem, Vali
 from transforms.timefmt import iso_z
 from warehouse import egress as addresses
 from warehouse.db import utcnow
-from warehouse.errors import Conflict, NotFound
+from warehouse.errors import Conflict, NotFound, TransitionRefused
 from warehouse.integrations import repository as repo
 from warehouse.integrations.stats import sync_stats
 
@@ -187,3 +187,51 @@ def disconnect(app: App, integration_id: str) -> None:
     except NotFound as exc:
         app.fail(str(exc))
     app.emit(_integration(integration), f"{integration.id}  {integration.type}  {integration.status}")
+
+
+# The sync's error message when an operator ends it (`syncs --fail`), with the reason given.
+OPERATOR_FAILED = "failed by an operator (flokit admin integrations syncs --fail): {reason}"
+
+
+@integrations.command("syncs")
+@click.option(
+    "--fail",
+    "fail_id",
+    metavar="SYNC_ID",
+    help="End this queued or running sync as failed (its integration can sync again at once).",
+)
+@click.option("--reason", default="no reason given", show_default=True, help="Kept in the sync's error message.")
+@json_option
+@pass_app
+def syncs(app: App, fail_id: str | None, reason: str) -> None:
+    """The open (queued or running) syncs of every workspace; --fail SYNC_ID ends one.
+
+    A sync whose run failed or vanished is failed by the daemon and by `flokit refresh` on their
+    own (docs/reliability.md); --fail is for what no rule can decide, such as a run that hangs.
+    Were its run still alive, that run fails when it ends: what it landed stays (landing is
+    idempotent) and the next sync pulls from the same high-water mark.
+    """
+    if fail_id is None:
+        with app.database.read() as conn:
+            found = [_sync(s) | {"integration_id": s.integration_id} for s, _ in repo.queued_syncs(conn)]
+            found += [_sync(s) | {"integration_id": s.integration_id} for s in repo.running_syncs(conn)]
+        human = "\n".join(
+            f"{s['sync_id']}  {s['integration_id']}  {s['status']:8} queued {s['queued_at']}"
+            + (f"  started {s['started_at']} (run {s['run_id']})" if s["started_at"] else "")
+            for s in found
+        )
+        app.emit({"syncs": found}, human or "no open sync")
+        return
+    try:
+        with app.database.write() as conn:
+            ended = repo.finish_failure(
+                conn, sync_id=fail_id, code=None, message=OPERATOR_FAILED.format(reason=reason), refused=False
+            )
+    except NotFound as exc:
+        app.fail(str(exc))
+    except TransitionRefused as exc:
+        app.fail(f"{exc} ({exc.status}): only a queued or running sync can be failed")
+    app.emit(
+        _sync(ended) | {"integration_id": ended.integration_id},
+        f"{ended.id}  {ended.status}: {ended.error_message}",
+    )

@@ -9,8 +9,11 @@ everything stops with the reason, exit status 1, for an operator or a process ma
 `RestartPolicy` and `Restarts` are the decisions, pure and unit-tested; `Supervisor` applies them
 to real processes. Each child runs in its own session (process group), so a terminal's Ctrl-C
 reaches only `flokit up`, and what a child started (gunicorn workers, Dagster code servers and
-runs) is stopped with it: after a death its group gets SIGTERM, and SIGKILL after the grace
-period, before the child is started again.
+runs) is stopped with it: after a death its group gets SIGTERM, and SIGKILL after the child's
+`orphan_grace_s`, and the child is started again only once every process of the group is gone.
+Gunicorn's is 0: a master killed with SIGKILL leaves workers that serve nothing new but keep its
+listening socket while they drain, up to the 15 s graceful timeout, and a master started meanwhile
+cannot bind the port; killed at once, the restart binds on its first attempt.
 
 A child given a `log_path` writes its output there (appended, owner-only) instead of to the
 console; with `echo`, a thread per child copies it to the console as well (`flokit up --verbose`).
@@ -36,6 +39,9 @@ import click
 # A check run on every tick of the loop, given the monotonic time: a reason to stop everything,
 # or None while all is well.
 Check = Callable[[float], str | None]
+# After SIGKILL a process ends at once unless it waits in the kernel (a hung disk or NFS): a
+# group still there after this long is given up on, and the child restarted anyway.
+KILLED_GONE_S = 5.0
 LOG_DIR_MODE = 0o700
 LOG_FILE_MODE = 0o600
 
@@ -121,8 +127,12 @@ class Child:
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     restart_at: float | None = None  # set while the child is dead and waiting for its restart
+    # How long what a dead leader left (its process group) gets to finish after SIGTERM before
+    # SIGKILL; None: the supervisor's grace period. 0: SIGKILL at once (gunicorn's orphaned workers).
+    orphan_grace_s: float | None = None
     remnants: int | None = None  # process group of a dead leader whose members may still run
     remnants_deadline: float = 0.0
+    remnants_killed: bool = False  # SIGKILL sent; waiting for the group to be gone
     restarts: Restarts | None = None
 
 
@@ -184,9 +194,14 @@ class Supervisor:
         process, child.process = child.process, None
         how = describe_exit(process.returncode)
         # Whatever it started (workers, a code server, a run) gets SIGTERM now and SIGKILL after
-        # the grace period; the child is started again only once its old group is gone.
-        child.remnants, child.remnants_deadline = process.pid, now + self.grace_s
-        _signal_group(process.pid, signal.SIGTERM)
+        # its grace period; the child is started again only once its old group is gone.
+        grace = self.grace_s if child.orphan_grace_s is None else child.orphan_grace_s
+        child.remnants, child.remnants_deadline, child.remnants_killed = process.pid, now + grace, False
+        if grace > 0:
+            _signal_group(process.pid, signal.SIGTERM)
+        else:
+            child.remnants_killed, child.remnants_deadline = True, now + KILLED_GONE_S
+            _signal_group(process.pid, signal.SIGKILL)
         delay = child.restarts.after_death(now, now - child.started_at)
         if delay is None:
             return (
@@ -205,9 +220,14 @@ class Supervisor:
         assert child.remnants is not None
         if not _group_alive(child.remnants):
             child.remnants = None
-        elif now >= child.remnants_deadline:
-            log(f"processes left by {child.name} did not stop in {self.grace_s:.0f} s; killing them")
+        elif now < child.remnants_deadline:
+            return
+        elif not child.remnants_killed:
+            log(f"processes left by {child.name} did not stop in time; killing them")
             _signal_group(child.remnants, signal.SIGKILL)
+            child.remnants_killed, child.remnants_deadline = True, now + KILLED_GONE_S
+        else:  # killed, and still there: stuck in the kernel; restart anyway
+            log(f"processes left by {child.name} survive SIGKILL (group {child.remnants}); restarting anyway")
             child.remnants = None
 
     def _start(self, child: Child, now: float) -> str | None:

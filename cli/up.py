@@ -108,6 +108,8 @@ def children(settings: Settings, workers: int) -> list[Child]:
                 "api.app:create_app()",
             ],
             logs / "api.log",
+            # A master killed with SIGKILL leaves workers holding the port; nothing will reap them.
+            orphan_grace_s=0.0,
         ),
         Child(
             "dagster-webserver",

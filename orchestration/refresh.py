@@ -3,6 +3,11 @@
 Runs go through the Dagster instance it is given (the one at DAGSTER_HOME), so they appear in
 the UI's run history like the daemon's, and each is the run the daemon itself would request:
 
+Before any run, it fails the runs a killed process left unfinished on this host and the syncs
+they left open (`orchestration.liveness`, `fail_abandoned`), and queues each such sync again:
+a refresh killed with SIGKILL would otherwise hold two of the dev instance's run slots and its
+integration `syncing` for good. Its own runs carry its host and pid, for the next one to check.
+
 0. the queued integration syncs, one `integration_sync_job` run each (a sync's provider failure
    is the sync's outcome, printed; it does not stop the refresh, since the other inputs are
    still worth refreshing);
@@ -36,15 +41,17 @@ from orchestration.adaccounts.jobs import ad_accounts_sync_job
 from orchestration.catalog.assets import analyst_catalog
 from orchestration.events.assets import ASSET as EVENTS
 from orchestration.events.sensors import events_run_requests, requestable_days
+from orchestration.liveness import fail_dead_runs, process_tags
 from orchestration.partitions import range_label
 from orchestration.reports.jobs import refresh_reports
 from orchestration.syncs.jobs import integration_sync_job, sync_run_config
-from orchestration.syncs.sensors import sync_run_request
+from orchestration.syncs.sensors import fail_abandoned, sync_run_request
 from warehouse.actions.repository import running_actions
 from warehouse.adaccounts.repository import list_accounts, live_accounts
 from warehouse.db import Database
+from warehouse.errors import TransitionRefused
 from warehouse.events.landing import pending_days
-from warehouse.integrations.repository import get_sync, queued_syncs
+from warehouse.integrations.repository import get_sync, queued_syncs, request_sync
 from warehouse.lake import Lake
 
 REFRESH_TAG = "flokit/refresh"
@@ -72,6 +79,8 @@ def refresh(
     """Run the steps; returns one outcome per run started."""
     outcomes: list[RunOutcome] = []
     job = defs.resolve_implicit_global_asset_job_def()
+    recover(instance, database, progress)
+    tags = {REFRESH_TAG: "true", **process_tags()}
 
     def record(name: str, result: dg.ExecuteInProcessResult, what: str | None = None) -> bool:
         materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events() if e.asset_key}
@@ -94,7 +103,7 @@ def refresh(
         result = sync_job.execute_in_process(
             instance=instance,
             run_config={**sync_run_config(sync.id), **QUIET},
-            tags={**request.tags, REFRESH_TAG: "true"},
+            tags={**request.tags, **tags},
             raise_on_error=False,
         )
         with database.read() as conn:
@@ -114,7 +123,7 @@ def refresh(
     if accounts:
         progress("syncing the ad accounts' registry ...")
         result = defs.resolve_job_def(ad_accounts_sync_job.name).execute_in_process(
-            instance=instance, tags={REFRESH_TAG: "true"}, raise_on_error=False, run_config=QUIET
+            instance=instance, tags=tags, raise_on_error=False, run_config=QUIET
         )
         outcomes.append(RunOutcome("ad_accounts_sync", None, result.run_id, result.success))
         with database.read() as conn:
@@ -133,7 +142,7 @@ def refresh(
         result = job.execute_in_process(
             instance=instance,
             asset_selection=[EVENTS],
-            tags={**request.tags, REFRESH_TAG: "true"},
+            tags={**request.tags, **tags},
             raise_on_error=False,
             run_config=QUIET,
         )
@@ -142,7 +151,7 @@ def refresh(
 
     progress("refreshing the reports (days whose inputs changed) ...")
     runs: list[dg.ExecuteInProcessResult] = []  # one per block of stale days, oldest first
-    reports = refresh_reports(defs, instance, lake, tags={REFRESH_TAG: "true"}, run_config=QUIET, on_run=runs.append)
+    reports = refresh_reports(defs, instance, lake, tags=tags, run_config=QUIET, on_run=runs.append)
     if reports is None:
         progress("  reports are up to date")
     elif not all([record("reports", run) for run in runs]):
@@ -150,7 +159,7 @@ def refresh(
 
     progress("running the growth-actions engine ...")
     engine = defs.resolve_job_def(actions_engine_job.name).execute_in_process(
-        instance=instance, tags={REFRESH_TAG: "true"}, raise_on_error=False, run_config=QUIET
+        instance=instance, tags=tags, raise_on_error=False, run_config=QUIET
     )
     # A failure is printed and fails the refresh; the catalog does not need it. The engine
     # materializes nothing, so its line says what it did to each workspace's queue.
@@ -161,7 +170,7 @@ def refresh(
     catalog = job.execute_in_process(
         instance=instance,
         asset_selection=[analyst_catalog.key],
-        tags={REFRESH_TAG: "true"},
+        tags=tags,
         raise_on_error=False,
         run_config=QUIET,
     )
@@ -180,8 +189,27 @@ def refresh(
     monitor = defs.resolve_job_def(monitor_actions_job.name).execute_in_process(
         instance=instance,
         run_config={**monitor_run_config(run_key), **QUIET},
-        tags={REFRESH_TAG: "true"},
+        tags=tags,
         raise_on_error=False,
     )
     record("monitor_actions", monitor)
     return outcomes
+
+
+def recover(instance: dg.DagsterInstance, database: Database, progress: Callable[[str], None]) -> None:
+    """Fail the runs of dead processes and the syncs they left open; queue those syncs again (with
+    their trigger; a disconnected integration's stays failed)."""
+    for dead in fail_dead_runs(instance):
+        progress(f"run {dead.run_id} ({dead.job_name}) marked failed: {dead.reason}")
+    for sync in fail_abandoned(instance, database):
+        try:
+            with database.write() as conn:
+                again, _ = request_sync(
+                    conn,
+                    integration_id=sync.integration_id,
+                    trigger="scheduled" if sync.trigger == "scheduled" else "manual",
+                )
+        except TransitionRefused:
+            progress(f"sync {sync.id} marked failed ({sync.error_message}); its integration is disconnected")
+            continue
+        progress(f"sync {sync.id} marked failed ({sync.error_message}); queued again as {again.id}")

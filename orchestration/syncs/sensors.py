@@ -3,9 +3,11 @@
 `integration_syncs_sensor` first queues the scheduled syncs that are due (each integration's
 cadence is stored on its row, not written here), then requests one run per queued sync with
 `run_key` = the sync id, so a sync is run at most once however often the sensor sees it. It also
-sweeps: a sync whose run has ended (failed, canceled, or killed and marked so by run monitoring)
-while the row still says queued or running is marked failed, as is one running for longer than
-any sync may take. `integration_sync_failure_sensor` does the same at once when a run fails.
+sweeps: a sync whose run has ended (failed, canceled, or killed and marked failed by run
+monitoring or `orchestration.liveness`) or vanished from the instance while the row still says
+queued or running is marked failed, as is one running for longer than any sync may take; the
+schedule queues the next one when the integration's cadence comes round, `flokit refresh` at once.
+`integration_sync_failure_sensor` does the same at once when a run fails.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from orchestration.syncs.jobs import (
     integration_sync_job,
     sync_run_config,
 )
-from warehouse.db import utcnow
+from warehouse.db import Database, utcnow
 from warehouse.errors import TransitionRefused
 from warehouse.integrations import repository as repo
 
@@ -75,11 +77,16 @@ def build_sync_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
 
 def sweep_abandoned(instance: dg.DagsterInstance, database: DatabaseResource) -> int:
     """Mark failed the syncs whose run ended without ending them; returns how many."""
-    db = database.database()
+    return len(fail_abandoned(instance, database.database()))
+
+
+def fail_abandoned(instance: dg.DagsterInstance, db: Database) -> list[repo.Sync]:
+    """Mark failed every open sync whose run ended, vanished from the instance, or has run for
+    longer than MAX_SYNC; returns them as they ended (`flokit refresh` queues them again)."""
     now = utcnow()
     with db.read() as conn:
         active = [s for s, _ in repo.queued_syncs(conn)] + repo.running_syncs(conn)
-    marked = 0
+    ended = []
     for sync in active:
         reason = abandoned_reason(
             instance,
@@ -89,21 +96,21 @@ def sweep_abandoned(instance: dg.DagsterInstance, database: DatabaseResource) ->
             started_at=sync.started_at,
             now=now,
             max_running=MAX_SYNC,
+            run_id=sync.run_id,
         )
-        if reason is not None and _fail(database, sync.id, reason):
-            marked += 1
-    return marked
+        if reason is not None and (failed := _fail(db, sync.id, reason)) is not None:
+            ended.append(failed)
+    return ended
 
 
-def _fail(database: DatabaseResource, sync_id: str, reason: str) -> bool:
+def _fail(db: Database, sync_id: str, reason: str) -> repo.Sync | None:
     try:
-        with database.database().write() as conn:
-            repo.finish_failure(
+        with db.write() as conn:
+            return repo.finish_failure(
                 conn, sync_id=sync_id, code=None, message=f"the sync was abandoned: {reason}", refused=False
             )
     except TransitionRefused:
-        return False  # it ended meanwhile
-    return True
+        return None  # it ended meanwhile
 
 
 @dg.run_failure_sensor(
@@ -117,5 +124,5 @@ def integration_sync_failure_sensor(context: dg.RunFailureSensorContext, databas
     if not sync_id:
         return
     message = context.failure_event.message or "the run failed"
-    if _fail(database, sync_id, f"its run {context.dagster_run.run_id} failed: {message}"):
+    if _fail(database.database(), sync_id, f"its run {context.dagster_run.run_id} failed: {message}"):
         context.log.info(f"sync {sync_id} marked failed")

@@ -4,6 +4,7 @@ output goes (log files, and the console too with --verbose), and the log files' 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -15,6 +16,7 @@ import pytest
 from cli.console import LogRotation, RunView, RunWatch, first_line, run_line, warnings_to
 from cli.dagster_instance import prepare_instance
 from cli.supervisor import Child, RestartPolicy, Supervisor
+from orchestration.liveness import HOST_TAG, PROCESS_TAG, process_tags
 from tests.support import ROOT
 
 UI = "http://127.0.0.1:3000"
@@ -73,6 +75,36 @@ def test_the_watch_reports_each_finished_run_once_with_its_assets_and_a_failure_
     assert f"run {bad.run_id[:8]} FAILED in " in lines[1]
     assert "bad_asset: step bad_asset failed: ValueError: the input file is missing" in lines[1]
     assert f"details: {UI}/runs/{bad.run_id} and {tmp_path / 'logs' / 'dagster-daemon.log'}" in lines[1]
+
+
+def test_a_run_of_a_dead_process_is_failed_once_and_a_live_ones_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`flokit up` frees the slot a killed `flokit refresh` held (the whole kill: tests/faults)."""
+    home = tmp_path / "dagster"
+    prepare_instance(home)
+    watch = RunWatch(home, UI, tmp_path / "daemon.log", poll_s=0, sensors_every_s=0)
+    job = dg.Definitions(assets=[good_asset]).resolve_implicit_global_asset_job_def()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    started = dg.DagsterRunStatus.STARTED
+    try:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            dead = instance.create_run_for_job(
+                job, status=started, tags={HOST_TAG: process_tags()[HOST_TAG], PROCESS_TAG: gone.stdout.strip()}
+            )
+            alive = instance.create_run_for_job(job, status=started, tags=process_tags())
+            capsys.readouterr()
+            watch(1.0)
+            first = capsys.readouterr().err
+            watch(2.0)
+            second = capsys.readouterr().err
+            statuses = {r.run_id: r.status for r in instance.get_runs()}
+    finally:
+        watch.close()
+    assert statuses == {dead.run_id: dg.DagsterRunStatus.FAILURE, alive.run_id: started}
+    assert f"run {dead.run_id[:8]} (__ASSET_JOB) marked failed: the process that ran it (pid " in first
+    assert "its run slot is free again" in first
+    assert "marked failed" not in second
 
 
 def test_an_unreadable_instance_is_said_once_and_is_no_reason_to_stop(

@@ -4,6 +4,8 @@ the repair, which works."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
 import signal
@@ -12,14 +14,22 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import requests
 
 from cli.dagster_instance import head_revision
-from tests.support import ROOT, wait_for
+from cli.supervisor import RestartPolicy, Supervisor
+from cli.up import children
+from tests.conftest import bearer
+from tests.support import ROOT, free_port, http_ok, wait_for
 from tests.up_support import Up, alembic_rows, dagster_ready, flokit_up, run_flokit
+from warehouse import migrate
+from warehouse.bootstrap import bootstrap
+from warehouse.db import Database
+from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
@@ -153,3 +163,64 @@ def test_a_damaged_instance_is_refused_naming_the_cause_and_the_repair_makes_it_
         busy = run_flokit(data_dir, "dagster", "repair")
         assert busy.returncode == 1 and f"in use by flokit process {up.process.pid}" in busy.stderr
         assert up.stop() == 0
+
+
+@pytest.fixture
+def sqlite_settings(tmp_path: Path) -> Settings:
+    """One backend: the held write lock is SQLite's (a request waits on it inside a worker)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    settings = replace(Settings(data_dir=data, database_url=f"sqlite:///{data / 'flokit.db'}"), api_port=free_port())
+    migrate.upgrade(Database(settings.database_url))
+    return settings
+
+
+def test_a_killed_gunicorn_master_is_restarted_at_once_with_its_orphaned_workers_killed(
+    sqlite_settings: Settings, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """kill -9 of the master while a worker serves a request: the orphaned workers kept the
+    listening socket until that request ended (up to the 15 s graceful timeout), and the API
+    stayed down that long. Killed with the master's group, the restart binds on its first try."""
+    settings = sqlite_settings
+    with Database(settings.database_url).write() as conn:
+        key = bootstrap(conn, name="Acme")["api_key_read_write"]
+    api = children(settings, 2)[0]  # gunicorn exactly as `flokit up` starts it
+    supervisor = Supervisor([api], {**os.environ, **settings.child_env()}, ROOT, RestartPolicy(), grace_s=20)
+    base = f"http://127.0.0.1:{settings.api_port}"
+    supervisor.start_all()
+    lock = sqlite3.connect(settings.database_url.removeprefix("sqlite:///"), timeout=30, isolation_level=None)
+    try:
+        wait_for(lambda: (supervisor.tick(time.monotonic()), http_ok(f"{base}/healthz")())[1], 60, "gunicorn")
+        master = api.process
+        assert master is not None
+        lock.execute("BEGIN IMMEDIATE")  # a write request now waits in its worker (busy timeout 10 s)
+        event = {"event": "purchase", "user_id": "u-1", "timestamp": "2026-11-20T18:04:05Z"}
+
+        def send() -> None:
+            with contextlib.suppress(requests.RequestException):  # its worker is killed mid-request
+                requests.post(f"{base}/v1/events", json=event, headers=bearer(key), timeout=30)
+
+        sent = threading.Thread(target=send, daemon=True)
+        sent.start()
+        time.sleep(1.0)  # the request reached a worker and waits for the lock
+        master.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+
+        def restarted() -> bool:
+            supervisor.tick(time.monotonic())
+            return api.process is not None and api.process.pid != master.pid
+
+        wait_for(restarted, 30, "the API's restart after its master was killed")
+        restarted_after_s = time.monotonic() - killed_at
+        lock.execute("ROLLBACK")  # the new master's app may open the database
+        wait_for(lambda: (supervisor.tick(time.monotonic()), http_ok(f"{base}/healthz")())[1], 60, "the new API")
+    finally:
+        lock.close()
+        supervisor.stop_all()
+    log = (settings.paths.logs / "api.log").read_text()
+    print(f"\n[fault] gunicorn master killed with a request in flight: restarted after {restarted_after_s:.1f} s")
+    err = capfd.readouterr().err
+    assert "api (pid" in err and "died: killed by SIGKILL (signal 9); restarting in 1 s" in err
+    assert err.count("api restarted (pid") == 1
+    assert log.count("Listening at:") == 2 and "Connection in use" not in log  # bound on the first try
+    assert restarted_after_s < 5  # not held by the orphaned worker until its request ended (10 s)

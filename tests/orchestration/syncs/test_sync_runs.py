@@ -111,3 +111,20 @@ def test_a_sync_whose_run_was_canceled_is_swept_to_failed(
     assert f"its run {run.run_id} ended (CANCELED)" in (ended.error_message or "")
     assert integration.status == "connected"
     assert sweep_abandoned(instance, DatabaseResource(url=settings.database_url)) == 0
+
+
+def test_a_running_sync_whose_run_is_not_in_the_instance_is_swept_to_failed(
+    settings: Settings, db: Database, workspace: dict, instance: dg.DagsterInstance
+) -> None:
+    """Its run vanished (a new Dagster instance): nothing will ever end the sync otherwise."""
+    integration_id = connect(db, workspace["workspace_id"])
+    with db.write() as conn:
+        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        assert repo.start_sync(conn, sync_id=sync.id, run_id="run-of-another-instance", instance_key=KEY)
+    assert sweep_abandoned(instance, DatabaseResource(url=settings.database_url)) == 1
+    with db.read() as conn:
+        ended = repo.get_sync(conn, sync_id=sync.id)
+        integration = repo.get_integration(conn, integration_id=integration_id)
+    assert ended.status == "failed"
+    assert "its run run-of-another-instance is not in the Dagster instance" in (ended.error_message or "")
+    assert integration.status == "connected"
