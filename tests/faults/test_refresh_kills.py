@@ -29,7 +29,7 @@ from tests.webhook_receiver import running_receiver
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.integrations import repository as repo
-from warehouse.settings import Settings
+from warehouse.settings import Settings, instance_key_for
 from warehouse.webhooks import endpoints
 from warehouse.webhooks.outbox import emit_event
 
@@ -167,6 +167,7 @@ def test_runs_of_two_killed_refreshes_are_failed_and_webhooks_are_delivered(
             endpoints.create_endpoint(
                 conn, workspace_id=workspace["workspace_id"], url=receiver.url + "/after-kills",
                 events=["action.created"], allow_private=True,
+                instance_key=instance_key_for({}, settings.data_dir),  # the key `flokit db upgrade` made
             )  # fmt: skip
             emit_event(conn, workspace_id=workspace["workspace_id"], event_type="action.created", data={"n": 1})
         env = {
