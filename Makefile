@@ -5,10 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help up test faults lint bench venv clean
+.PHONY: help up test test-fast faults lint bench venv clean
+# pytest-xdist workers for `make test`; the machines this runs on have 2 cores (docs/testing.md).
+WORKERS ?= 2
 
 help: ## List the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,9 +29,13 @@ lint: $(STAMP) ## ruff (lint and format), the import-linter contracts between th
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-test: $(STAMP) ## Lint, then the whole suite against SQLite and a private PostgreSQL cluster (and Redis, nginx, chromium)
+test: $(STAMP) ## Lint, then the whole suite on 2 pytest-xdist workers (WORKERS=n): SQLite, a private PostgreSQL cluster, Redis, nginx, chromium
 	$(MAKE) lint
-	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest
+	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest -n $(WORKERS) --dist loadscope --durations=30
+
+test-fast: $(STAMP) ## The edit-test loop: lint, then the unit rooms (transforms, warehouse) on SQLite, no processes
+	$(MAKE) lint
+	$(BIN)/pytest -n $(WORKERS) --dist loadscope -m "not postgres and not e2e and not fault" tests/transforms tests/warehouse
 
 faults: $(STAMP) ## The whole fault suite, long scenarios included (see docs/reliability.md)
 	FLOKIT_TEST_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(BIN)/pytest tests/faults --run-slow -v

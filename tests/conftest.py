@@ -1,4 +1,11 @@
-"""Fixtures: every database test runs on SQLite and on PostgreSQL.
+"""Fixtures: database tests run on SQLite, and on PostgreSQL where the database is the point.
+
+Which tests run on both backends (docs/testing.md): every test under tests/warehouse (the
+repository functions, constraints, migrations), and every test marked `both_backends` (a race, a
+lock, an outage, a connection the server ends), each with its reason beside the mark. The
+PostgreSQL twin of any other parametrized test (HTTP, CLI, browser, process level) is deselected:
+its SQL is the warehouse's, already proven on PostgreSQL, and running it twice cost a third of the
+suite. `pytest --all-backends` runs every twin, as the suite did before.
 
 PostgreSQL comes from `scripts/with-postgres.sh` (which `make test` uses) through
 FLOKIT_TEST_POSTGRES_URL. Each test gets a fresh database cloned from a migrated template
@@ -35,20 +42,57 @@ LOCAL_HOSTS = "127.0.0.1,localhost"
 os.environ.setdefault(INTEGRATIONS_PRIVATE_HOSTS_ENV, LOCAL_HOSTS)
 
 
+WAREHOUSE_TESTS = Path(__file__).resolve().parent / "warehouse"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--run-slow", action="store_true", help="also run the long fault scenarios (marked slow; `make faults`)"
     )
+    parser.addoption(
+        "--all-backends",
+        action="store_true",
+        help="also run the PostgreSQL twin of every parametrized test, not only tests/warehouse and `both_backends`",
+    )
+
+
+def is_postgres_twin(item: pytest.Item) -> bool:
+    """A parametrized test's PostgreSQL case (a backend param "postgres"), as opposed to a test
+    that exists only on PostgreSQL (marked `postgres` with no SQLite case), which always runs."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return False
+    return any(isinstance(value, str) and value == "postgres" for value in callspec.params.values())
+
+
+def runs_on_both_backends(item: pytest.Item) -> bool:
+    mark = item.get_closest_marker("both_backends")
+    if mark is not None and not mark.kwargs.get("reason"):
+        raise pytest.UsageError(f"{item.nodeid}: both_backends needs reason=... (why the database is the point)")
+    return WAREHOUSE_TESTS in item.path.parents or mark is not None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long fault scenarios are skipped unless asked for, so `make test` stays fast."""
+    """PostgreSQL twins run where the database is the point; long fault scenarios only when asked."""
+    if not config.getoption("--all-backends"):
+        kept, twins = [], []
+        for item in items:
+            (twins if is_postgres_twin(item) and not runs_on_both_backends(item) else kept).append(item)
+        if twins:
+            config.hook.pytest_deselected(items=twins)
+            items[:] = kept
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="a long fault scenario: run with --run-slow (make faults)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def xdist_worker_number() -> int:
+    """0 for the first pytest-xdist worker (gw0) and for a run without workers, 1 for gw1, ..."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker.removeprefix("gw") or 0)
 
 
 def _libpq(url: str) -> str:
@@ -71,13 +115,18 @@ def postgres_admin_url() -> str:
 
 @pytest.fixture
 def redis_url() -> str:
-    """The private Redis of `scripts/with-redis.sh` (which `make test` uses), emptied for this test."""
-    url = os.environ.get(REDIS_URL_ENV)
-    if not url:
+    """The private Redis of `scripts/with-redis.sh` (which `make test` uses), emptied for this test.
+
+    Each pytest-xdist worker has a logical database of its own (gw0 uses 1, gw1 uses 2, ...), so
+    one worker's FLUSHDB never empties the counters of a test running on another."""
+    base = os.environ.get(REDIS_URL_ENV)
+    if not base:
         if os.environ.get("FLOKIT_TEST_REQUIRE_REDIS") == "1":
             pytest.fail(f"{REDIS_URL_ENV} is not set; run the suite through scripts/with-redis.sh")
         pytest.skip(f"Redis tests need {REDIS_URL_ENV} (make test starts a server)")
     import redis
+
+    url = base.rsplit("/", 1)[0] + f"/{1 + xdist_worker_number()}"
 
     client = redis.Redis.from_url(url)
     client.flushdb()

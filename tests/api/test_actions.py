@@ -400,6 +400,9 @@ def test_permissions_read_only_reads_read_write_writes(client: FlaskClient, work
     assert client.get("/v1/actions").status_code == 401
 
 
+@pytest.mark.both_backends(
+    reason="a race for one row: SQLite's database lock and PostgreSQL's row lock must both let exactly one approval win"
+)
 def test_two_simultaneous_approvals_over_http_one_200_one_409(app: Flask, workspace: dict, rw: dict) -> None:
     client = app.test_client()
     with live_server(app) as base:

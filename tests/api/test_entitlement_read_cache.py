@@ -25,6 +25,10 @@ from warehouse.db import Database
 from warehouse.entitlements import cache, ledger
 from warehouse.settings import Settings
 
+pytestmark = pytest.mark.both_backends(
+    reason="invalidation is PostgreSQL's LISTEN/NOTIFY or SQLite's data_version: two mechanisms"
+)
+
 __all__ = ["settings"]  # with an instance key: the processor test unseals an integration's secret
 
 READS = 16  # fresh connections per check: spread over both workers (and this process)

@@ -207,6 +207,7 @@ def test_the_callback_is_documented_without_being_validated(client: FlaskClient)
     assert set(get["responses"]) == {"200", "401", "404", "429", "500", "503"}  # never 400: bad values are dropped
 
 
+@pytest.mark.both_backends(reason="an outage: the PostgreSQL server ends the connection mid-request")
 def test_a_connection_the_database_ended_costs_no_callback(client: FlaskClient, workspace: dict, db: Database) -> None:
     """The hot path keeps one connection per worker thread between callbacks (no pool checkout,
     no ping). When the server ends it (a restart, an administrator), the next callback notices

@@ -30,6 +30,7 @@ from warehouse.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 launch_seconds: list[float] = []
+LOADED_AT = time.time()  # before collection: screenshots newer than this are this run's
 launched_version: list[str] = []
 
 
@@ -135,7 +136,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"browser: chromium {launched_version[0]} launched once in {launch_seconds[0]:.2f} s"
         )
-    if written_screenshots:
-        terminalreporter.write_line(
-            f"browser screenshots: {len(written_screenshots)} written to {screenshots_dir().resolve()}"
-        )
+    # Under pytest-xdist this runs in the controller, which shot nothing itself: count the files
+    # the workers wrote during this run.
+    folder = screenshots_dir()
+    shots = written_screenshots or (
+        [p for p in folder.glob("*.png") if p.stat().st_mtime >= LOADED_AT] if folder.is_dir() else []
+    )
+    if shots:
+        terminalreporter.write_line(f"browser screenshots: {len(shots)} written to {folder.resolve()}")

@@ -30,7 +30,12 @@ from warehouse.db import database_for
 from warehouse.lake import Lake
 from warehouse.settings import instance_key_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.both_backends(
+        reason="the production shape end to end once: gunicorn, Dagster runs and every surface on PostgreSQL"
+    ),
+]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

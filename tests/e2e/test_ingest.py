@@ -34,6 +34,7 @@ def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.both_backends(reason="a race: eight concurrent writers against each backend's unique constraint")
 def test_eight_concurrent_identical_callbacks_write_one_event(
     ingest_server: str, workspace: dict, db: Database
 ) -> None:

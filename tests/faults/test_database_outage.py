@@ -37,7 +37,11 @@ from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.events.tables import landed_events
 
-pytestmark = [pytest.mark.fault, pytest.mark.e2e]
+pytestmark = [
+    pytest.mark.both_backends(reason="an outage of the database server itself"),
+    pytest.mark.fault,
+    pytest.mark.e2e,
+]
 
 VENDORS = 4  # client threads
 WORKERS = 2  # gunicorn workers (this machine has 2 cores)

@@ -274,6 +274,9 @@ def test_unreachable_endpoint_records_a_network_error(db: Database, workspace: d
     assert row["next_attempt_at"] is not None
 
 
+@pytest.mark.both_backends(
+    reason="a race: claims use FOR UPDATE SKIP LOCKED on PostgreSQL and the write lock on SQLite"
+)
 def test_concurrent_claims_never_share_a_delivery(db: Database, workspace: dict) -> None:
     add(db, workspace, "http://127.0.0.1:9/x", ["action.created"])
     for i in range(10):
@@ -313,6 +316,7 @@ def test_sensor_requests_no_second_run_while_one_waits(
     assert pipeline.tick() == 1 and len(receiver.at("/a")) == 1
 
 
+@pytest.mark.both_backends(reason="a race: two drainers claim under each backend's locks")
 def test_two_concurrent_drainers_never_send_a_delivery_twice(db: Database, workspace: dict, receiver: Receiver) -> None:
     """Two drains at once, small claims so that they interleave: every delivery arrives once."""
     add(db, workspace, receiver.url + "/a", ["action.created"])
