@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,15 @@ import pytest
 import requests
 from flask.testing import FlaskClient
 
+from api.app import create_app
 from tests.api.notifications_support import KEY, settings
 from tests.api.test_notifications_revenuecat import AUTH, PATH, integration, now_ms, rc_event
+from tests.conftest import fresh_database_url
 from tests.entitlements_support import fact, receipt, statement
 from tests.support import gunicorn_server, wait_for
 from warehouse import workspaces
-from warehouse.db import Database
+from warehouse.bootstrap import bootstrap
+from warehouse.db import Database, database_for
 from warehouse.entitlements import cache, ledger
 from warehouse.settings import Settings
 
@@ -160,17 +164,27 @@ def listeners(db: Database) -> list[int]:
         return [r.pid for r in rows]
 
 
+@pytest.fixture
+def postgres_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh PostgreSQL database alone, for a test with nothing to prove on SQLite: no SQLite
+    case is generated (rather than one that always skips)."""
+    yield from fresh_database_url(request, "postgres", tmp_path)
+
+
 @pytest.mark.postgres
-def test_a_lost_listener_makes_reads_uncached_until_it_is_back(
-    client: FlaskClient, db: Database, workspace: dict, database_url: str
-) -> None:
-    if not database_url.startswith("postgresql"):
-        pytest.skip("the listening connection is PostgreSQL's")
+def test_a_lost_listener_makes_reads_uncached_until_it_is_back(postgres_url: str, tmp_path: Path) -> None:
+    """PostgreSQL only: the listening connection is PostgreSQL's (LISTEN/NOTIFY). SQLite has none
+    to lose: each read asks its own connection's `PRAGMA data_version`, and the tests above prove
+    that on SQLite."""
+    db = database_for(postgres_url)
+    with db.write() as conn:
+        workspace = bootstrap(conn, name="Acme Fitness")
+    client = create_app(Settings(data_dir=tmp_path / "data", database_url=postgres_url)).test_client()
     receipt(db, workspace, "payer", fact("2000003"))
     read = lambda: client.get("/api/paywall/entitlement", headers=headers(workspace, "payer")).json  # noqa: E731
     assert read() == read() == {"active": True, "source": "iap"}
     [pid] = listeners(db)
-    with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True) as admin:
+    with psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True) as admin:
         assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone() == (True,)
     # A refund nobody listens for: the cache must not answer from the rows it held.
     now = datetime.now(UTC)
