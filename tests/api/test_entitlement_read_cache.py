@@ -5,7 +5,10 @@ with no write; a lost listening connection (PostgreSQL) makes reads uncached unt
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,7 +25,7 @@ from tests.api.notifications_support import KEY, settings
 from tests.api.test_notifications_revenuecat import AUTH, PATH, integration, now_ms, rc_event
 from tests.conftest import fresh_database_url
 from tests.entitlements_support import fact, receipt, statement
-from tests.support import gunicorn_server, wait_for
+from tests.support import ROOT, gunicorn_server, wait_for
 from warehouse import workspaces
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, database_for
@@ -164,6 +167,28 @@ def listeners(db: Database) -> list[int]:
         return [r.pid for r in rows]
 
 
+REFUND_ELSEWHERE = """
+import json, sys
+from datetime import UTC, datetime
+from tests.entitlements_support import fact, statement
+from warehouse.db import Database
+db = Database(sys.argv[1])
+now = datetime.now(UTC)
+statement(db, json.loads(sys.argv[2]), fact(sys.argv[3], stated_at=now, revoked_at=now, revocation_reason="refunded"))
+db.dispose()
+"""
+
+
+def refund_elsewhere(url: str, workspace: dict, store_key: str) -> None:
+    """A refund applied by another process (a gunicorn worker, the processor): this process
+    hears of it only through its listening connection. (A write made here also invalidates this
+    process's own rows as it commits, with or without a listener, so it cannot show what a lost
+    listener misses.)"""
+    args = [sys.executable, "-c", REFUND_ELSEWHERE, url, json.dumps(workspace), store_key]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.fixture
 def postgres_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh PostgreSQL database alone, for a test with nothing to prove on SQLite: no SQLite
@@ -186,9 +211,8 @@ def test_a_lost_listener_makes_reads_uncached_until_it_is_back(postgres_url: str
     [pid] = listeners(db)
     with psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True) as admin:
         assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone() == (True,)
-    # A refund nobody listens for: the cache must not answer from the rows it held.
-    now = datetime.now(UTC)
-    statement(db, workspace, fact("2000003", stated_at=now, revoked_at=now, revocation_reason="refunded"))
+    # A refund made elsewhere while nobody listens: the cache must not answer from the rows it held.
+    refund_elsewhere(postgres_url, workspace, "2000003")
     assert read() == {"active": False, "source": "iap"}
     # Back within a second: listening again, the cache in use and still told of every change.
     wait_for(lambda: read() is not None and len(listeners(db)) == 1, 5, "a new listening connection")
