@@ -5,8 +5,12 @@ with no write; a lost listening connection (PostgreSQL) makes reads uncached unt
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,12 +20,15 @@ import pytest
 import requests
 from flask.testing import FlaskClient
 
+from api.app import create_app
 from tests.api.notifications_support import KEY, settings
 from tests.api.test_notifications_revenuecat import AUTH, PATH, integration, now_ms, rc_event
+from tests.conftest import fresh_database_url
 from tests.entitlements_support import fact, receipt, statement
-from tests.support import gunicorn_server, wait_for
+from tests.support import ROOT, gunicorn_server, wait_for
 from warehouse import workspaces
-from warehouse.db import Database
+from warehouse.bootstrap import bootstrap
+from warehouse.db import Database, database_for
 from warehouse.entitlements import cache, ledger
 from warehouse.settings import Settings
 
@@ -164,21 +171,52 @@ def listeners(db: Database) -> list[int]:
         return [r.pid for r in rows]
 
 
+REFUND_ELSEWHERE = """
+import json, sys
+from datetime import UTC, datetime
+from tests.entitlements_support import fact, statement
+from warehouse.db import Database
+db = Database(sys.argv[1])
+now = datetime.now(UTC)
+statement(db, json.loads(sys.argv[2]), fact(sys.argv[3], stated_at=now, revoked_at=now, revocation_reason="refunded"))
+db.dispose()
+"""
+
+
+def refund_elsewhere(url: str, workspace: dict, store_key: str) -> None:
+    """A refund applied by another process (a gunicorn worker, the processor): this process
+    hears of it only through its listening connection. (A write made here also invalidates this
+    process's own rows as it commits, with or without a listener, so it cannot show what a lost
+    listener misses.)"""
+    args = [sys.executable, "-c", REFUND_ELSEWHERE, url, json.dumps(workspace), store_key]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def postgres_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh PostgreSQL database alone, for a test with nothing to prove on SQLite: no SQLite
+    case is generated (rather than one that always skips)."""
+    yield from fresh_database_url(request, "postgres", tmp_path)
+
+
 @pytest.mark.postgres
-def test_a_lost_listener_makes_reads_uncached_until_it_is_back(
-    client: FlaskClient, db: Database, workspace: dict, database_url: str
-) -> None:
-    if not database_url.startswith("postgresql"):
-        pytest.skip("the listening connection is PostgreSQL's")
+def test_a_lost_listener_makes_reads_uncached_until_it_is_back(postgres_url: str, tmp_path: Path) -> None:
+    """PostgreSQL only: the listening connection is PostgreSQL's (LISTEN/NOTIFY). SQLite has none
+    to lose: each read asks its own connection's `PRAGMA data_version`, and the tests above prove
+    that on SQLite."""
+    db = database_for(postgres_url)
+    with db.write() as conn:
+        workspace = bootstrap(conn, name="Acme Fitness")
+    client = create_app(Settings(data_dir=tmp_path / "data", database_url=postgres_url)).test_client()
     receipt(db, workspace, "payer", fact("2000003"))
     read = lambda: client.get("/api/paywall/entitlement", headers=headers(workspace, "payer")).json  # noqa: E731
     assert read() == read() == {"active": True, "source": "iap"}
     [pid] = listeners(db)
-    with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True) as admin:
+    with psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True) as admin:
         assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone() == (True,)
-    # A refund nobody listens for: the cache must not answer from the rows it held.
-    now = datetime.now(UTC)
-    statement(db, workspace, fact("2000003", stated_at=now, revoked_at=now, revocation_reason="refunded"))
+    # A refund made elsewhere while nobody listens: the cache must not answer from the rows it held.
+    refund_elsewhere(postgres_url, workspace, "2000003")
     assert read() == {"active": False, "source": "iap"}
     # Back within a second: listening again, the cache in use and still told of every change.
     wait_for(lambda: read() is not None and len(listeners(db)) == 1, 5, "a new listening connection")

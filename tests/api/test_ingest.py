@@ -1,6 +1,8 @@
 """GET|POST /ingest/<vendor> on both databases: outcomes, mapping rules, auth, allowlist, faults."""
 
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -9,8 +11,10 @@ import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from api.app import create_app
+from tests.conftest import fresh_database_url
 from tests.ingest_support import PATH, VENDOR, callback, clear_landing_fault, counts, inject_landing_fault
-from warehouse.db import Database
+from warehouse.bootstrap import bootstrap
+from warehouse.db import Database, database_for
 from warehouse.events.landing import day_frame
 from warehouse.events.tables import landed_events
 from warehouse.ingest import repository
@@ -207,13 +211,25 @@ def test_the_callback_is_documented_without_being_validated(client: FlaskClient)
     assert set(get["responses"]) == {"200", "401", "404", "429", "500", "503"}  # never 400: bad values are dropped
 
 
-@pytest.mark.both_backends(reason="an outage: the PostgreSQL server ends the connection mid-request")
-def test_a_connection_the_database_ended_costs_no_callback(client: FlaskClient, workspace: dict, db: Database) -> None:
+@pytest.fixture
+def postgres_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
+    """Settings on a fresh PostgreSQL database alone, for a test with nothing to prove on SQLite:
+    no SQLite case is generated (rather than one that always skips)."""
+    urls = fresh_database_url(request, "postgres", tmp_path)
+    yield Settings(data_dir=tmp_path / "data", database_url=next(urls))
+    next(urls, None)  # drops the database
+
+
+@pytest.mark.postgres
+def test_a_connection_the_database_ended_costs_no_callback(postgres_settings: Settings) -> None:
     """The hot path keeps one connection per worker thread between callbacks (no pool checkout,
     no ping). When the server ends it (a restart, an administrator), the next callback notices
-    before using it and takes a new one: no callback answers 500 for it."""
-    if db.is_sqlite:
-        pytest.skip("SQLite has no server that could end a connection")
+    before using it and takes a new one: no callback answers 500 for it. PostgreSQL only: a
+    SQLite connection is a file handle in the process, which no server can end."""
+    db = database_for(postgres_settings.database_url)
+    with db.write() as conn:
+        workspace = bootstrap(conn, name="Acme Fitness")
+    client = create_app(postgres_settings).test_client()
     assert client.get(PATH, query_string=callback(workspace, adid="before")).json == outcome(written=1)
     with db.read() as conn:
         ended = [

@@ -21,14 +21,11 @@ from typing import Any
 
 import pytest
 
+from api.dashboard import CSP  # the policy the dashboard sends, not a copy that could drift from it
 from tests.browser.support import PageGuard, assert_accessible, axe_violations, png_size, screenshots_dir, shoot
 from tests.support import ROOT, serving
 
 VENDOR = ROOT / "api" / "dashboard" / "static" / "vendor"
-CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-)
 NO_CSP = "/no-csp/"  # pages under this path are served without the CSP, to exercise the request guard alone
 
 CHART_DATA = {

@@ -1,10 +1,12 @@
-"""SQLite writers from several processes queue on the writer lock: none fails, none overlaps."""
+"""SQLite writers from several processes queue on the writer lock: none fails, none overlaps; an
+open read never holds up a write, on either database."""
 
 import multiprocessing
 import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,8 @@ import sqlalchemy as sa
 from tests.support import ROOT
 from warehouse import migrate
 from warehouse.availability import unavailable
-from warehouse.db import PG_CONNECT_TIMEOUT_S, Database
+from warehouse.db import PG_CONNECT_TIMEOUT_S, SQLITE_BUSY_TIMEOUT_MS, Database
+from warehouse.tables import workspaces
 
 HOLDER = """
 import sys, time
@@ -47,6 +50,38 @@ def test_a_second_process_waits_for_the_writer_and_then_writes(tmp_path: Path) -
         assert conn.execute(sa.text("SELECT who FROM probe ORDER BY n")).scalars().all() == ["holder", "second"]
     assert (tmp_path / "flokit.db.writers").exists()
     db.dispose()
+
+
+def test_sqlite_connections_run_in_wal_mode_with_the_busy_timeout(tmp_path: Path) -> None:
+    """SQLite's own connection settings, so no PostgreSQL case: WAL (readers and the writer never
+    wait for each other), `synchronous=NORMAL` (docs/reliability.md's durability claim) and the
+    busy timeout writers outside the queue (migrations) wait before failing."""
+    db = Database(f"sqlite:///{tmp_path / 'flokit.db'}")
+    try:
+        with db.read() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == SQLITE_BUSY_TIMEOUT_MS
+    finally:
+        db.dispose()
+
+
+def test_an_open_read_never_holds_up_a_write(db: Database) -> None:
+    """A read transaction left open (a report's queries, a gateway read) while a write commits:
+    the write goes through at once and the reader never saw it uncommitted. What WAL gives
+    SQLite, whose rollback journal would make the commit wait for the reader until the busy
+    timeout and then fail ("database is locked"); what PostgreSQL's snapshots give it, as long
+    as `Database.read` takes no lock a writer needs."""
+    created = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+    with db.read() as reader:
+        assert reader.execute(sa.select(sa.func.count()).select_from(workspaces)).scalar_one() == 0
+        with db.write() as writer:
+            if not db.is_sqlite:  # a write blocked by this thread's own read would wait for ever
+                writer.exec_driver_sql("SET LOCAL lock_timeout = '5s'")  # fail as SQLite's busy timeout does
+            writer.execute(workspaces.insert().values(id="ws_during", name="Written during a read", created_at=created))
+            assert reader.execute(sa.select(workspaces.c.id)).scalars().all() == []  # not committed yet
+    with db.read() as conn:
+        assert conn.execute(sa.select(workspaces.c.id)).scalars().all() == ["ws_during"]
 
 
 def test_the_hot_path_keeps_its_connection_but_never_a_transaction(db: Database) -> None:

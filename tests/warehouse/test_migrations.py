@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from warehouse import migrate
 from warehouse.actions.tables import action_transitions, actions
-from warehouse.db import SQLITE_BUSY_TIMEOUT_MS, Database
+from warehouse.db import Database
 from warehouse.entitlements.tables import entitlement_grants
 from warehouse.paywalls.tables import paywall_configs
 from warehouse.tables import api_keys, apps, workspaces
@@ -38,14 +38,6 @@ def test_migrations_round_trip_to_empty_and_back(db: Database) -> None:
 def test_upgrade_is_idempotent(db: Database) -> None:
     first = migrate.upgrade(db)
     assert migrate.upgrade(db) == first
-
-
-def test_sqlite_runs_in_wal_mode(db: Database) -> None:
-    if not db.is_sqlite:
-        return
-    with db.read() as conn:
-        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == SQLITE_BUSY_TIMEOUT_MS
 
 
 def _fill(conn: sa.Connection) -> dict[str, int]:
