@@ -341,7 +341,7 @@ def _sides(per_country: pl.DataFrame, source: str, target: str) -> tuple[_Side, 
     return side(source), side(target), weights
 
 
-def _shift_rules(target: str, baseline_days: int, observe: int) -> tuple[RollbackRule, ...]:
+def shift_rollback_rules(target: str, baseline_days: int, observe: int) -> tuple[RollbackRule, ...]:
     """§5.2's rollback rules of a budget shift, on the recipient T."""
     common: dict[str, Any] = {"scope_entity": "campaign", "scope_name": target, "baseline_window_days": baseline_days}
     return (
@@ -516,7 +516,7 @@ def evaluate_budget_shift(
         fingerprint=fp,
         entities=entities,
         content=content,
-        rollback_rules=_shift_rules(target, 14, policy.observation_days),
+        rollback_rules=shift_rollback_rules(target, 14, policy.observation_days),
         evidence=_clean(evidence),
         signal=bool(decision.signal) and sized > 0,
         confidence=ctw if math.isfinite(ctw) else 0.0,
@@ -534,7 +534,8 @@ def _matured(signals: pl.DataFrame, *, paid_only: bool = True) -> pl.DataFrame:
     return rows.filter(pl.col("campaign") != ORGANIC) if paid_only else rows
 
 
-def _pause_rules(campaign: str, observe: int) -> tuple[RollbackRule, ...]:
+def pause_rollback_rules(campaign: str, observe: int) -> tuple[RollbackRule, ...]:
+    """§5.2's rollback rules of a creative pause, on its campaign K."""
     common: dict[str, Any] = {
         "scope_entity": "campaign",
         "scope_name": campaign,
@@ -677,7 +678,7 @@ def evaluate_creative_pause(
         fingerprint=fp,
         entities=entities,
         content=content,
-        rollback_rules=_pause_rules(campaign, policy.observation_days),
+        rollback_rules=pause_rollback_rules(campaign, policy.observation_days),
         evidence=_clean(evidence),
         signal=signal,
         confidence=p_worse,
