@@ -46,10 +46,11 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
+from numpy.typing import ArrayLike, NDArray
 
 from transforms.actions import sequential
 from transforms.actions.rules import MONEY_METRICS, RollbackRule
-from transforms.actions.statistics import Moments, srm_p_value
+from transforms.actions.statistics import FloatArray, Moments, srm_p_value
 from transforms.reports.schemas import NONE_LABEL
 
 Status = Literal["pending", "inconclusive", "ok", "breach"]
@@ -268,6 +269,113 @@ def _sample(rule: RollbackRule, window: pl.DataFrame, days: int, maturity: int) 
     return _count(window, column)
 
 
+# The statistics of a relative rule and its verdict, as array functions: `_measure` and `_verdict` apply
+# them to one rule's sums, the honesty harness (tests/transforms/actions/test_statistical_honesty.py) to a
+# thousand simulated actions at every look, so what it measures is the rule the monitor applies.
+
+
+def rate_against_baseline(
+    successes_baseline: ArrayLike, trials_baseline: ArrayLike, successes: ArrayLike, trials: ArrayLike, multiple: float
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(p − v·p₀, its standard error, n + n₀): a rate since the change against v times its baseline.
+
+    Why both variances: the baseline rate is an estimate too, and the line v·p₀ carries v² of its
+    variance; the breach asks whether p lies below (or above) the line, so the line's noise counts."""
+    s0, n0, s1, n1 = (np.asarray(x, dtype=np.float64) for x in (successes_baseline, trials_baseline, successes, trials))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p0, p1 = s0 / n0, s1 / n1
+        se = np.sqrt(p1 * (1 - p1) / n1 + multiple * multiple * p0 * (1 - p0) / n0)
+    return p1 - multiple * p0, se, n1 + n0
+
+
+def count_against_baseline(
+    installs_baseline: ArrayLike,
+    exposure_baseline: ArrayLike,
+    installs: ArrayLike,
+    exposure: ArrayLike,
+    multiple: float,
+    *,
+    per_install: bool,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(ln(x/(v·x₀)), √(1/N + 1/N₀), N + N₀) for CPI (`per_install`: spend per install) or installs per day.
+
+    Why the log scale: installs are Poisson counts given the spend (or the days), so the log of the
+    ratio has the standard error √(1/N₁ + 1/N₀) whatever the level, and a multiple v is a shift by ln v."""
+    n0, e0, n1, e1 = (
+        np.asarray(x, dtype=np.float64) for x in (installs_baseline, exposure_baseline, installs, exposure)
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x0, x1 = (e0 / n0, e1 / n1) if per_install else (n0 / e0, n1 / e1)
+        return np.log(x1 / (multiple * x0)), np.sqrt(1 / n1 + 1 / n0), n1 + n0
+
+
+def revenue_against_baseline(
+    baseline: Moments, current: Moments, cost_ratio: ArrayLike, multiple: float
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(relative change − (v − 1), its delta-method standard error, n + n₀) of a mean per user, scaled by
+    `cost_ratio` = CPI₀/CPI₁ for ROAS (= ARPU / CPI with the spend known; 1 for ARPU)."""
+    delta, se_delta, n_total = sequential.relative_mean_change(baseline, current)
+    k = np.asarray(cost_ratio, dtype=np.float64)
+    return (1.0 + delta) * k - 1.0 - (multiple - 1.0), se_delta * k, n_total
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A rule's verdict on statistics whose threshold is 0 (arrays broadcast together)."""
+
+    short: NDArray[np.bool_]  # below the rule's minimum sample: inconclusive (§4 step 3)
+    undefined: NDArray[np.bool_]  # no number to judge: inconclusive
+    revenue_short: NDArray[np.bool_]  # a revenue rule below `REVENUE_MIN_SAMPLE` users: inconclusive
+    past: NDArray[np.bool_]  # the point estimate is past the line (what later `consecutive` checks count)
+    run: NDArray[np.int64]  # `consecutive`: checks past the line among the last `consecutive`, this one included
+    bound: FloatArray  # `confidence_sequence`: the sequence's end nearest the line (NaN otherwise)
+    breach: NDArray[np.bool_]
+
+    @property
+    def inconclusive(self) -> NDArray[np.bool_]:
+        return self.short | self.undefined | self.revenue_short
+
+
+def judge(
+    rule: RollbackRule,
+    estimate: ArrayLike,
+    se: ArrayLike,
+    n_total: ArrayLike,
+    sample: ArrayLike,
+    *,
+    revenue_users: ArrayLike | None = None,
+    defined: ArrayLike = True,
+    previous: Sequence[ArrayLike] = (),
+) -> Judgement:
+    """The verdict of `rule` (§4 steps 3-4): inconclusive below its minimum sample (and, for revenue, below
+    `REVENUE_MIN_SAMPLE` users) or without a number; else a breach when the whole confidence sequence
+    (the rule's α and N*) lies past the line, or for `consecutive` rules when this check and the
+    `consecutive − 1` before it (`previous`: their `past` flags, oldest first) are all past it."""
+    est = np.asarray(estimate, dtype=np.float64)
+    short = np.asarray(sample, dtype=np.float64) < rule.min_sample_value
+    undefined = ~np.asarray(defined, dtype=np.bool_) & ~short
+    revenue_short = (
+        np.zeros_like(short)
+        if revenue_users is None
+        else (np.asarray(revenue_users, dtype=np.float64) < sequential.REVENUE_MIN_SAMPLE) & ~short & ~undefined
+    )
+    conclusive = ~(short | undefined | revenue_short)
+    worse: sequential.Worse = "higher" if rule.comparator == "gt" else "lower"
+    past = conclusive & ((est > 0) if worse == "higher" else (est < 0))
+    if rule.test == "consecutive":
+        window = (
+            [np.asarray(p, dtype=np.bool_) for p in previous[-(rule.consecutive - 1) :]] if rule.consecutive > 1 else []
+        )
+        run = sum((w.astype(np.int64) for w in window), past.astype(np.int64))
+        bound = np.full(np.shape(est), np.nan)
+        hit = run >= rule.consecutive
+    else:
+        assert rule.alpha is not None and rule.n_star is not None  # validated by RollbackRule
+        verdict = sequential.breached(est, se, n_total, 0.0, worse, alpha=rule.alpha, n_star=rule.n_star)
+        run, bound, hit = past.astype(np.int64), verdict.bound, verdict.breached
+    return Judgement(short, undefined, revenue_short, past, np.asarray(run), bound, np.asarray(hit & conclusive))
+
+
 def _none(rule: RollbackRule, sample: int, problem: str, observed: float | None = None) -> _Measure:
     return _Measure(observed, None, None, math.nan, math.nan, 0.0, sample, lambda x: x, problem)
 
@@ -302,8 +410,8 @@ def _measure(
             return _none(rule, sample, f"no {den} in the baseline window", p1)
         p0 = s0 / n0
         line = v * p0
-        se = math.sqrt(p1 * (1 - p1) / n1 + v * v * p0 * (1 - p0) / n0)
-        return _Measure(p1, p0, line, p1 - line, se, n1 + n0, sample, lambda x: x + line)
+        est, se, n_total = (float(x) for x in rate_against_baseline(s0, n0, s1, n1, v))
+        return _Measure(p1, p0, line, est, se, n_total, sample, lambda x: x + line)
     if metric in ("cpi", "installs_per_day"):
         # Installs as Poisson counts given the spend (or the days): the ratio is tested on the log
         # scale, where its standard error is √(1/N₁ + 1/N₀).
@@ -333,8 +441,10 @@ def _measure(
             return _none(rule, sample, "no installs or spend in the baseline window", x1)
         x0 = exposure0 / n0 if metric == "cpi" else n0 / exposure0
         line = v * x0
-        se = math.sqrt(1 / n1 + 1 / n0)
-        return _Measure(x1, x0, line, math.log(x1 / line), se, n1 + n0, sample, lambda e: line * math.exp(e))
+        est, se, n_total = (
+            float(x) for x in count_against_baseline(n0, exposure0, n1, exposure1, v, per_install=metric == "cpi")
+        )
+        return _Measure(x1, x0, line, est, se, n_total, sample, lambda e: line * math.exp(e))
     # Revenue: per-user net revenue at the horizon, Moments(n = installs, Σx, Σx²).
     horizon = _HORIZON[metric]
     window = window.filter(pl.col("complete_days") >= horizon)
@@ -361,20 +471,9 @@ def _measure(
     x0 = float(m0.mean) / cpi0
     if x0 <= 0:
         return _none(rule, sample, "the baseline is zero: a relative threshold has nothing to be relative to", x1)
-    delta, se_delta, n_total = sequential.relative_mean_change(m0, m1)
-    k = cpi0 / cpi1  # ROAS = ARPU / CPI, with the spend known: the ratio scales by the CPIs
-    rel = (1.0 + float(delta)) * k - 1.0
-    return _Measure(
-        x1,
-        x0,
-        v * x0,
-        rel - (v - 1.0),
-        float(se_delta) * k,
-        float(n_total),
-        sample,
-        lambda e: x0 * (1.0 + e + v - 1.0),
-        revenue_users=users,
-    )
+    # ROAS = ARPU / CPI, with the spend known: the ratio scales by the CPIs.
+    est, se, n_total = (float(x) for x in revenue_against_baseline(m0, m1, cpi0 / cpi1, v))
+    return _Measure(x1, x0, v * x0, est, se, n_total, sample, lambda e: x0 * (1.0 + e + v - 1.0), revenue_users=users)
 
 
 def _moments(frame: pl.DataFrame, horizon: int) -> tuple[Moments | None, float | None]:
@@ -385,8 +484,18 @@ def _moments(frame: pl.DataFrame, horizon: int) -> tuple[Moments | None, float |
 
 
 def _verdict(rule: RollbackRule, m: _Measure, previous: Sequence[bool]) -> Outcome:
+    j = judge(
+        rule,
+        m.estimate,
+        m.se,
+        m.n_total,
+        m.sample,
+        revenue_users=m.revenue_users,
+        defined=m.problem is None,
+        previous=previous,
+    )
     needed = rule.min_sample_value
-    if m.sample < needed:
+    if j.short:
         return Outcome(
             "inconclusive",
             m.observed,
@@ -396,9 +505,9 @@ def _verdict(rule: RollbackRule, m: _Measure, previous: Sequence[bool]) -> Outco
             m.sample,
             f"{m.sample} {rule.min_sample_unit} since the change, the rule needs {needed}",
         )
-    if m.problem is not None:
-        return Outcome("inconclusive", m.observed, None, m.threshold, m.baseline, m.sample, m.problem)
-    if m.revenue_users is not None and m.revenue_users < sequential.REVENUE_MIN_SAMPLE:
+    if j.undefined:
+        return Outcome("inconclusive", m.observed, None, m.threshold, m.baseline, m.sample, m.problem or "")
+    if j.revenue_short:
         return Outcome(
             "inconclusive",
             m.observed,
@@ -409,22 +518,18 @@ def _verdict(rule: RollbackRule, m: _Measure, previous: Sequence[bool]) -> Outco
             f"{m.revenue_users} users on matured cohorts since the change; a revenue rule needs "
             f"{sequential.REVENUE_MIN_SAMPLE}",
         )
-    worse: sequential.Worse = "higher" if rule.comparator == "gt" else "lower"
-    past = bool(m.estimate > 0) if worse == "higher" else bool(m.estimate < 0)
+    past = bool(j.past)
     if rule.test == "consecutive":
-        run = [*previous[len(previous) - (rule.consecutive - 1) :], past] if rule.consecutive > 1 else [past]
-        hit = len(run) == rule.consecutive and all(run)
         bound = m.observed
-        text = f"{'past' if past else 'within'} the threshold on this check; {sum(run)} of the last {rule.consecutive}"
+        text = (
+            f"{'past' if past else 'within'} the threshold on this check; {int(j.run)} of the last {rule.consecutive}"
+        )
     else:
-        assert rule.alpha is not None and rule.n_star is not None  # validated by RollbackRule
-        verdict = sequential.breached(m.estimate, m.se, m.n_total, 0.0, worse, alpha=rule.alpha, n_star=rule.n_star)
-        hit = bool(verdict.breached)
-        raw = float(verdict.bound)
+        raw = float(j.bound)
         bound = m.to_metric(raw) if math.isfinite(raw) else None
-        side = "lower" if worse == "higher" else "upper"
+        side = "lower" if rule.comparator == "gt" else "upper"
         text = f"{side} confidence bound {_fmt(bound)} vs threshold {_fmt(m.threshold)}"
-    status: Status = "breach" if hit else "ok"
+    status: Status = "breach" if bool(j.breach) else "ok"
     return Outcome(
         status,
         m.observed,

@@ -44,6 +44,7 @@ import numpy as np
 import polars as pl
 
 from transforms.actions import ActionContent, ActionType
+from transforms.actions import decisions as dec
 from transforms.actions import statistics as st
 from transforms.actions.policy import Policy
 from transforms.actions.rules import RollbackRule
@@ -52,24 +53,17 @@ from transforms.reports.schemas import NONE_LABEL, ORGANIC
 # Recorded in every evaluation; bump when a rule or a threshold changes what is proposed.
 ENGINE_VERSION = "engine-2026.11-1"
 
-# --- thresholds (design note §5.2, scaled where the data demands it; see the module docstring)
+# --- thresholds (design note §5.2, scaled where the data demands it; see the module docstring). The
+# decision rules' own thresholds (floors, margins, lift, risk) are in `decisions`, where the engine and
+# the honesty harness read them; these are the generators' windows, sizing and ranking.
 # A horizon is used when at least this many weekly cohorts have it complete (§2.3).
 WEEKLY_COHORTS_FOR_D30 = 4
 # Cohort days compared: the 28 days ending at the newest cohort with the horizon complete.
 COMPARE_WINDOW_DAYS = 28
-SHIFT_MIN_INSTALLS = 200
 SHIFT_MIN_SPEND_CPIS = 20  # each side spent at least 20 of its own installs' cost
-SHIFT_MIN_LIFT = 0.20  # posterior mean lift the recipient must show
-MAX_RISK = 0.01  # expected loss (log-ROAS units, ≈ relative) of choosing the recipient
 IMPACT_HAIRCUT = 0.5  # marginal return < average return (§5.2, an assumption)
 MIN_SHIFT_SHARE_OF_TARGET = 0.05  # skip shifts smaller than 5 % of the recipient's budget
 TRIAL_MATURITY_DAYS = 9
-PAUSE_MIN_TRIALS = 30
-PAUSE_MIN_REST_TRIALS = 60
-PAUSE_MARGIN = 0.20  # δ: the creative converts at least 20 % worse than the rest
-PAUSE_MIN_SPEND_SHARE = 0.05
-OFFER_MIN_PAYWALL_USERS = 100
-OFFER_UP = 1.25
 OFFER_DOWN = 0.75
 # Data older than this (the lake's newest day vs as_of) fails `data_fresh`.
 FRESH_DAYS = 2
@@ -274,10 +268,10 @@ class _Side:
     std_var: float  # variance of the standardised ROAS estimate
 
 
-def horizon(signals: pl.DataFrame) -> tuple[int, float, date | None]:
-    """(D, decision bar factor, newest cohort with D complete): D = 30 when ≥ 4 weekly cohorts have 30
-    complete days, else 14 with a stricter bar (§2.3). The bar factor halves the allowed error."""
-    for h, factor in ((30, 1.0), (14, 0.5)):
+def horizon(signals: pl.DataFrame) -> tuple[int, date | None]:
+    """(D, newest cohort with D complete): D = 30 when ≥ 4 weekly cohorts have 30 complete days, else 14,
+    which `decisions.shift_bar` decides at a stricter bar (§2.3)."""
+    for h in (30, 14):
         done = signals.filter(pl.col("complete_days") >= h)
         if done.is_empty():
             continue
@@ -285,8 +279,8 @@ def horizon(signals: pl.DataFrame) -> tuple[int, float, date | None]:
         oldest = done.get_column("cohort_date").min()
         assert isinstance(newest, date) and isinstance(oldest, date)
         if (newest - oldest).days + 1 >= 7 * WEEKLY_COHORTS_FOR_D30 or h == 14:
-            return h, factor, newest
-    return 14, 0.5, None
+            return h, newest
+    return 14, None
 
 
 def _shift_window(signals: pl.DataFrame, h: int, newest: date) -> pl.DataFrame:
@@ -347,7 +341,7 @@ def _sides(per_country: pl.DataFrame, source: str, target: str) -> tuple[_Side, 
     return side(source), side(target), weights
 
 
-def _shift_rules(target: str, baseline_days: int, observe: int) -> tuple[RollbackRule, ...]:
+def shift_rollback_rules(target: str, baseline_days: int, observe: int) -> tuple[RollbackRule, ...]:
     """§5.2's rollback rules of a budget shift, on the recipient T."""
     common: dict[str, Any] = {"scope_entity": "campaign", "scope_name": target, "baseline_window_days": baseline_days}
     return (
@@ -393,7 +387,7 @@ def evaluate_budget_shift(
         return None  # v1: one ad account, one currency (two legs of one write)
     currency = reg_s.currency
     assert currency is not None
-    h, factor, newest = horizon(signals)
+    h, newest = horizon(signals)
     if newest is None:
         return None
     per_country = _by_country(_shift_window(signals, h, newest), h)
@@ -402,11 +396,12 @@ def evaluate_budget_shift(
         return None
     s, t, weights = sides
     policy = ctx.policy
-    bar = 1.0 - (1.0 - policy.p_decision) * factor
-    post = st.log_ratio_posterior(s.std_roas, s.std_var, t.std_roas, t.std_var)
-    ctw, mean, sd, risk = (float(post.chance_to_win), float(post.mean), float(post.sd), float(post.risk))
-    lift = math.exp(mean) - 1.0 if math.isfinite(mean) else math.nan
-    signal = ctw >= bar and lift >= SHIFT_MIN_LIFT and risk <= MAX_RISK
+    decision = dec.budget_shift(
+        s.std_roas, s.std_var, s.installs, t.std_roas, t.std_var, t.installs, policy.p_decision, h
+    )
+    bar = decision.bar
+    ctw, mean, sd = float(decision.chance_to_win), float(decision.log_lift_mean), float(decision.log_lift_sd)
+    risk, lift = float(decision.risk), float(decision.lift)
 
     # Size: min(leg cap of either budget, portfolio cap), floored to a whole currency unit.
     managed = sum(c.budget or 0.0 for c in ctx.registry.values() if c.currency == currency and c.status == "active")
@@ -418,11 +413,9 @@ def evaluate_budget_shift(
     portfolio = sized / managed if managed > 0 else math.inf
 
     # minimum_cohort_size: the installs that could detect the claimed lift at 80 % power.
-    sd_user = math.sqrt(s.std_var * s.installs) if s.installs else math.nan
     claimed = max(lift, 0.0)
-    needed = float(st.sample_size_mean(s.std_roas, sd_user, claimed)) if claimed > 0 and s.std_roas > 0 else math.inf
-    needed_n = max(SHIFT_MIN_INSTALLS, needed)
-    size_ok = min(s.installs, t.installs) >= needed_n
+    needed = float(decision.needed)
+    size_ok = bool(decision.sample_ok)
     spend_ok = all(x.spend >= SHIFT_MIN_SPEND_CPIS * (x.spend / x.installs) if x.installs else False for x in (s, t))
     label = f"ROAS {h}d"
     needed_txt = (
@@ -433,14 +426,14 @@ def evaluate_budget_shift(
             "minimum_cohort_size",
             size_ok and spend_ok,
             f"{s.installs} installs in {source} and {t.installs} in {target} with {h} complete days "
-            f"({needed_txt}; floor {SHIFT_MIN_INSTALLS})",
+            f"({needed_txt}; floor {dec.SHIFT_MIN_INSTALLS})",
         ),
         _check(
             "statistical_confidence",
-            ctw >= bar and risk <= MAX_RISK,
+            ctw >= bar and risk <= dec.MAX_RISK,
             f"{_pct(ctw)} probability {target}'s {label} exceeds {source}'s "
             f"({_signed_pct(lift)}, log-lift {mean:.2f} ± {sd:.2f}, prior N(0, 0.3²); risk {risk:.3f}); "
-            f"needs {_pct(bar)} and risk ≤ {MAX_RISK}",
+            f"needs {_pct(bar)} and risk ≤ {dec.MAX_RISK}",
         ),
         _check(
             "spend_change_within_limit",
@@ -509,9 +502,9 @@ def evaluate_budget_shift(
         "posterior": {"chance_to_win": ctw, "log_lift_mean": mean, "log_lift_sd": sd, "risk": risk, "lift": lift},
         "thresholds": {
             "bar": bar,
-            "min_lift": SHIFT_MIN_LIFT,
-            "max_risk": MAX_RISK,
-            "min_installs": SHIFT_MIN_INSTALLS,
+            "min_lift": dec.SHIFT_MIN_LIFT,
+            "max_risk": dec.MAX_RISK,
+            "min_installs": dec.SHIFT_MIN_INSTALLS,
             "needed_installs": needed if math.isfinite(needed) else None,
         },
         "budgets": {"source": reg_s.budget, "target": reg_t.budget, "managed": managed, "currency": currency},
@@ -523,9 +516,9 @@ def evaluate_budget_shift(
         fingerprint=fp,
         entities=entities,
         content=content,
-        rollback_rules=_shift_rules(target, 14, policy.observation_days),
+        rollback_rules=shift_rollback_rules(target, 14, policy.observation_days),
         evidence=_clean(evidence),
-        signal=signal and sized > 0,
+        signal=bool(decision.signal) and sized > 0,
         confidence=ctw if math.isfinite(ctw) else 0.0,
         sample=min(s.installs, t.installs),
         score=impact,
@@ -541,7 +534,8 @@ def _matured(signals: pl.DataFrame, *, paid_only: bool = True) -> pl.DataFrame:
     return rows.filter(pl.col("campaign") != ORGANIC) if paid_only else rows
 
 
-def _pause_rules(campaign: str, observe: int) -> tuple[RollbackRule, ...]:
+def pause_rollback_rules(campaign: str, observe: int) -> tuple[RollbackRule, ...]:
+    """§5.2's rollback rules of a creative pause, on its campaign K."""
     common: dict[str, Any] = {
         "scope_entity": "campaign",
         "scope_name": campaign,
@@ -589,45 +583,41 @@ def evaluate_creative_pause(
     wins = np.array([r["trial_conversions"] for r in per.values()], dtype=float)
     if trials.sum() <= 0:
         return None
+    spends = np.array([r["spend"] or 0.0 for r in per.values()], dtype=float)
+    i = list(per).index(creative)
     c = per[creative]
     n_c, s_c = int(c["trials"]), int(c["trial_conversions"])
     n_r = int(trials.sum()) - n_c
     s_r = int(wins.sum()) - s_c
-    spend_all = float(sum(r["spend"] or 0.0 for r in per.values()))
-    spend_c = float(c["spend"] or 0.0)
-    share = spend_c / spend_all if spend_all > 0 else 0.0
-    prior = st.fit_beta_prior(wins, trials)
-    post_c = st.beta_posterior(s_c, n_c, prior.rate, prior.kappa)
-    post_r = st.beta_posterior(s_r, n_r, prior.rate, prior.kappa)
-    p_worse = float(st.prob_worse_by(post_c, post_r, PAUSE_MARGIN)) if n_c > 0 and n_r > 0 else 0.0
-    rate_c = s_c / n_c if n_c else math.nan
-    rate_r = s_r / n_r if n_r else math.nan
-    policy = ctx.policy
-    cost_per_paid = spend_all / float(wins.sum()) if wins.sum() > 0 else math.inf
-    gap = 1.0 - rate_c / rate_r if n_c and n_r and rate_r > 0 else 0.0
-    claimed = -max(gap, PAUSE_MARGIN)
-    needed = float(st.sample_size_proportion(rate_r, claimed)) if 0 < rate_r < 1 else math.inf
-    size_ok = n_c >= max(PAUSE_MIN_TRIALS, needed) and n_r >= max(PAUSE_MIN_REST_TRIALS, needed)
-    spend_ok = spend_c >= 2 * cost_per_paid and share >= PAUSE_MIN_SPEND_SHARE
+    spend_all = float(spends.sum())
+    spend_c = float(spends[i])
     active = sorted(k for k, v in reg.creatives.items() if v == "active")
     not_last = len(active) > 1
-    signal = p_worse >= policy.p_decision and share >= PAUSE_MIN_SPEND_SHARE and not_last
+    policy = ctx.policy
+    # The rule decides every creative of the campaign at once; this evaluation is one of them.
+    decision = dec.creative_pause(wins, trials, spends, policy.p_decision, others_active=not_last)
+    prior = st.EmpiricalBayesPrior(rate=float(decision.prior_rate), kappa=float(decision.prior_kappa))
+    p_worse, share = float(decision.p_worse[i]), float(decision.spend_share[i])
+    needed, signal = float(decision.needed[i]), bool(decision.signal[i])
+    rate_c = s_c / n_c if n_c else math.nan
+    rate_r = s_r / n_r if n_r else math.nan
+    cost_per_paid = spend_all / float(wins.sum()) if wins.sum() > 0 else math.inf
     checks = [
         _check(
             "minimum_cohort_size",
-            size_ok and spend_ok,
+            bool(decision.sample_ok[i]),
             f"{n_c} matured trials in {creative} and {n_r} in the rest of {campaign} "
-            f"(a {_pct(max(gap, PAUSE_MARGIN), 0)} gap at a {_pct(rate_r if n_r else 0.0, 0)} base rate needs "
-            f"≥ {needed:.0f}; floors {PAUSE_MIN_TRIALS}/{PAUSE_MIN_REST_TRIALS}); spend "
-            f"{spend_c:,.2f}, {_pct(share, 0)} of the campaign (needs ≥ 2 × its cost per paid conversion "
-            f"{cost_per_paid:,.2f} and ≥ {_pct(PAUSE_MIN_SPEND_SHARE, 0)})",
+            f"(a {_pct(float(decision.claimed_gap[i]), 0)} gap at a {_pct(rate_r if n_r else 0.0, 0)} base rate "
+            f"needs ≥ {needed:.0f}; floors {dec.PAUSE_MIN_TRIALS}/{dec.PAUSE_MIN_REST_TRIALS}); spend "
+            f"{spend_c:,.2f}, {_pct(share, 0)} of the campaign (needs ≥ {dec.PAUSE_MIN_PAID_COSTS:g} × its cost "
+            f"per paid conversion {cost_per_paid:,.2f} and ≥ {_pct(dec.PAUSE_MIN_SPEND_SHARE, 0)})",
         ),
         _check(
             "statistical_confidence",
             p_worse >= policy.p_decision,
-            f"{_pct(p_worse)} probability {creative} converts trials at least {_pct(PAUSE_MARGIN, 0)} worse than "
-            f"the rest of {campaign} ({_pct(rate_c)} vs {_pct(rate_r)}; empirical-Bayes prior Beta centred on "
-            f"{_pct(prior.rate)}, strength {prior.kappa:.0f}); needs {_pct(policy.p_decision)}",
+            f"{_pct(p_worse)} probability {creative} converts trials at least {_pct(dec.PAUSE_MARGIN, 0)} worse "
+            f"than the rest of {campaign} ({_pct(rate_c)} vs {_pct(rate_r)}; empirical-Bayes prior Beta centred "
+            f"on {_pct(prior.rate)}, strength {prior.kappa:.0f}); needs {_pct(policy.p_decision)}",
         ),
         _check(
             "spend_change_within_limit",
@@ -656,7 +646,7 @@ def evaluate_creative_pause(
             {"label": f"Matured trials, {creative}", "value": str(n_c)},
             {"label": f"Matured trials, rest of {campaign}", "value": str(n_r)},
             {"label": f"Spend share in {campaign}", "value": _pct(share, 0)},
-            {"label": "Probability it converts ≥ 20 % worse", "value": _pct(p_worse)},
+            {"label": f"Probability it converts ≥ {_pct(dec.PAUSE_MARGIN, 0)} worse", "value": _pct(p_worse)},
         ],
         guardrail_checks=checks,
     )
@@ -674,10 +664,10 @@ def evaluate_creative_pause(
         "rest": {"trials": n_r, "conversions": s_r, "spend": spend_all - spend_c},
         "p_worse": p_worse,
         "thresholds": {
-            "margin": PAUSE_MARGIN,
+            "margin": dec.PAUSE_MARGIN,
             "bar": policy.p_decision,
-            "min_trials": PAUSE_MIN_TRIALS,
-            "min_rest_trials": PAUSE_MIN_REST_TRIALS,
+            "min_trials": dec.PAUSE_MIN_TRIALS,
+            "min_rest_trials": dec.PAUSE_MIN_REST_TRIALS,
             "needed_trials": needed if math.isfinite(needed) else None,
         },
         "policy": policy.to_dict(),
@@ -688,7 +678,7 @@ def evaluate_creative_pause(
         fingerprint=fp,
         entities=entities,
         content=content,
-        rollback_rules=_pause_rules(campaign, policy.observation_days),
+        rollback_rules=pause_rollback_rules(campaign, policy.observation_days),
         evidence=_clean(evidence),
         signal=signal,
         confidence=p_worse,
@@ -736,16 +726,11 @@ def evaluate_offer_test(
     if n_here < 1 or n_else < 1:
         return None
     rate_here, rate_else = s_here / n_here, s_else / n_else
-    base = min(max((s_here + s_else) / (n_here + n_else), 1e-3), 1 - 1e-3)
-    p_here = st.beta_posterior(s_here, n_here, base)
-    p_else = st.beta_posterior(s_else, n_else, base)
-    # P(rate_else < rate_here / 1.25) = P(rate_else < (1 − δ)·rate_here) with 1 − δ = 1/1.25.
-    p_up = float(st.prob_worse_by(p_else, p_here, 1.0 - 1.0 / OFFER_UP))
     ctrl = cell[(country, control)]
     policy = ctx.policy
-    needed = float(st.sample_size_proportion(rate_else, OFFER_UP - 1.0)) if 0 < rate_else < 1 else math.inf
-    size_ok = n_here >= max(OFFER_MIN_PAYWALL_USERS, needed)
-    signal = p_up >= policy.p_decision and n_here >= OFFER_MIN_PAYWALL_USERS
+    decision = dec.offer_test(s_here, n_here, s_else, n_else, policy.p_decision)
+    p_up, needed = float(decision.p_up), float(decision.needed)
+    size_ok, signal = bool(decision.sample_ok), bool(decision.signal)
     # Design (§5.2): 50/50, primary metric ARPU_14; n per arm for a 10 % relative lift on paid conversion.
     n_arm = float(st.sample_size_proportion(rate_here, 0.10)) if 0 < rate_here < 1 else math.inf
     first_cohort = rows.get_column("cohort_date").min()
@@ -758,7 +743,7 @@ def evaluate_offer_test(
             "minimum_cohort_size",
             size_ok,
             f"{n_here} paywall users on {treatment} in {country} (a +25 % gap at a {_pct(rate_else)} base rate needs "
-            f"≥ {needed:.0f}; floor {OFFER_MIN_PAYWALL_USERS})",
+            f"≥ {needed:.0f}; floor {dec.OFFER_MIN_PAYWALL_USERS})",
         ),
         _check(
             "statistical_confidence",

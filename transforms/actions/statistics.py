@@ -99,24 +99,43 @@ def fit_beta_prior(successes: ArrayLike, trials: ArrayLike) -> EmpiricalBayesPri
     ρ = 1/(κ+1): E[Σ nᵢ(rᵢ − p̄)²] = p̄(1−p̄)·[(K−1) + ρ·(N − Σnᵢ²/N)], solved for ρ. Groups that look alike
     (ρ ≤ 0) get the strongest prior allowed, so a creative is paused only on a gap the others do not show;
     the clip keeps the prior from either vanishing or outweighing any data. With fewer than two groups
-    holding trials there is no spread to measure, and the default κ = 20 applies.
+    holding trials there is no spread to measure, and the default κ = 20 applies. One set of groups;
+    `fit_beta_priors` is the same fit for many sets at once.
     """
     s, n = _f(successes).ravel(), _f(trials).ravel()
     keep = n > 0
-    s, n = s[keep], n[keep]
-    total = float(n.sum())
-    if total <= 0:
+    if float(n[keep].sum()) <= 0:
         raise ValueError("no trials to fit a prior on")
-    # A pooled rate of exactly 0 or 1 is no valid Beta centre: pull it half a trial inside.
-    rate = min(max(float(s.sum()) / total, 0.5 / total), 1.0 - 0.5 / total)
-    groups = len(n)
-    denominator = total - float((n * n).sum()) / total
-    if groups < 2 or denominator <= 0:
-        return EmpiricalBayesPrior(rate=rate, kappa=PRIOR_STRENGTH)
-    spread = float((n * (s / n - rate) ** 2).sum()) / (rate * (1.0 - rate))
-    rho = (spread - (groups - 1)) / denominator
-    kappa = EB_KAPPA_MAX if rho <= 0 else 1.0 / rho - 1.0
-    return EmpiricalBayesPrior(rate=rate, kappa=float(np.clip(kappa, EB_KAPPA_MIN, EB_KAPPA_MAX)))
+    rate, kappa = fit_beta_priors(s[keep], n[keep])
+    return EmpiricalBayesPrior(rate=float(rate), kappa=float(kappa))
+
+
+def fit_beta_priors(successes: ArrayLike, trials: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """(rate, κ) of `fit_beta_prior` for every set of groups on the last axis at once.
+
+    Why vectorised: the engine fits one campaign's creatives per evaluation, the honesty harness a
+    thousand simulated campaigns per test; both read this one fit. Groups without trials are left out;
+    a set with no trials at all has no prior (NaN, NaN), which no decision acts on.
+    """
+    s, n = np.broadcast_arrays(_f(successes), _f(trials))
+    keep = n > 0
+    s, n = np.where(keep, s, 0.0), np.where(keep, n, 0.0)
+    total = n.sum(axis=-1)
+    groups = keep.sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # A pooled rate of exactly 0 or 1 is no valid Beta centre: pull it half a trial inside.
+        rate = np.minimum(np.maximum(s.sum(axis=-1) / total, 0.5 / total), 1.0 - 0.5 / total)
+        denominator = total - (n * n).sum(axis=-1) / total
+        group_rate = np.where(keep, s / np.where(keep, n, 1.0), 0.0)
+        spread = (n * (group_rate - rate[..., None]) ** 2).sum(axis=-1) / (rate * (1.0 - rate))
+        rho = (spread - (groups - 1)) / denominator
+        fitted = np.clip(np.where(rho <= 0, EB_KAPPA_MAX, 1.0 / rho - 1.0), EB_KAPPA_MIN, EB_KAPPA_MAX)
+    kappa = np.where((groups < 2) | ~(denominator > 0), PRIOR_STRENGTH, fitted)
+    none = ~(total > 0)
+    return (
+        np.asarray(np.where(none, np.nan, rate), dtype=np.float64),
+        np.asarray(np.where(none, np.nan, kappa), dtype=np.float64),
+    )
 
 
 def _prob_greater_exact(a_a: float, b_a: float, a_b: float, b_b: float) -> float:

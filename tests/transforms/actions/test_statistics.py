@@ -90,6 +90,20 @@ def test_empirical_bayes_clips_and_falls_back() -> None:
         st.fit_beta_prior([0], [0])
 
 
+def test_empirical_bayes_fits_many_campaigns_at_once_as_it_fits_each() -> None:
+    # The harness fits a thousand campaigns in one call; each row must get the prior the engine gives it alone
+    # (groups without trials left out, a campaign without any trials has none).
+    rng = np.random.default_rng(4)
+    trials = rng.integers(0, 300, (200, 5)) * (rng.random((200, 5)) < 0.8)
+    trials[0] = 0
+    successes = rng.binomial(trials, rng.uniform(0.0, 1.0, (200, 1)))
+    rate, kappa = st.fit_beta_priors(successes, trials)
+    assert np.isnan(rate[0]) and np.isnan(kappa[0])
+    for row in range(1, 200):
+        one = st.fit_beta_prior(successes[row], trials[row])
+        assert (rate[row], kappa[row]) == (pytest.approx(one.rate, rel=1e-12), pytest.approx(one.kappa, rel=1e-12))
+
+
 @pytest.mark.parametrize(
     ("candidate", "rest", "margin"),
     [((20, 100), (120, 300), 0.2), ((3, 10), (60, 200), 0.2), ((70, 400), (300, 900), 0.1), ((0, 100), (40, 200), 0.5)],
