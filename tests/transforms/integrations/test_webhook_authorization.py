@@ -33,6 +33,7 @@ def test_a_short_or_repetitive_value_is_refused_naming_the_field(value: str, mes
     "value",
     ["Bearer " + secrets.token_hex(16), secrets.token_urlsafe(24), "Basic " + secrets.token_urlsafe(32),
      "".join(secrets.choice("0123456789") for _ in range(32))],
+    ids=["bearer-hex", "urlsafe", "basic-urlsafe", "digits"],  # fixed ids: every xdist worker collects the same tests
 )  # fmt: skip
 def test_random_values_are_accepted_with_or_without_a_scheme(value: str) -> None:
     config = validate_config("subscription_provider_a", RC | {"webhook_authorization": value})
