@@ -83,14 +83,14 @@ def test_an_existing_loose_data_dir_is_tightened_by_db_upgrade(tmp_path: Path) -
 def test_flokit_up_creates_and_keeps_the_data_dir_owner_only(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with umask(0o022), flokit_up(data) as up:
-        wait_for(http_ok(f"{up.api}/healthz"), 60, "API", up.process)
+        wait_for(http_ok(f"{up.api}/healthz"), 180, "API", up.process)
         key = {"Authorization": "Bearer flk_" + "a" * 52}  # looked up: the worker keeps a connection open
 
         def database_in_use() -> bool:
             assert requests.get(f"{up.api}/v1/workspace", headers=key, timeout=10).status_code == 401
             return (data / "flokit.db-wal").exists() and (data / "flokit.db-shm").exists()
 
-        wait_for(database_in_use, 60, "the API worker's open database (-wal, -shm)", up.process)
+        wait_for(database_in_use, 180, "the API worker's open database (-wal, -shm)", up.process)
         assert mode(data) == 0o700
         files = sorted(data.glob("flokit.db*"))
         assert {"flokit.db", "flokit.db-wal", "flokit.db-shm"} <= {f.name for f in files}
@@ -100,7 +100,7 @@ def test_flokit_up_creates_and_keeps_the_data_dir_owner_only(tmp_path: Path) -> 
     data.chmod(0o755)
     (data / "flokit.db").chmod(0o640)
     with umask(0o022), flokit_up(data, log_name="up2.log") as up:
-        wait_for(http_ok(f"{up.api}/healthz"), 60, "API", up.process)
+        wait_for(http_ok(f"{up.api}/healthz"), 180, "API", up.process)
         assert mode(data) == 0o700 and mode(data / "flokit.db") == 0o600
         output = up.output()
     assert f"tightened permissions of {data}: 0755 -> 0700" in output

@@ -43,7 +43,9 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signa
         text=True,
     )
     try:
-        wait_for(http_ok(f"http://127.0.0.1:{api_port}/healthz"), 60, "API", proc)
+        # Generous: the first start seeds the demo workspace before the API listens, and under
+        # `make test` another worker loads the same two cores (no figure here is a target).
+        wait_for(http_ok(f"http://127.0.0.1:{api_port}/healthz"), 180, "API", proc)
         wait_for(http_ok(f"http://127.0.0.1:{ui_port}/server_info"), 120, "Dagster UI", proc)
         kids = psutil.Process(proc.pid).children(recursive=True)
         names = " ".join(" ".join(k.cmdline()) for k in kids)

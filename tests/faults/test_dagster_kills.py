@@ -99,7 +99,7 @@ def test_every_event_arrives_after_a_run_and_then_the_daemon_are_killed_mid_drai
             "FLOKIT_SECRET_KEY": WEBHOOK_KEY,  # the key the test's endpoints are sealed with
         }
         with flokit_up(settings.data_dir, env=env) as up:
-            wait_for(http_ok(f"{up.api}/healthz"), 60, "API", up.process)
+            wait_for(http_ok(f"{up.api}/healthz"), 180, "API", up.process)
             run = kill_mid_drain(db, workspace, receiver, "/run-killed", up.process, "spawn_main")
             daemon = kill_mid_drain(db, workspace, receiver, "/daemon-killed", up.process, "dagster-daemon")
             assert up.process.poll() is None  # the supervisor restarted the daemon; the service stayed up

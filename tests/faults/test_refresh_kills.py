@@ -176,7 +176,7 @@ def test_runs_of_two_killed_refreshes_are_failed_and_webhooks_are_delivered(
             "FLOKIT_SENSOR_INTERVAL_S": "1",
         }
         with flokit_up(settings.data_dir, env=env) as up:
-            wait_for(http_ok(f"{up.api}/healthz"), 60, "API", up.process)
+            wait_for(http_ok(f"{up.api}/healthz"), 180, "API", up.process)
             wait_for(lambda: len(receiver.at("/after-kills")) >= 1, 120, "the webhook after two killed refreshes")
             assert up.stop(signal.SIGINT) == 0
         output = up.output()
