@@ -65,6 +65,7 @@ def create(client: FlaskClient, workspace: dict, action_type: str = "shift_budge
     return r.json["id"]
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: paywalls/history.py, actions/timeline.py")
 def test_create_answers_ready_for_approval_and_lists_as_ready(
     client: FlaskClient, workspace: dict, rw: dict, ro: dict, rw_key_id: str
 ) -> None:
@@ -152,6 +153,7 @@ def _with_data(db: Database, settings: Settings, workspace: dict) -> None:
     connect_registry(db, workspace["workspace_id"], WORLD)
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: actions/engine_inputs.py, reports/store.py")
 def test_parameters_run_the_engine_guardrails_ready_when_they_pass(
     client: FlaskClient, db: Database, settings: Settings, workspace: dict, rw: dict, ro: dict
 ) -> None:

@@ -92,6 +92,7 @@ def test_a_purchase_belongs_to_the_first_user_who_shows_it(db: Database, workspa
     assert receipt(db, workspace, "payer", fact()).user_id == "payer"
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: entitlements/ledger.py")
 def test_the_stores_buyer_token_must_name_the_user(db: Database, workspace: dict) -> None:
     from transforms.entitlements.identity import apple_account_token
 
@@ -130,6 +131,7 @@ def test_answers_about_a_user_are_private(client: FlaskClient, workspace: dict) 
         }
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: entitlements/stores.py")
 def test_receipt_validation_and_identity(client: FlaskClient, workspace: dict) -> None:
     android = {"provider": "android_store", "packageName": "com.acme.fit", "purchaseToken": "t"}
     for body in ({"provider": "ios_store"}, {"provider": "android_store", "packageName": "x"}, {"provider": "web"}, {}):

@@ -121,6 +121,7 @@ def test_missing_secret_is_401(client: FlaskClient, workspace: dict) -> None:
     assert client.get(PATH, query_string=params).status_code == 401
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: ingest/repository.py, db.py")
 def test_a_rotated_secret_stops_working_at_once(client: FlaskClient, workspace: dict, db: Database) -> None:
     assert client.get(PATH, query_string=callback(workspace, adid="a")).status_code == 200
     with db.write() as conn:
@@ -140,6 +141,7 @@ def test_the_app_token_decides_the_workspace(client: FlaskClient, workspace: dic
     assert client.get(PATH, query_string=callback(workspace, secret=other["ingest_secret"])).status_code == 401
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: ingest/repository.py")
 def test_allowlist_with_and_without_trusted_proxies(settings: Settings, workspace: dict, db: Database) -> None:
     with db.write() as conn:
         repository.allow(conn, vendor=VENDOR, cidr="203.0.113.0/24")
@@ -170,6 +172,7 @@ def test_allowlist_with_and_without_trusted_proxies(settings: Settings, workspac
     assert direct.get(PATH, query_string=callback(workspace, adid="6"), environ_base=outside).status_code == 200
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: db.py")
 def test_a_failed_write_is_500_and_the_retry_is_written(client: FlaskClient, workspace: dict, db: Database) -> None:
     inject_landing_fault(db)
     r = client.get(PATH, query_string=callback(workspace))

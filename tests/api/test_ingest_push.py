@@ -122,6 +122,7 @@ def test_bad_credentials_are_401(client: FlaskClient, db: Database, secret: str,
     assert counts(db) == (0, 0)
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: ingest/repository.py")
 def test_vendor_as_credentials_do_not_open_the_push_route(client: FlaskClient, workspace: dict) -> None:
     r = push(client, install(), workspace["ingest_secret"], app_token=workspace["ingest_app_token"])
     assert r.status_code == 401

@@ -31,6 +31,7 @@ def connect(db: Database, workspace_id: str, kind: str = "attribution_provider_a
         ).id
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: integrations/stats.py")
 def test_list_and_detail_show_exactly_the_spec_fields(client: FlaskClient, db: Database, workspace: dict) -> None:
     integration_id = connect(db, workspace["workspace_id"])
     r = client.get("/v1/integrations", headers=bearer(workspace["api_key_read_only"]))
@@ -63,6 +64,7 @@ def test_credentials_are_sealed_and_only_their_last_four_characters_kept(db: Dat
     assert config.get("api_token") == ADJUST["api_token"] and config.get("base_url") == "http://127.0.0.1:9"
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: integrations/repository.py")
 def test_sync_answers_202_and_the_same_sync_id_while_pending(
     client: FlaskClient, db: Database, workspace: dict
 ) -> None:
@@ -131,6 +133,7 @@ def test_another_workspaces_integration_is_not_found(
     assert client.get("/v1/integrations", headers=bearer(workspace["api_key_read_only"])).json == {"integrations": []}
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: integrations/repository.py")
 def test_one_integration_per_workspace_and_type_and_one_spend_source(db: Database, workspace: dict) -> None:
     ws = workspace["workspace_id"]
     first = connect(db, ws)
@@ -144,6 +147,7 @@ def test_one_integration_per_workspace_and_type_and_one_spend_source(db: Databas
     assert connect(db, ws) == first  # connected again: same id
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: integrations/stats.py")
 def test_the_app_store_sync_counts_the_stores_events(client: FlaskClient, db: Database, workspace: dict) -> None:
     """`ios_store_connect` lands events as `ios_store` (the ids the receipts and notifications
     share), and its `sync_stats` count them; another workspace's do not count."""

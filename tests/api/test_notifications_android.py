@@ -241,6 +241,7 @@ def test_an_unverifiable_push_is_401_and_nothing_is_stored_or_applied(
     assert play.calls.gets == []
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: entitlements/stores.py")
 def test_the_push_token_in_the_url_authenticates_its_own_app_only(
     gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database, push_token: str
 ) -> None:

@@ -91,6 +91,7 @@ def test_a_bad_signature_or_an_unknown_app_is_401_and_nothing_is_stored(
     assert entitlement(client, workspace, "user-7")["active"] is False
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: entitlements/stores.py")
 def test_a_body_outside_the_format_is_400_naming_the_field(
     client: FlaskClient, db: Database, workspace: dict, secret: str
 ) -> None:

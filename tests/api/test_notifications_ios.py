@@ -202,6 +202,7 @@ def _with_rogue_transaction(pki: ApplePki, rogue: ApplePki, txn: dict[str, Any])
     return pki.sign(claims)
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: entitlements/notifications.py")
 def test_replay_applies_stored_notifications_again_without_online_checks(
     settings: Settings, client: FlaskClient, db: Database, ios: dict[str, Any], pki: ApplePki
 ) -> None:

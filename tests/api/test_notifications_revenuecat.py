@@ -145,6 +145,7 @@ def test_a_billing_issue_keeps_access_until_the_grace_period_ends(
     assert entitlement(client, workspace, "user-7")["active"] is False
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: entitlements/ledger.py")
 def test_a_transfer_moves_access_from_one_user_to_the_other(client: FlaskClient, db: Database, workspace: dict) -> None:
     integration_id = integration(db, workspace)
     at = now_ms() - 60_000

@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import stripe
 from flask.testing import FlaskClient
 
@@ -44,6 +45,7 @@ def integration(db: Database, workspace: dict[str, Any]) -> str:
     )
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: entitlements/cache.py")
 def test_a_wrong_secret_or_a_stale_signature_is_401_and_nothing_is_stored(
     client: FlaskClient, db: Database, workspace: dict
 ) -> None:
@@ -191,6 +193,7 @@ def test_without_subscription_metadata_the_user_comes_from_the_customer_read_fro
     assert r.status_code == 200 and r.json["status"] == "applied"
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: entitlements/notifications.py")
 def test_stripe_unreachable_for_the_customer_lookup_is_502_so_stripe_retries(
     client: FlaskClient, db: Database, workspace: dict
 ) -> None:

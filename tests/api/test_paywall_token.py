@@ -3,6 +3,7 @@
 from dataclasses import replace
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
@@ -37,6 +38,7 @@ def test_without_a_secret_minting_is_503(client: FlaskClient, workspace: dict) -
     assert mint(client, workspace, **{"x-app-key": None}).status_code == 401  # the key is checked first
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: workspaces.py")
 def test_a_token_stands_in_for_the_key_for_its_user(settings: Settings, db: Database, workspace: dict) -> None:
     client = minting_client(settings)
     response = mint(client, workspace)

@@ -140,6 +140,7 @@ def test_cohort_curves(client: FlaskClient, published: dict[str, Any]) -> None:
     assert {c["label"] for c in by_country.json["cohorts"]} == {"US", "GB", "DE", "FR", "BR", "JP"}
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: reports/serving.py")
 def test_cohort_curves_across_cohorts_of_different_ages_are_cumulative(
     client: FlaskClient, published: dict[str, Any]
 ) -> None:
@@ -196,6 +197,7 @@ def test_invalid_queries_are_400(
     assert response.json["error"] == "invalid_request" and message in response.json["message"]
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: reports/serving.py, duckdb_files.py, paths.py")
 def test_the_endpoint_follows_a_new_publish(client: FlaskClient, published: dict[str, Any], settings: Settings) -> None:
     key = published["api_key_read_only"]
     first = get(client, PAYBACK, key, **RANGE).json["meta"]["generated_at"]

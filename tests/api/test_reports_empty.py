@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import pytest
 from flask.testing import FlaskClient
 
 from tests.conftest import bearer
@@ -14,6 +15,7 @@ def get(client: FlaskClient, path: str, key: str, **query: Any) -> Any:
     return client.get(path, query_string=query, headers=bearer(key))
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: reports/serving.py")
 def test_reports_need_a_key_and_are_empty_before_the_first_refresh(
     client: FlaskClient, workspace: dict[str, Any]
 ) -> None:

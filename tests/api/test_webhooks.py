@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from flask.testing import FlaskClient
 
 from tests.conftest import bearer
@@ -44,6 +45,7 @@ def test_test_webhook_queues_a_sample_delivery(client: FlaskClient, db: Database
     assert body["workspace_id"] == workspace["workspace_id"]
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/outbox.py")
 def test_test_webhook_to_one_endpoint_even_unsubscribed(client: FlaskClient, db: Database, workspace: dict) -> None:
     target = add(db, workspace, ["integration.error"])
     r = client.post(

@@ -60,6 +60,7 @@ def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: fx.py")
 def test_refresh_downloads_the_rates_atomically_and_they_win_over_the_bundled_ones(
     settings: Settings, rates_server: tuple[str, dict[str, bytes]]
 ) -> None:

@@ -207,6 +207,7 @@ def test_an_offer_test_that_breaches_is_completed_with_the_reason(
     assert triggered["rule"]["metric"] == "srm" and triggered["observed"] < 0.001
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: catalog.py, actions/repository.py")
 def test_flokit_refresh_checks_the_running_actions_last(
     settings: Settings, db: Database, workspace: dict, instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:

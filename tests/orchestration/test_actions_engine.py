@@ -76,6 +76,7 @@ def test_first_run_proposes_the_shift_and_the_pause_with_their_evidence(db: Data
     )
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: actions/engine_inputs.py")
 def test_a_second_run_re_evaluates_instead_of_proposing_again(db: Database, seeded: dict) -> None:
     run_engine(db, seeded["lake"], workspace_id=seeded["ws"], now=seeded["now"])
     [again] = run_engine(db, seeded["lake"], workspace_id=seeded["ws"], now=seeded["now"] + timedelta(hours=6))
@@ -120,6 +121,7 @@ def test_a_faded_signal_expires_only_on_the_second_evaluation_under_the_bar(db: 
     assert outcomes == ["proposed", "faded", "faded"]
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: actions/engine_inputs.py")
 def test_a_human_rejection_is_not_proposed_again(db: Database, seeded: dict) -> None:
     run_engine(db, seeded["lake"], workspace_id=seeded["ws"], now=seeded["now"])
     shift = actions_of(db, seeded["ws"])["budget_shift"]

@@ -268,6 +268,7 @@ def test_the_instance_runs_one_reports_run_at_a_time(config: str) -> None:
     assert {"key": REPORTS_WRITER_TAG, "limit": 1} in limits
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: reports/store.py, reports/serving.py, fx.py")
 def test_flokit_refresh_reports_every_run_of_a_refresh(settings: Settings, db: Database) -> None:
     migrate.upgrade(db)
     with db.write() as conn:  # the report assets read its reporting currency

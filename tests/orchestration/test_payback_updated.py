@@ -175,6 +175,7 @@ def catch_up(data_dir: Path, database_url: str, instance: dg.DagsterInstance) ->
     assert job.execute_in_process(instance=instance).success
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: reports/serving.py")
 def test_an_announcement_lost_after_the_swap_is_made_once_by_the_sensor_or_the_next_run(
     database_url: str, db: Database, tmp_path: Path, instance: dg.DagsterInstance
 ) -> None:

@@ -203,6 +203,7 @@ def test_delivery_headers_retries_disabling_and_recovery(
         assert deliveries.history(conn, endpoint_id=a_id)[0]["status"] == "succeeded"
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/deliveries.py")
 def test_exhausted_retries_mark_the_delivery_failed(
     db: Database, workspace: dict, receiver: Receiver, pipeline: Pipeline
 ) -> None:
@@ -250,6 +251,7 @@ def test_rotation_signs_twice_for_24_hours_then_once(
     assert verify(after.body, after.header("Service-Signature"), [old], after.now_ms).reason == ("signature_mismatch")
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/deliveries.py")
 def test_standard_webhooks_library_verifies_a_delivery(
     db: Database, workspace: dict, receiver: Receiver, pipeline: Pipeline
 ) -> None:

@@ -59,6 +59,7 @@ def row_ids(html: str) -> list[str]:
     return re.findall(r'<tr id="row-([a-z0-9_]+)"', html)
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: actions/repository.py")
 def test_the_queue_lists_newest_first_with_filters_and_pages(browser: FlaskClient, seeded: list[Action]) -> None:
     page = browser.get("/dashboard/actions").get_data(as_text=True)
     newest_first = [a.id for a in sorted(seeded, key=lambda a: a.created_at, reverse=True)]
@@ -283,6 +284,7 @@ def test_the_csrf_header_alone_is_enough_for_htmx(browser: FlaskClient, queue: d
     assert r.status_code == 200
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: actions/timeline.py")
 def test_the_approve_dialog_names_the_ad_account_whose_registry_holds_the_campaigns(
     browser: FlaskClient, db: Database, workspace: dict
 ) -> None:

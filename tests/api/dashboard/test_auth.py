@@ -184,6 +184,7 @@ def test_v1_and_gateway_posts_need_no_csrf_token(client: FlaskClient, workspace:
     assert "Set-Cookie" not in r.headers
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: dashboard/sessions.py")
 def test_sign_out_ends_this_session_and_sign_out_everywhere_ends_the_others(
     app: Flask, db: Database, workspace: dict
 ) -> None:

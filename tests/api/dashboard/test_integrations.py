@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import re
 
+import pytest
 from flask.testing import FlaskClient
 
 from tests.api.test_integrations import KEY, connect
@@ -126,6 +127,7 @@ def test_sync_now_with_htmx_answers_202_with_the_new_pending_sync(
     assert "queued just now" in text(page)
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: integrations/repository.py")
 def test_a_disconnected_integration_cannot_sync(
     browser: FlaskClient, db: Database, workspace: dict, token: str
 ) -> None:

@@ -72,6 +72,7 @@ def actors(db: Database, workspace: dict, subject: str) -> list[tuple[str, str]]
 # ---------------------------------------------------------------- API keys
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: workspaces.py")
 def test_keys_list_shows_scope_created_and_last_used_written_once_a_minute(
     browser: FlaskClient, db: Database, workspace: dict
 ) -> None:
@@ -145,6 +146,7 @@ def test_rotate_makes_the_old_key_401_at_once_and_revoke_ends_it(
     assert browser.get(f"/dashboard/keys/{rw.id}/explode").status_code == 404
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: workspaces.py")
 def test_keys_need_sign_in_csrf_and_the_workspace(client: FlaskClient, db: Database, workspace: dict) -> None:
     other = other_workspace(db)
     with db.read() as conn:
@@ -193,6 +195,7 @@ def add_endpoint(db: Database, workspace: dict, url: str = "https://hooks.exampl
         )
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/endpoints.py")
 def test_webhooks_empty_state_and_add_with_inline_errors(browser: FlaskClient, db: Database, workspace: dict) -> None:
     page = browser.get("/dashboard/webhooks").get_data(as_text=True)
     assert "No webhook endpoints yet" in page and "HTTPS, or HTTP: this instance allows private" in page
@@ -228,6 +231,7 @@ def test_webhooks_empty_state_and_add_with_inline_errors(browser: FlaskClient, d
     assert secret.group(1) not in listing
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/endpoints.py, webhooks/urls.py")
 def test_add_refuses_http_and_private_addresses_unless_the_instance_allows(
     database_url: str, tmp_path: Path, workspace: dict, db: Database
 ) -> None:
@@ -314,6 +318,7 @@ def test_a_disabled_endpoint_says_why_and_is_re_enabled(browser: FlaskClient, db
     assert browser.post(f"/dashboard/webhooks/{endpoint.id}/enable", data={"csrf_token": token}).status_code == 409
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/deliveries.py")
 def test_history_filters_pages_and_a_delivery_s_attempts_and_body(
     browser: FlaskClient, db: Database, workspace: dict
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
+import pytest
 from click.testing import CliRunner
 from flask.testing import FlaskClient
 
@@ -29,6 +30,7 @@ def path_of(url: str) -> str:
     return f"{parts.path}?{parts.query}"
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: dashboard/sessions.py")
 def test_the_printed_link_signs_in_once(settings: Settings, client: FlaskClient, workspace: dict) -> None:
     code, out, _ = flokit(settings, "admin", "login-link", "--as", OPERATOR)
     assert code == 0
@@ -63,6 +65,7 @@ def test_json_ttl_and_the_named_workspace(settings: Settings, db: Database, work
     assert "Second Co" in client.get("/dashboard/actions").get_data(as_text=True)
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: dashboard/sessions.py")
 def test_refusals_name_what_is_wrong(settings: Settings, workspace: dict) -> None:
     code, _, err = flokit(settings, "admin", "login-link", "--as", "maya")
     assert code == 1 and "must be an email address" in err
@@ -73,11 +76,13 @@ def test_refusals_name_what_is_wrong(settings: Settings, workspace: dict) -> Non
         assert code == 1 and "TTL must be" in json.loads(err)["error"], ttl
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: dashboard/sessions.py")
 def test_no_workspace_yet_is_a_clear_error(settings: Settings, db: Database) -> None:
     code, _, err = flokit(settings, "admin", "login-link", "--as", OPERATOR)
     assert code == 1 and "no workspace exists yet" in err
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: dashboard/sessions.py")
 def test_flokit_up_prints_a_link_for_the_workspace_it_bootstrapped(settings: Settings, db: Database) -> None:
     with db.write() as conn:
         demo = bootstrap(conn, name="Demo workspace", actor="flokit up")

@@ -234,6 +234,7 @@ def test_a_publish_reviewed_against_an_older_version_is_a_409_showing_whats_live
         assert configs.live(conn, app_id=app_id, paywall_id="onboarding").version == 2  # type: ignore[union-attr]
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: paywalls/history.py")
 def test_versions_the_executor_published_for_an_offer_test_name_the_action(
     browser: FlaskClient, db: Database, workspace: dict
 ) -> None:
@@ -321,6 +322,7 @@ def test_signed_out_and_csrf(client: FlaskClient, browser: FlaskClient, workspac
     assert fresh.post(f"/dashboard/paywalls/{app_id}/onboarding/publish", data=form).status_code == 401
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: paywalls/history.py, dashboard/sessions.py")
 def test_a_revoked_apps_paywall_keeps_its_history_and_refuses_a_publish(
     browser: FlaskClient, db: Database, workspace: dict, token: str
 ) -> None:

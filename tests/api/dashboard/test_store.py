@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from tests.api.dashboard.conftest import OPERATOR
@@ -12,6 +13,7 @@ from warehouse.dashboard.tables import dashboard_login_tokens, dashboard_session
 from warehouse.db import Database
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: dashboard/sessions.py")
 def test_two_browsers_opening_one_link_at_once_get_one_session(db: Database, workspace: dict) -> None:
     with db.write() as conn:
         token = sessions.create_login_token(conn, operator=OPERATOR, workspace_id=workspace["workspace_id"])

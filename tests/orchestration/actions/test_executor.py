@@ -421,6 +421,7 @@ def test_a_creative_pause_pauses_exactly_the_mapped_ads_and_its_revert_unpauses_
     assert all(meta.objects[i]["status"] == "ACTIVE" for i in cr1)
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: actions/executions.py")
 def test_a_revert_the_platform_refuses_fails_its_run_and_is_retried_until_it_lands(
     settings: Settings, db: Database, lake: Lake, workspace: dict, meta: MetaGraphFake, instance: dg.DagsterInstance
 ) -> None:
@@ -540,6 +541,7 @@ def offer(product_id: str, price: int) -> dict[str, Any]:
             "billing_period": "yearly", "trial_days": 7}  # fmt: skip
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: actions/executions.py, paywalls/configs.py")
 def test_an_offer_test_publishes_the_split_config_and_finishing_publishes_the_control_back(
     db: Database, lake: Lake, workspace: dict
 ) -> None:
@@ -576,6 +578,7 @@ def test_an_offer_test_publishes_the_split_config_and_finishing_publishes_the_co
     assert back is not None and back.version == 3 and back.document == live
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: adaccounts/repository.py, adaccounts/lake.py")
 def test_a_refused_token_puts_the_account_in_error_and_tells_the_workspace(
     db: Database, lake: Lake, workspace: dict, meta: MetaGraphFake
 ) -> None:

@@ -133,6 +133,7 @@ def test_a_meta_sync_fills_the_registry_mapped_to_the_report_labels(
     assert synced.last_synced_at is not None and synced.last_error is None
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: adaccounts/repository.py")
 def test_a_second_sync_sees_edits_and_marks_vanished_objects(
     db: Database, lake: Lake, workspace: dict, meta: MetaGraphFake
 ) -> None:
@@ -182,6 +183,7 @@ def test_an_auth_failure_is_error_and_one_integration_error(
     assert registry(db, account_id) == {}
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: adaccounts/repository.py")
 def test_a_transient_failure_fails_only_that_sync(
     db: Database, lake: Lake, workspace: dict, meta: MetaGraphFake
 ) -> None:
@@ -218,6 +220,7 @@ def test_an_apple_sync_maps_campaigns_and_ad_groups_by_name(db: Database, lake: 
     assert found["asa_brand_broad"].report_creative is None
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: adaccounts/repository.py, adaccounts/lake.py")
 def test_the_sandbox_from_its_config_applies_changes_only_to_flokits_records(
     db: Database, lake: Lake, workspace: dict
 ) -> None:
@@ -271,6 +274,7 @@ def test_the_sandbox_without_campaigns_reads_the_workspaces_spend(db: Database, 
     assert account(db, account_id).currency == "USD"
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: adaccounts/lake.py")
 def test_a_sandbox_with_no_spend_and_no_campaigns_has_no_objects(db: Database, lake: Lake, workspace: dict) -> None:
     account_id = connect(db, workspace["workspace_id"], "sandbox", {})
     [result] = sync_accounts(db, lake, KEY, workspace_id=workspace["workspace_id"])

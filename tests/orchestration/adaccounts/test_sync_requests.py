@@ -188,6 +188,7 @@ def test_a_run_that_crashes_before_ending_its_request_is_marked_failed_by_the_fa
     assert isinstance(tick(settings, instance), dg.SkipReason)  # not launched again
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: adaccounts/repository.py")
 def test_the_sweep_ends_requests_whose_run_ended_or_vanished(
     settings: Settings, db: Database, workspace: dict, instance: dg.DagsterInstance
 ) -> None:

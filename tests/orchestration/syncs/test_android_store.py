@@ -400,6 +400,7 @@ def test_5xx_on_every_call_fails_as_provider_error(
     assert failed.value.code == "provider_error" and "currently unavailable" in failed.value.message
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: entitlements/stores.py")
 def test_an_app_without_android_credentials_fails_as_config(
     play: FakeGooglePlay, db: Database, workspace: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -464,6 +465,7 @@ def test_a_queued_sync_runs_with_the_instance_key_and_records_what_it_wrote(
     assert state is not None and "voided_since" in state["google_play"]
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: entitlements/stores.py")
 def test_an_app_with_nothing_voided_or_ending_syncs_to_nothing(
     play: FakeGooglePlay, push_token: str, db: Database, workspace: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -97,6 +97,7 @@ def test_a_host_the_operator_names_may_be_private(
     assert json.loads(named.stdout)["options"]["base_url"] == f"http://127.0.0.1:{target.port}"
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: egress.py, webhooks/urls.py, settings.py")
 def test_an_ad_accounts_token_url_on_the_metadata_address_is_refused(
     settings: Settings, db: Database, workspace: dict[str, Any], tmp_path: Path
 ) -> None:

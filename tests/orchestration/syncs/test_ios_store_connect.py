@@ -370,6 +370,7 @@ def test_an_invalid_signed_payload_is_skipped_counted_and_logged(
     assert any("skipped 2 notification(s) whose signature did not verify" in line for line in lines)
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: settings.py")
 def test_429_waits_then_succeeds_and_429_throughout_is_rate_limited(
     db: Database,
     ios: dict[str, Any],

@@ -259,6 +259,7 @@ def test_the_same_sync_twice_changes_nothing(db: Database, workspace: dict[str, 
     assert _landed(db) == before
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: integrations/target.py")
 def test_a_sync_40_days_later_lands_no_duplicate(db: Database, workspace: dict[str, Any], tmp_path: Any) -> None:
     with FakeRevenueCat(customers=_customers(), per_minute=FAST) as fake:
         first = _target(db, workspace, tmp_path)

@@ -324,6 +324,7 @@ def test_only_the_folders_csv_event_files_are_read(setup: Setup) -> None:
     assert any("paywall visits" in line for line in setup.lines)
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: integrations/target.py")
 def test_a_bucket_with_folders_as_typed_into_adapty_is_split(setup: Setup) -> None:
     daily_file(setup.s3, day(1))
     config = validate_config(TYPE, setup.s3.config(bucket=f"{setup.s3.bucket}/{FOLDER}"))

@@ -169,6 +169,7 @@ def test_a_changed_day_is_rewritten_whole_and_nothing_else(db: Database, tmp_pat
     assert mine["event_id"][0] not in exported["event_id"].to_list()
 
 
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: integrations/export.py, integrations/target.py")
 def test_another_workspaces_change_sends_nothing(db: Database, tmp_path: Path, ws: str, s3: S3Export) -> None:
     lake = Lake(tmp_path / "lake")
     seed(lake, ws)
