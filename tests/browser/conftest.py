@@ -8,7 +8,9 @@ PostgreSQL fixtures do. Every test under tests/browser is marked `browser` (`pyt
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.browser.demo_world import WORLD_FILE, World, build_world, copy_world
 from tests.browser.support import (
     CHROMIUM_ARGS,
     PageGuard,
@@ -26,6 +29,7 @@ from tests.browser.support import (
     written_screenshots,
 )
 from tests.support import GunicornServer, gunicorn_server
+from warehouse.db import close_database
 from warehouse.settings import Settings
 
 HERE = Path(__file__).resolve().parent
@@ -128,6 +132,42 @@ def flokit_server(settings: Settings, tmp_path: Path) -> Iterator[GunicornServer
     PostgreSQL under `make test`). Two workers, so that state one worker keeps for itself (a secret
     key made per process, an in-memory session) shows up as a failure instead of passing by luck."""
     with gunicorn_server(flokit_env(settings), workers=2, log_dir=tmp_path) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def demo_world_root(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Path:
+    """The populated demo world (`flokit demo seed` at `flokit up`'s size, refresh, walkthrough: the
+    slow part of a browser test), built once per run. pytest-xdist's workers share it through the
+    run's common temporary directory: the first to need it builds it under a file lock, the others
+    wait for it and then only copy it. SQLite only (PostgreSQL browser twins are not run)."""
+    worker_dir = tmp_path_factory.getbasetemp()
+    shared = worker_dir.parent if os.environ.get("PYTEST_XDIST_WORKER") else worker_dir
+    root = shared / "demo-world"
+    with (shared / "demo-world.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (root / WORLD_FILE).is_file():
+            if root.exists():  # a build that failed half-way: start again
+                shutil.rmtree(root)
+            build_world(root, sqlite_template)
+    return root
+
+
+@pytest.fixture
+def demo_world(demo_world_root: Path, tmp_path: Path) -> Iterator[World]:
+    """This test's own copy of the populated demo world (database, lake, DuckDB files, instance key):
+    what the test writes there (a rollback, a new action) no other test reads."""
+    world = copy_world(demo_world_root, tmp_path)
+    try:
+        yield world
+    finally:
+        close_database(world.settings.database_url)
+
+
+@pytest.fixture
+def demo_server(demo_world: World, tmp_path: Path) -> Iterator[GunicornServer]:
+    """FloKit under gunicorn (two workers, as `flokit_server`) on this test's copy of the demo world."""
+    with gunicorn_server(flokit_env(demo_world.settings), workers=2, log_dir=tmp_path) as server:
         yield server
 
 

@@ -23,10 +23,10 @@ import requests
 from tests.browser.demo_world import (
     ACTIONS_PATH,
     OPERATOR,
+    World,
     check_at_phone_width,
     create_ready,
     login_link,
-    populate,
     settle,
     sign_in,
     tables_wider_than_their_wrapper,
@@ -39,7 +39,6 @@ from tests.browser.test_harness import child_pytest
 from tests.support import GunicornServer
 from transforms.actions.consequences import approve_consequence
 from warehouse.db import Database
-from warehouse.settings import Settings
 
 OTHER = "lee@example.com"  # someone acting over v1 meanwhile
 
@@ -384,10 +383,10 @@ def test_a_conflict_shows_the_current_state(
 
 
 def test_roll_back_the_demos_running_shift_through_its_dialog(
-    page: Any, flokit_server: GunicornServer, db: Database, workspace: dict, settings: Settings
+    page: Any, demo_server: GunicornServer, demo_world: World
 ) -> None:
-    shift = populate(settings, workspace["workspace_id"])["budget_shift"]
-    sign_in(page, flokit_server, db, workspace["workspace_id"])
+    shift, workspace = demo_world.walked["budget_shift"], demo_world.workspace
+    sign_in(page, demo_server, demo_world.db, workspace["workspace_id"])
     expect(page.locator(f"#row-{shift} .badge")).to_have_text("running")
 
     link = page.locator(f"#row-{shift}").get_by_role("link")
@@ -408,7 +407,7 @@ def test_roll_back_the_demos_running_shift_through_its_dialog(
     last = detail.locator("table.history tbody tr").last  # the history: who rolled it back, the status as words
     expect(last.locator("td").nth(3)).to_have_text(OPERATOR)
     expect(last.locator("td").nth(4)).to_have_text("rolled back")
-    assert transitions(v1_action(flokit_server, workspace, shift))[-1] == ("running", "rolled_back", OPERATOR, None)
+    assert transitions(v1_action(demo_server, workspace, shift))[-1] == ("running", "rolled_back", OPERATOR, None)
 
 
 # --- CSRF -----------------------------------------------------------------------------------------

@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 
 from tests.browser.demo_world import (
     ACTIONS_PATH,
+    World,
     check_at_phone_width,
     create_ready,
-    populate,
     settle,
     sign_in,
     tables_wider_than_their_wrapper,
@@ -28,7 +28,6 @@ from tests.browser.demo_world import (
 from tests.browser.support import assert_accessible, expect, shoot
 from tests.support import GunicornServer
 from warehouse.db import Database
-from warehouse.settings import Settings
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -115,14 +114,12 @@ def crawl(page: Any, server: GunicornServer, world: str) -> dict[str, list[str]]
     return {"nav": [p for _, p in entries], "details": [p for p, _ in details], "confirm": confirm_paths}
 
 
-def test_every_page_on_the_demo_workspace(
-    page: Any, flokit_server: GunicornServer, db: Database, workspace: dict, settings: Settings
-) -> None:
-    walked = populate(settings, workspace["workspace_id"])
-    ready = create_ready(flokit_server, workspace, "offer_test", "A client's own proposal, ready to decide")
-    sign_in(page, flokit_server, db, workspace["workspace_id"])
+def test_every_page_on_the_demo_workspace(page: Any, demo_server: GunicornServer, demo_world: World) -> None:
+    walked, workspace = demo_world.walked, demo_world.workspace
+    ready = create_ready(demo_server, workspace, "offer_test", "A client's own proposal, ready to decide")
+    sign_in(page, demo_server, demo_world.db, workspace["workspace_id"])
 
-    visited = crawl(page, flokit_server, "demo")
+    visited = crawl(page, demo_server, "demo")
 
     assert {p.rsplit("/", 1)[-1] for p in visited["details"]} == {*walked.values(), ready}
     # The ready action offers approve and reject; the running shift, roll back (the rest: nothing).
@@ -130,7 +127,7 @@ def test_every_page_on_the_demo_workspace(
         [f"{ready}/approve", f"{ready}/reject", f"{walked['budget_shift']}/rollback"]
     )
     # A client's own proposal says in words that nothing was estimated (not "not_estimated: not_estimated").
-    page.goto(f"{flokit_server.base}{ACTIONS_PATH}/{ready}")
+    page.goto(f"{demo_server.base}{ACTIONS_PATH}/{ready}")
     expect(page.locator("h3 + p")).to_have_text("Not estimated: FloKit evaluated nothing for this action.")
 
 
