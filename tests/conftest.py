@@ -28,6 +28,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from api.app import create_app
+from tests.up_support import build_world, copy_world
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, close_database, database_for
@@ -157,6 +158,19 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     db.dispose()
     return path
+
+
+@pytest.fixture(scope="session")
+def up_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated data directory with its Dagster instance at head, built once per worker; tests
+    take a copy (`up_data_dir`), never this one."""
+    return build_world(tmp_path_factory.mktemp("up-world") / "data")
+
+
+@pytest.fixture
+def up_data_dir(up_world: Path, tmp_path: Path) -> Path:
+    """The test's own copy of `up_world` for a `flokit up` whose point is not the first start."""
+    return copy_world(up_world, tmp_path / "data")
 
 
 def fresh_database_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[str]:

@@ -5,6 +5,7 @@ over GraphQL what it loaded."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -127,6 +128,26 @@ def flokit_up(
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 process.wait(timeout=90)
+
+
+def build_world(data_dir: Path) -> Path:
+    """A data directory as a restarted `flokit up` finds it: its SQLite database migrated with
+    its instance key (`flokit db upgrade`), and the Dagster instance created and at head in
+    `data_dir/dagster` (what `flokit up` does before starting the servers). Built once per
+    worker, so a test whose point is not the first start does not pay for creating them."""
+    done = run_flokit(data_dir, "db", "upgrade")
+    assert done.returncode == 0, done.stderr
+    from cli.dagster_instance import prepare_instance  # deferred: importing Dagster costs seconds
+
+    prepare_instance(data_dir / "dagster")
+    return data_dir
+
+
+def copy_world(world: Path, data_dir: Path) -> Path:
+    """A copy of `build_world`'s directory at `data_dir`, file by file with their modes (0700,
+    0600): the test's `flokit up` finds the database and the instance at head and migrates none."""
+    shutil.copytree(world, data_dir, symlinks=True)
+    return data_dir
 
 
 def run_flokit(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:

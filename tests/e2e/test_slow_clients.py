@@ -261,12 +261,11 @@ def probe(base: str, seconds: float) -> list[float | None]:
     return latencies
 
 
-def test_flokit_up_keeps_answering_healthz_under_idle_and_slow_clients(tmp_path: Path) -> None:
+def test_flokit_up_keeps_answering_healthz_under_idle_and_slow_clients(up_data_dir: Path) -> None:
     """The issue's attack against a real `flokit up` (one worker): 200 idle sockets, 100 heads and
     50 bodies sent a byte every half second, for longer than the timeouts several times over."""
-    data = tmp_path / "data"
     env = {"FLOKIT_HEADER_TIMEOUT_S": str(TIMEOUT_S), "FLOKIT_BODY_TIMEOUT_S": str(TIMEOUT_S)}
-    with flokit_up(data, env=env) as up, ExitStack() as stack:
+    with flokit_up(up_data_dir, env=env) as up, ExitStack() as stack:
         wait_for(http_ok(f"{up.api}/healthz"), 120, "flokit up /healthz", up.process)
         stack.enter_context(attackers(up.api, idle=200, slow_heads=100, slow_bodies=50))
         latencies = probe(up.api, 4 * TIMEOUT_S)

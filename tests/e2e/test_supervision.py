@@ -75,8 +75,8 @@ def kill_and_wait_for_restart(up: Up, name: str) -> int:
     return new_pid
 
 
-def test_a_killed_daemon_or_webserver_is_restarted_while_the_api_answers(tmp_path: Path) -> None:
-    with flokit_up(tmp_path / "data") as up:
+def test_a_killed_daemon_or_webserver_is_restarted_while_the_api_answers(up_data_dir: Path) -> None:
+    with flokit_up(up_data_dir) as up:
         wait_for(lambda: requests.get(f"{up.api}/healthz", timeout=2).status_code == 200, 180, "API", up.process)
         up.wait_for_log("code location flokit loaded", 300)
         up.remember_descendants()
@@ -97,10 +97,10 @@ def test_a_killed_daemon_or_webserver_is_restarted_while_the_api_answers(tmp_pat
     assert not up.left_behind()
 
 
-def test_a_child_that_keeps_dying_stops_everything_with_the_reason(tmp_path: Path) -> None:
+def test_a_child_that_keeps_dying_stops_everything_with_the_reason(up_data_dir: Path) -> None:
     """Something kills the daemon as soon as it starts (as an OOM killer would): after the fifth
     death within ten minutes `flokit up` stops the API too and exits 1 saying why."""
-    with flokit_up(tmp_path / "data") as up:
+    with flokit_up(up_data_dir) as up:
         wait_for(lambda: requests.get(f"{up.api}/healthz", timeout=2).status_code == 200, 180, "API", up.process)
         killed: list[int] = []
         first_kill = 0.0

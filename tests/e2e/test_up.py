@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from tests.support import ROOT, free_port, http_ok, wait_for
+from tests.up_support import run_flokit
 from warehouse import workspaces
 from warehouse.db import Database
 
@@ -20,11 +21,22 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
-def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signal.Signals) -> None:
+def test_up_runs_everything_and_stops_cleanly(
+    tmp_path: Path, stop_signal: signal.Signals, request: pytest.FixtureRequest
+) -> None:
+    """SIGINT on a newcomer's first start (an empty data directory: the demo is created and the
+    daemon takes it to reports); SIGTERM on an operator's restart (a migrated database with a
+    workspace, `flokit admin bootstrap`'s), where no demo is created and no keys are printed."""
+    first_start = stop_signal == signal.SIGINT
+    data = tmp_path / "data"
+    if not first_start:
+        data = request.getfixturevalue("up_data_dir")
+        done = run_flokit(data, "admin", "bootstrap", "--name", "Acme")
+        assert done.returncode == 0, done.stderr
     api_port, ui_port = free_port(), free_port()
     env = {
         **os.environ,
-        "FLOKIT_DATA_DIR": str(tmp_path / "data"),
+        "FLOKIT_DATA_DIR": str(data),
         "FLOKIT_API_PORT": str(api_port),
         "FLOKIT_DAGSTER_PORT": str(ui_port),
     }
@@ -50,18 +62,21 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path, stop_signal: signa
         kids = psutil.Process(proc.pid).children(recursive=True)
         names = " ".join(" ".join(k.cmdline()) for k in kids)
         assert "gunicorn" in names and "dagster-webserver" in names and "dagster-daemon" in names
-        assert (tmp_path / "data" / "dagster" / "dagster.yaml").exists()
+        assert (data / "dagster" / "dagster.yaml").exists()
         assert requests.get(f"http://127.0.0.1:{api_port}/v1/workspace", timeout=5).status_code == 401
-        key = demo_read_key(f"http://127.0.0.1:{api_port}", tmp_path / "data" / "flokit.db")
-        if stop_signal == signal.SIGINT:  # once is enough: the daemon's pipeline takes a minute
-            assert_daemon_brings_the_demo_to_reports_and_catalog(f"http://127.0.0.1:{api_port}", key, tmp_path / "data")
+        key = demo_read_key(f"http://127.0.0.1:{api_port}", data / "flokit.db")
+        if first_start:  # once is enough: the daemon's pipeline takes a minute
+            assert_daemon_brings_the_demo_to_reports_and_catalog(f"http://127.0.0.1:{api_port}", key, data)
     finally:
         proc.send_signal(stop_signal)
         proc.wait(timeout=60)
         log.close()
     output = log_path.read_text()
     assert proc.returncode == 0, output[-3000:]
-    assert "api_key_read_write" in output  # demo workspace keys printed once on first run
+    if first_start:
+        assert "api_key_read_write" in output  # demo workspace keys printed once on first run
+    else:  # the operator's workspace is kept as it is: no demo, no keys shown
+        assert "api_key_read_write" not in output and "Seeded a demo history" not in output, output[-3000:]
     assert f"http://127.0.0.1:{api_port}" in output and f"http://127.0.0.1:{ui_port}" in output
     assert "stopped." in output
     assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]

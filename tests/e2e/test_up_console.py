@@ -95,8 +95,8 @@ def test_the_console_is_quiet_until_the_first_reports(tmp_path: Path) -> None:
     assert up.process.returncode == 0
 
 
-def test_verbose_shows_the_servers_output_which_the_log_files_keep_too(tmp_path: Path) -> None:
-    with flokit_up(tmp_path / "data", "--verbose") as up:
+def test_verbose_shows_the_servers_output_which_the_log_files_keep_too(up_data_dir: Path) -> None:
+    with flokit_up(up_data_dir, "--verbose") as up:
         wait_for(http_ok(f"{up.api}/healthz"), 120, "API", up.process)
         up.wait_for_log("code location flokit loaded", 300)
         up.wait_for_log("Serving dagster-webserver on", 60)
@@ -110,3 +110,5 @@ def test_verbose_shows_the_servers_output_which_the_log_files_keep_too(tmp_path:
         assert detail in console, console[-3000:]
         assert detail in up.log(child), child
     assert "api (v1, gateway, ingest)" in console.lower()
+    # A restart: the instance and the database are found as the first start left them.
+    assert f"dagster instance {up_data_dir / 'dagster'}: at head" in console, console[:2000]
