@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import requests
 
+from tests.cli_support import Ran, flokit_in_process
 from tests.support import BIN, ROOT, free_port
 
 READY_QUERY = """
@@ -150,13 +151,11 @@ def copy_world(world: Path, data_dir: Path) -> Path:
     return data_dir
 
 
-def run_flokit(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_flokit(data_dir: Path, *args: str) -> Ran:
     env = {**os.environ, "FLOKIT_DATA_DIR": str(data_dir)}
     env.pop("DAGSTER_HOME", None)
     env.pop("FLOKIT_DATABASE_URL", None)
-    return subprocess.run(
-        [str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False
-    )
+    return flokit_in_process(env, *args)
 
 
 def dagster_ready(ui: str) -> bool:

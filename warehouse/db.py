@@ -330,6 +330,13 @@ def database_for(url: str) -> Database:
         return db
 
 
+def open_database_urls() -> set[str]:
+    """The URLs this process holds an engine for (an in-process `flokit` in the tests closes the
+    ones it opened, as its process would have on exit)."""
+    with _lock:
+        return set(_databases)
+
+
 def close_database(url: str) -> None:
     """Dispose of a URL's engine and forget it (tests create many short-lived databases)."""
     with _lock:

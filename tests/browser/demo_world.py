@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,8 @@ import requests
 
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS
 from tests.browser.support import TWO_FRAMES, assert_accessible, flokit_env, press_sign_in, tables_scrolling_sideways
-from tests.support import BIN, ROOT, GunicornServer
+from tests.cli_support import flokit_in_process
+from tests.support import GunicornServer
 from warehouse.bootstrap import bootstrap
 from warehouse.dashboard import sessions
 from warehouse.db import Database, close_database, database_for
@@ -36,14 +36,7 @@ PHONE = 390
 
 def flokit(settings: Settings, *args: str) -> Any:
     """`flokit <args> --json` on the test's database; its JSON answer."""
-    done = subprocess.run(
-        [str(BIN / "flokit"), *args, "--json"],
-        cwd=ROOT,
-        env=flokit_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = flokit_in_process(flokit_env(settings), *args, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
 

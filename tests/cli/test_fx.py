@@ -4,7 +4,6 @@ HTTP server on 127.0.0.1; ingest and the reports then use the refreshed rates.""
 import io
 import json
 import os
-import subprocess
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.support import BIN, ROOT
+from tests.cli_support import Ran, flokit_in_process
 from warehouse import fx
 from warehouse.settings import Settings
 
@@ -53,11 +52,9 @@ def rates_server() -> Iterator[tuple[str, dict[str, bytes]]]:
         server.server_close()
 
 
-def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def flokit(settings: Settings, *args: str) -> Ran:
     env = {**os.environ, **settings.child_env()}
-    return subprocess.run(
-        [str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    return flokit_in_process(env, *args)
 
 
 @pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: fx.py")

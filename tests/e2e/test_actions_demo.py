@@ -1,4 +1,4 @@
-"""The engine on the demo, through the real processes: `flokit demo seed --truth-out` (which connects
+"""The engine on the demo, through the `flokit` commands (in-process): `flokit demo seed --truth-out` (which connects
 a sandbox ad account), one `flokit refresh` (the real Dagster runs, the engine last before the
 catalog), then the actions in the database and the published reports.
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,8 +25,8 @@ import polars as pl
 import pytest
 
 from api.app import create_app
+from tests.cli_support import Ran, flokit_in_process
 from tests.conftest import bearer, fresh_database_url
-from tests.support import ROOT
 from warehouse.actions import repository as repo
 from warehouse.db import database_for
 from warehouse.reports.store import ACTION_SIGNALS, scan_days
@@ -54,9 +53,9 @@ class Deployment:
     workspaces: dict[int, Seeded]
 
 
-def _flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def _flokit(settings: Settings, *args: str) -> Ran:
     env = {**os.environ, **settings.child_env()}
-    return subprocess.run([FLOKIT, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    return flokit_in_process(env, *args)
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

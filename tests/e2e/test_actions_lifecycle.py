@@ -1,5 +1,5 @@
-"""A growth action's whole life through the real processes, against a fake Meta Marketing API on
-127.0.0.1 driven by the facebook-business SDK:
+"""A growth action's whole life through `flokit up` (real processes) and `flokit` commands, against
+a fake Meta Marketing API on 127.0.0.1 driven by the facebook-business SDK:
 
 1. `flokit demo seed` lands the planted world (google_uac pays back slowest, meta_broad fastest);
    the operator swaps the demo's sandbox ad account for a Meta account whose campaigns carry the
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -35,9 +34,9 @@ import pytest
 import requests
 import sqlalchemy as sa
 
+from tests.cli_support import flokit_in_process
 from tests.conftest import fresh_database_url
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
-from tests.support import BIN, ROOT
 from tests.up_support import Up, dagster_ready, flokit_up
 from tests.webhook_receiver import Receiver, running_receiver
 from transforms.demo import DEFAULT_WORLD
@@ -82,8 +81,7 @@ def meta() -> Iterator[MetaGraphFake]:
 
 
 def flokit(env: dict[str, str], *args: str, as_json: bool = True) -> Any:
-    argv = [str(BIN / "flokit"), *args, *(["--json"] if as_json else [])]
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    done = flokit_in_process(env, *args, *(["--json"] if as_json else []))
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout) if as_json else done.stdout + done.stderr
 

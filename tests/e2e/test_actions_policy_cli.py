@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support import BIN, ROOT
+from tests.cli_support import Ran, flokit_in_process
 
 pytestmark = pytest.mark.e2e
 
 
-def flokit(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+def flokit(env: dict[str, str], *args: str) -> Ran:
+    return flokit_in_process(env, *args)
 
 
 @pytest.fixture
@@ -33,7 +32,7 @@ def workspace_id(env: dict[str, str]) -> str:
     return str(json.loads(done.stdout)["workspace_id"])
 
 
-def policy(env: dict[str, str], workspace_id: str, *flags: str) -> subprocess.CompletedProcess[str]:
+def policy(env: dict[str, str], workspace_id: str, *flags: str) -> Ran:
     return flokit(env, "admin", "actions", "policy", "--workspace", workspace_id, *flags)
 
 

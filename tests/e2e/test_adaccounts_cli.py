@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.cli_support import Ran, flokit_in_process
 from tests.providers.apple_search_ads_fake import (
     CLIENT_ID,
     KEY_ID,
@@ -25,7 +25,6 @@ from tests.providers.apple_search_ads_fake import (
     new_private_key,
 )
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
-from tests.support import BIN, ROOT
 from transforms.reports.schemas import SPEND_SCHEMA
 from warehouse.lake import Lake
 from warehouse.reports.store import write_spend_raw
@@ -33,8 +32,8 @@ from warehouse.reports.store import write_spend_raw
 pytestmark = pytest.mark.e2e
 
 
-def flokit(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+def flokit(env: dict[str, str], *args: str) -> Ran:
+    return flokit_in_process(env, *args)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The `flokit` command as an operator runs it: real processes, JSON out, real database."""
+"""The `flokit` command as an operator runs it: JSON out, real database. The commands run in-process
+(`tests.cli_support`); the last test runs the installed `flokit` itself, for its exit status."""
 
 import json
 import os
@@ -9,19 +10,16 @@ from pathlib import Path
 import pytest
 
 from api.app import create_app
+from tests.cli_support import Ran, flokit_in_process
 from tests.conftest import bearer
-from tests.support import ROOT
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e
 FLOKIT = str(Path(sys.executable).parent / "flokit")
 
 
-def run(settings: Settings, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **settings.child_env()}
-    result = subprocess.run(
-        [FLOKIT, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+def run(settings: Settings, *args: str, ok: bool = True) -> Ran:
+    result = flokit_in_process({**os.environ, **settings.child_env()}, *args)
     if ok:
         assert result.returncode == 0, result.stdout + result.stderr
     return result

@@ -3,7 +3,6 @@ then lake, reports, catalog and the API."""
 
 import json
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from api.app import create_app
+from tests.cli_support import Ran, flokit_in_process
 from tests.conftest import bearer
-from tests.support import ROOT
 from warehouse.db import Database
 from warehouse.events import landing
 from warehouse.events.tables import landed_events
@@ -25,12 +24,12 @@ pytestmark = pytest.mark.e2e
 FLOKIT = str(Path(sys.executable).parent / "flokit")
 
 
-def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def flokit(settings: Settings, *args: str) -> Ran:
     env = {**os.environ, **settings.child_env()}
-    return subprocess.run([FLOKIT, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return flokit_in_process(env, *args)
 
 
-def seed(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def seed(settings: Settings, *args: str) -> Ran:
     return flokit(settings, "demo", "seed", *args, "--json")
 
 

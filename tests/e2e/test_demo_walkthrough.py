@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,9 +20,9 @@ import pytest
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS
 from orchestration.actions.executor import execute
 from orchestration.actions.walkthrough import DEMO_OPERATOR
+from tests.cli_support import flokit_in_process
 from tests.conftest import fresh_database_url
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
-from tests.support import BIN, ROOT
 from warehouse.actions import executions, repository
 from warehouse.actions.executions import work_after
 from warehouse.db import database_for
@@ -50,9 +49,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, st
 
 
 def flokit(env: dict[str, str], *args: str, ok: bool = True) -> Any:
-    done = subprocess.run(
-        [str(BIN / "flokit"), *args, "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
-    )
+    done = flokit_in_process(env, *args, "--json")
     assert (done.returncode == 0) == ok, done.stdout + done.stderr
     return json.loads(done.stdout) if ok else done.stderr
 

@@ -1,5 +1,5 @@
-"""Ingest as it runs in production: gunicorn with the ingest surface, real HTTP, `flokit` as a
-subprocess, the DuckDB catalog read by an analyst's read-only connection."""
+"""Ingest as it runs in production: gunicorn with the ingest surface, real HTTP, `flokit` commands
+(in-process, `tests.cli_support`), the DuckDB catalog read by an analyst's read-only connection."""
 
 import json
 import os
@@ -12,8 +12,9 @@ import duckdb
 import pytest
 import requests
 
+from tests.cli_support import Ran, flokit_in_process
 from tests.ingest_support import PATH, VENDOR, callback, counts
-from tests.support import BIN, ROOT, free_port, gunicorn_server, http_ok, wait_for
+from tests.support import ROOT, free_port, gunicorn_server, http_ok, wait_for
 from warehouse.db import Database
 from warehouse.settings import Settings
 
@@ -27,11 +28,9 @@ def ingest_server(settings: Settings, tmp_path: Path) -> Iterator[str]:
         yield server.base
 
 
-def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def flokit(settings: Settings, *args: str) -> Ran:
     env = {**os.environ, **settings.child_env()}
-    return subprocess.run(
-        [str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
+    return flokit_in_process(env, *args)
 
 
 @pytest.mark.both_backends(reason="a race: eight concurrent writers against each backend's unique constraint")

@@ -1,13 +1,12 @@
-"""AppsFlyer end to end, through real processes: installs pushed to gunicorn the way AppsFlyer's
+"""AppsFlyer end to end: installs pushed to gunicorn the way AppsFlyer's
 Push API sends them, the spend the Master API reports for them synced from a fake on 127.0.0.1,
-`flokit refresh` as a subprocess, and the payback report in the analyst catalog meeting the two
+`flokit refresh` (in-process, `tests.cli_support`), and the payback report in the analyst catalog meeting the two
 on campaign and creative."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -17,8 +16,9 @@ import pytest
 import requests
 
 from orchestration.syncs.connectors import connector_for
+from tests.cli_support import Ran, flokit_in_process
 from tests.providers.appsflyer_fake import APP_ID, TOKEN, Row, appsflyer_fake
-from tests.support import BIN, ROOT, gunicorn_server
+from tests.support import gunicorn_server
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.integrations.target import SyncTarget
@@ -36,11 +36,9 @@ def ingest_server(settings: Settings, tmp_path: Path) -> Iterator[str]:
         yield server.base
 
 
-def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def flokit(settings: Settings, *args: str) -> Ran:
     env = {**os.environ, **settings.child_env()}
-    return subprocess.run(
-        [str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
+    return flokit_in_process(env, *args)
 
 
 def test_pushed_installs_meet_the_synced_spend_in_the_payback_report(

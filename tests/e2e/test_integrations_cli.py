@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support import BIN, ROOT
+from tests.cli_support import Ran, flokit_in_process
 
 pytestmark = pytest.mark.e2e
 TOKEN = "adjust-secret-token-0123456789abcdef"
 
 
-def flokit(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+def flokit(env: dict[str, str], *args: str) -> Ran:
+    return flokit_in_process(env, *args)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Real data arriving end to end, through real processes: installs reach gunicorn as Adjust's
+"""Real data arriving end to end: installs reach gunicorn as Adjust's
 callbacks (campaign and creative as its placeholders name them), the operator connects Adjust
 with `flokit`, `POST /v1/integrations/{id}/sync` queues a sync, `flokit refresh` runs it as a
 Dagster run against a fake Report Service on 127.0.0.1 and refreshes the reports: the payback
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,9 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.cli_support import Ran, flokit_in_process
 from tests.ingest_support import PATH, callback
 from tests.providers.adjust_fake import TOKEN, AdjustFake, campaign_name, creative_name, running
-from tests.support import BIN, ROOT, gunicorn_server
+from tests.support import gunicorn_server
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e
@@ -31,12 +31,10 @@ def server(settings: Settings, tmp_path: Path) -> Iterator[str]:
         yield running_server.base
 
 
-def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def flokit(settings: Settings, *args: str) -> Ran:
     env = {**os.environ, **settings.child_env()}
     env.pop("FLOKIT_SECRET_KEY", None)
-    return subprocess.run(
-        [str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
+    return flokit_in_process(env, *args)
 
 
 def test_installs_by_callback_and_spend_by_sync_meet_in_the_payback_report(

@@ -1,4 +1,4 @@
-"""Hostile but well-formed callbacks through gunicorn, `flokit` as a subprocess, the reports as an
+"""Hostile but well-formed callbacks through gunicorn, `flokit` in-process, the reports as an
 analyst reads them: a JPY renewal is reported in the workspace's currency at the ECB rate of its
 day; unknown codes, a negative charge and absurd amounts are dropped, counted with their reason."""
 
@@ -6,7 +6,6 @@ import csv
 import io
 import json
 import os
-import subprocess
 import zipfile
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
@@ -17,8 +16,9 @@ import duckdb
 import pytest
 import requests
 
+from tests.cli_support import Ran, flokit_in_process
 from tests.ingest_support import PATH, VENDOR, callback
-from tests.support import BIN, ROOT, gunicorn_server
+from tests.support import gunicorn_server
 from warehouse.db import Database
 from warehouse.ingest import repository
 from warehouse.settings import Settings
@@ -50,11 +50,9 @@ def ingest_server(settings: Settings, tmp_path: Path) -> Iterator[str]:
         yield server.base
 
 
-def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def flokit(settings: Settings, *args: str) -> Ran:
     env = {**os.environ, **settings.child_env()}
-    return subprocess.run(
-        [str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
+    return flokit_in_process(env, *args)
 
 
 def at(day: date, hour: int) -> str:

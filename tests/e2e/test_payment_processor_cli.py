@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +13,15 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from tests.api.notifications_support import localstripe
-from tests.support import BIN, ROOT
+from tests.cli_support import Ran, flokit_in_process
 
 pytestmark = pytest.mark.e2e
 SECRET_KEY = "sk_test_0123456789abcdefghij"
 WEBHOOK_SECRET = "whsec_0123456789abcdefghijkl"
 
 
-def flokit(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+def flokit(env: dict[str, str], *args: str) -> Ran:
+    return flokit_in_process(env, *args)
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ import contextlib
 import json
 import math
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,8 +31,9 @@ import duckdb
 import pytest
 import requests
 
+from tests.cli_support import Ran, flokit_in_process
 from tests.conftest import bearer, fresh_database_url
-from tests.support import ROOT, gunicorn_server
+from tests.support import gunicorn_server
 from warehouse.db import database_for
 from warehouse.settings import Settings
 from warehouse.workspaces import create_key, create_workspace
@@ -87,9 +87,9 @@ class Deployment:
     workspaces: dict[int, Seeded]
 
 
-def _flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def _flokit(settings: Settings, *args: str) -> Ran:
     env = {**os.environ, **settings.child_env()}
-    return subprocess.run([FLOKIT, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return flokit_in_process(env, *args)
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
