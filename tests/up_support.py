@@ -13,13 +13,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import psutil
 import requests
 
 from tests.cli_support import Ran, flokit_in_process
-from tests.support import BIN, ROOT, free_port
+from tests.support import BIN, ROOT, free_port, wait_for
 
 READY_QUERY = """
 {
@@ -184,3 +186,36 @@ def alembic_rows(dagster_home: Path) -> dict[str, list[str]]:
         finally:
             con.close()
     return rows
+
+
+def assert_daemon_brings_the_demo_to_reports_and_catalog(base: str, key: str, data_dir: Path) -> None:
+    """Nobody runs `flokit refresh`: the daemon's sensors take the landed demo history into the
+    lake (landed_events_sensor), publish the first reports once every landed event is in the
+    lake (reports_first_refresh) and build the analyst catalog (analyst_catalog_sensor)."""
+    today = datetime.now(UTC).date()
+    query = {"start_date": (today - timedelta(days=90)).isoformat(), "end_date": today.isoformat()}
+
+    def reports_answer() -> bool:
+        r = requests.get(
+            f"{base}/v1/reports/payback", params=query, headers={"Authorization": f"Bearer {key}"}, timeout=5
+        )
+        return r.status_code == 200 and len(r.json()["data"]) > 0
+
+    wait_for(reports_answer, 300, "the first reports from the daemon")
+    catalog = data_dir / "warehouse.duckdb"
+
+    def catalog_has_payback() -> bool:
+        if not catalog.exists():
+            return False
+        with duckdb.connect(str(catalog), read_only=True) as con:
+            return con.execute("SELECT count(*) FROM payback").fetchone()[0] > 0
+
+    wait_for(catalog_has_payback, 120, "the analyst catalog with the reports")
+
+    def engine_queue() -> bool:  # actions_engine_sensor runs the engine on the signals just written
+        r = requests.get(f"{base}/v1/actions?limit=100", headers={"Authorization": f"Bearer {key}"}, timeout=5)
+        return r.status_code == 200 and {"budget_shift", "creative_pause"} <= {a["type"] for a in r.json()["actions"]}
+
+    wait_for(engine_queue, 180, "the engine's demo queue (a budget shift and a creative pause)")
+    with duckdb.connect(str(catalog), read_only=True) as con:
+        assert con.execute("SELECT count(DISTINCT occurred_at::DATE) FROM canonical_events").fetchone()[0] >= 60

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from tests.support import http_ok, wait_for
-from tests.up_support import Up, flokit_up
+from tests.up_support import Up, assert_daemon_brings_the_demo_to_reports_and_catalog, flokit_up
 
 pytestmark = pytest.mark.e2e
 
@@ -92,6 +92,8 @@ def test_the_console_is_quiet_until_the_first_reports(tmp_path: Path) -> None:
         assert "Listening at: " + up.api in up.log("api")
         assert "DEBUG" in up.log("dagster-daemon")  # the runs' step events
         assert "Serving dagster-webserver" in up.log("dagster-webserver")
+        # Nobody ran `flokit refresh`: the catalog and the engine's queue are the daemon's too.
+        assert_daemon_brings_the_demo_to_reports_and_catalog(up.api, key.group(1), up.data_dir)
     assert up.process.returncode == 0
 
 
