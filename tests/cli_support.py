@@ -9,7 +9,11 @@ a refresh killed mid-run, the installed entry point) keep running the real binar
 
 What a process would leave behind when it exits, this undoes: the environment (`flokit refresh`
 exports its settings for Dagster), `warnings.showwarning` (it sends warnings to a log file), and
-the database engines the command opened (a process's connections close when it exits).
+the database engines the command opened (a process's connections close when it exits). The command
+runs in a thread of its own, which has no running event loop, as the process had none: in a test
+that drives Chromium, Playwright's sync API leaves its loop marked running in the test's thread,
+and Dagster's `execute_in_process` (`flokit refresh`) then cannot shut its own loop down (its
+`shutdown_asyncgens` coroutine is left unawaited, a warning pytest turns into an error).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from click.testing import CliRunner
@@ -43,9 +48,16 @@ def flokit_in_process(env: Mapping[str, str], *args: str, input: str | None = No
     overrides: dict[str, str | None] = {k: v for k, v in env.items() if os.environ.get(k) != v}
     overrides |= {k: None for k in os.environ if k not in env}
     try:
-        result = CliRunner().invoke(
-            main, list(args), env=overrides, input=input, catch_exceptions=False, prog_name="flokit"
-        )
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flokit") as thread:
+            result = thread.submit(
+                CliRunner().invoke,
+                main,
+                list(args),
+                env=overrides,
+                input=input,
+                catch_exceptions=False,
+                prog_name="flokit",
+            ).result()
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
