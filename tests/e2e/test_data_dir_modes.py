@@ -6,7 +6,6 @@ import json
 import os
 import sqlite3
 import stat
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import BIN, ROOT, http_ok, wait_for
+from tests.cli_support import Ran, flokit_in_process
+from tests.support import http_ok, wait_for
 from tests.up_support import flokit_up
 
 pytestmark = pytest.mark.e2e
@@ -24,16 +24,6 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def flokit(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI with SQLite in `data_dir` under a permissive umask (022), as many shells have."""
-    env = {**os.environ, "FLOKIT_DATA_DIR": str(data_dir)}
-    env.pop("DAGSTER_HOME", None)
-    env.pop("FLOKIT_DATABASE_URL", None)
-    return subprocess.run(
-        [str(BIN / "flokit"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, umask=0o022
-    )
-
-
 @contextmanager
 def umask(value: int) -> Iterator[None]:
     old = os.umask(value)
@@ -41,6 +31,15 @@ def umask(value: int) -> Iterator[None]:
         yield
     finally:
         os.umask(old)
+
+
+def flokit(data_dir: Path, *args: str) -> Ran:
+    """The CLI (in-process) with SQLite in `data_dir` under a permissive umask (022), as many shells have."""
+    env = {**os.environ, "FLOKIT_DATA_DIR": str(data_dir)}
+    env.pop("DAGSTER_HOME", None)
+    env.pop("FLOKIT_DATABASE_URL", None)
+    with umask(0o022):
+        return flokit_in_process(env, *args)
 
 
 def test_a_fresh_data_dir_is_created_owner_only(tmp_path: Path) -> None:
