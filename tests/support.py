@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +21,26 @@ from werkzeug.serving import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+
+def built_once(tmp_path_factory: Any, name: str, build: Callable[[Path], None]) -> Path:
+    """`build(root)` run once per test run, whichever pytest-xdist worker needs it first; the
+    others wait for it and use the same `root` (in the run's common temporary directory). A slow
+    world (a seeded, refreshed demo) is built once this way and each test copies it by file
+    instead of building its own. `build` ends by writing `root/done`; a build that failed half-way
+    is started again by the next worker that asks."""
+    worker_dir = tmp_path_factory.getbasetemp()
+    shared = worker_dir.parent if os.environ.get("PYTEST_XDIST_WORKER") else worker_dir
+    root = shared / name
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (root / "done").is_file():
+            if root.exists():
+                shutil.rmtree(root)
+            root.mkdir(parents=True)
+            build(root)
+            (root / "done").write_text("")
+    return root
 
 
 def free_port() -> int:

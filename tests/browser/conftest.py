@@ -8,7 +8,6 @@ PostgreSQL fixtures do. Every test under tests/browser is marked `browser` (`pyt
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import time
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.demo_world import WORLD_FILE, World, build_world, copy_world
+from tests.browser.demo_world import World, build_world, copy_world
 from tests.browser.support import (
     CHROMIUM_ARGS,
     PageGuard,
@@ -28,7 +27,7 @@ from tests.browser.support import (
     screenshots_dir,
     written_screenshots,
 )
-from tests.support import GunicornServer, gunicorn_server
+from tests.support import GunicornServer, built_once, gunicorn_server
 from warehouse.db import close_database
 from warehouse.settings import Settings
 
@@ -135,22 +134,34 @@ def flokit_server(settings: Settings, tmp_path: Path) -> Iterator[GunicornServer
         yield server
 
 
+@pytest.fixture(scope="module")
+def module_settings(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Iterator[Settings]:
+    """One SQLite database and data directory for a whole module whose tests each work in a
+    workspace of their own (`workspace`) and touch nothing else in it: a module opts in by
+    overriding `settings` and `flokit_server` with these two (tests/browser/test_dashboard_actions.py)."""
+    data_dir = tmp_path_factory.mktemp("module") / "data"
+    data_dir.mkdir()
+    shutil.copyfile(sqlite_template, data_dir / "flokit.db")
+    url = f"sqlite:///{data_dir / 'flokit.db'}"
+    yield Settings(data_dir=data_dir, database_url=url)
+    close_database(url)
+
+
+@pytest.fixture(scope="module")
+def module_server(module_settings: Settings) -> Iterator[GunicornServer]:
+    """`flokit_server` for a module on `module_settings`: started once instead of once per test (a
+    start was most of such a test's time), still two workers."""
+    with gunicorn_server(flokit_env(module_settings), workers=2, log_dir=module_settings.data_dir.parent) as server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def demo_world_root(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Path:
     """The populated demo world (`flokit demo seed` at `flokit up`'s size, refresh, walkthrough: the
     slow part of a browser test), built once per run. pytest-xdist's workers share it through the
-    run's common temporary directory: the first to need it builds it under a file lock, the others
-    wait for it and then only copy it. SQLite only (PostgreSQL browser twins are not run)."""
-    worker_dir = tmp_path_factory.getbasetemp()
-    shared = worker_dir.parent if os.environ.get("PYTEST_XDIST_WORKER") else worker_dir
-    root = shared / "demo-world"
-    with (shared / "demo-world.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not (root / WORLD_FILE).is_file():
-            if root.exists():  # a build that failed half-way: start again
-                shutil.rmtree(root)
-            build_world(root, sqlite_template)
-    return root
+    run's common temporary directory (`built_once`): the first to need it builds it, the others wait
+    for it and then only copy it. SQLite only (PostgreSQL browser twins are not run)."""
+    return built_once(tmp_path_factory, "demo-world", lambda root: build_world(root, sqlite_template))
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from tests.browser.demo_world import (
@@ -39,8 +40,21 @@ from tests.browser.test_harness import child_pytest
 from tests.support import GunicornServer
 from transforms.actions.consequences import approve_consequence
 from warehouse.db import Database
+from warehouse.settings import Settings
 
 OTHER = "lee@example.com"  # someone acting over v1 meanwhile
+
+
+@pytest.fixture
+def settings(module_settings: Settings) -> Settings:
+    """The module's one database: each test signs in to and acts in a workspace of its own."""
+    return module_settings
+
+
+@pytest.fixture
+def flokit_server(module_server: GunicornServer) -> GunicornServer:
+    """The module's one gunicorn, on `module_settings`."""
+    return module_server
 
 
 def guard_of(browser_context: tuple[Any, PageGuard]) -> PageGuard:
@@ -190,9 +204,12 @@ def test_sign_out_everywhere_ends_the_other_browsers_sessions(
     db: Database,
     workspace: dict,
 ) -> None:
+    # Sign out everywhere ends the operator's sessions in every workspace, and the module's other
+    # tests sign OPERATOR in to theirs: this one is someone who signed in nowhere else.
+    operator = "sam@example.com"
     with other_browser(browser) as (other_page, other_guard):
-        sign_in(other_page, flokit_server, db, workspace["workspace_id"])
-        sign_in(page, flokit_server, db, workspace["workspace_id"])
+        sign_in(other_page, flokit_server, db, workspace["workspace_id"], operator)
+        sign_in(page, flokit_server, db, workspace["workspace_id"], operator)
 
         page.get_by_role("button", name="Sign out everywhere").click()
         expect(page.locator("main")).to_contain_text("Your sessions in every browser have ended (2 in all).")

@@ -14,11 +14,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import requests
 
 from tests.api.test_integrations import KEY, connect
 from tests.browser.support import PageGuard, assert_accessible, expect, press_sign_in, shoot
 from tests.engine_support import WORLD, connect_registry
+from tests.support import GunicornServer
 from tests.transforms.test_paywall import document, offer
 from transforms import paywall
 from warehouse.dashboard import sessions
@@ -27,8 +29,21 @@ from warehouse.integrations import repository as repo
 from warehouse.integrations.tables import integration_syncs
 from warehouse.integrations.target import SPEND_ROWS
 from warehouse.paywalls import configs
+from warehouse.settings import Settings
 
 OPERATOR = "maya@example.com"
+
+
+@pytest.fixture
+def settings(module_settings: Settings) -> Settings:
+    """The module's one database (tests/browser/conftest.py): each test works in a workspace of its own."""
+    return module_settings
+
+
+@pytest.fixture
+def flokit_server(module_server: GunicornServer) -> GunicornServer:
+    """The module's one gunicorn, on `module_settings`."""
+    return module_server
 
 
 def accessible_at_both_widths(page: Any) -> None:

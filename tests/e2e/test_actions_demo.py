@@ -12,82 +12,32 @@ guardrail details of an action are recomputed from the published reports and the
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 
 from api.app import create_app
-from tests.cli_support import Ran, flokit_in_process
-from tests.conftest import bearer, fresh_database_url
+from tests.conftest import bearer
+from tests.e2e.truth_world import NO_SIGNAL_SEED, Seeded, TruthWorld, truth_world
 from warehouse.actions import repository as repo
 from warehouse.db import database_for
 from warehouse.reports.store import ACTION_SIGNALS, scan_days
-from warehouse.settings import Settings
-from warehouse.workspaces import create_key, create_workspace
 
 pytestmark = pytest.mark.e2e
-FLOKIT = str(Path(sys.executable).parent / "flokit")
-USERS, DAYS = 3000, 60  # the smallest demo whose story stands out of the noise (flokit up seeds 8000)
-SEEDS = (1, 2)
-NO_SIGNAL_SEED = 4
-
-
-@dataclass
-class Seeded:
-    workspace_id: str
-    key: str
-    truth: dict[str, Any]
-
-
-@dataclass
-class Deployment:
-    settings: Settings
-    workspaces: dict[int, Seeded]
-
-
-def _flokit(settings: Settings, *args: str) -> Ran:
-    env = {**os.environ, **settings.child_env()}
-    return flokit_in_process(env, *args)
+SEEDS = (1, 2)  # the default world's; the truth world has a third, which test_planted_truth.py reads
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    tmp = tmp_path_factory.mktemp(f"engine-{request.param}")
-    urls = fresh_database_url(request, request.param, tmp)
-    url = next(urls)
-    settings = Settings(data_dir=tmp / "data", database_url=url)
-    db = database_for(url)
-    seeded: dict[int, Seeded] = {}
-    for seed in (*SEEDS, NO_SIGNAL_SEED):
-        with db.write() as conn:
-            ws = create_workspace(conn, name=f"Engine {seed}")
-            key = create_key(conn, workspace_id=ws.id, scope="read_only").api_key
-        truth_file = tmp / f"truth-{seed}.json"
-        args = ["--workspace", ws.id, "--users", str(USERS), "--days", str(DAYS), "--seed", str(seed)]
-        args += ["--truth-out", str(truth_file), *(["--no-signal"] if seed == NO_SIGNAL_SEED else [])]
-        done = _flokit(settings, "demo", "seed", *args, "--json")
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout)["sandbox_ad_account_id"].startswith("adacct_")
-        seeded[seed] = Seeded(ws.id, key, json.loads(truth_file.read_text()))
-    refreshed = _flokit(settings, "refresh", "--json")
-    assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
-    runs = json.loads(refreshed.stdout)["runs"]
-    assert "actions_engine" in [r["name"] for r in runs] and all(r["success"] for r in runs)
-    yield Deployment(settings, seeded)
-    db.dispose()
-    with pytest.raises(StopIteration):
-        next(urls)
+def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TruthWorld]:
+    """The planted-truth world (tests/e2e/truth_world.py): its refresh ran the engine last before the catalog."""
+    with truth_world(request, tmp_path_factory.mktemp(f"engine-{request.param}")) as world:
+        yield world
 
 
-def open_actions(deployment: Deployment, ws: Seeded) -> list[repo.Action]:
+def open_actions(deployment: TruthWorld, ws: Seeded) -> list[repo.Action]:
     db = database_for(deployment.settings.database_url)
     with db.read() as conn:
         page, _ = repo.list_actions(conn, workspace_id=ws.workspace_id, limit=100)
@@ -108,7 +58,7 @@ def creative_multiplier(truth: dict[str, Any], campaign: str, creative: str) -> 
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_the_planted_story_is_proposed_and_nothing_the_truth_contradicts(deployment: Deployment, seed: int) -> None:
+def test_the_planted_story_is_proposed_and_nothing_the_truth_contradicts(deployment: TruthWorld, seed: int) -> None:
     ws = deployment.workspaces[seed]
     story = ws.truth["story"]
     found = open_actions(deployment, ws)
@@ -132,13 +82,13 @@ def test_the_planted_story_is_proposed_and_nothing_the_truth_contradicts(deploym
             assert dict(offer["trial_to_paid_by_country"]).get(a.parameters["country"], 1.0) > 1.0, a.parameters
 
 
-def test_the_aa_world_gets_no_budget_shift_and_no_creative_pause(deployment: Deployment) -> None:
+def test_the_aa_world_gets_no_budget_shift_and_no_creative_pause(deployment: TruthWorld) -> None:
     ws = deployment.workspaces[NO_SIGNAL_SEED]
     assert ws.truth["story"]["weak_creative"] is None
     assert {a.type for a in open_actions(deployment, ws)} <= {"offer_test"}
 
 
-def test_a_shifts_signals_and_guardrails_are_recomputed_from_the_reports(deployment: Deployment) -> None:
+def test_a_shifts_signals_and_guardrails_are_recomputed_from_the_reports(deployment: TruthWorld) -> None:
     ws = deployment.workspaces[SEEDS[0]]
     [shift] = [a for a in open_actions(deployment, ws) if a.type == "budget_shift"]
     db = database_for(deployment.settings.database_url)

@@ -16,11 +16,8 @@ differences (rates twice as high, payback days 2-7x apart) to stand well clear o
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -31,18 +28,11 @@ import duckdb
 import pytest
 import requests
 
-from tests.cli_support import Ran, flokit_in_process
-from tests.conftest import bearer, fresh_database_url
+from tests.conftest import bearer
+from tests.e2e.truth_world import NO_SIGNAL_SEED, SEEDS, Seeded, truth_world
 from tests.support import gunicorn_server
-from warehouse.db import database_for
-from warehouse.settings import Settings
-from warehouse.workspaces import create_key, create_workspace
 
 pytestmark = pytest.mark.e2e
-FLOKIT = str(Path(sys.executable).parent / "flokit")
-USERS, DAYS = 3000, 60
-SEEDS = (1, 2, 3)
-NO_SIGNAL_SEED = 4
 WINDOW = 30
 # Two-sided 95 % family-wise over all the intervals one workspace checks (Bonferroni): each of
 # them alone at 95 % would fail somewhere in a run by chance most of the time.
@@ -71,15 +61,6 @@ def wilson(successes: int, n: int, z: float = Z) -> tuple[float, float]:
 
 
 @dataclass
-class Seeded:
-    workspace_id: str
-    key: str
-    truth: dict[str, Any]
-    first_day: date
-    last_day: date
-
-
-@dataclass
 class Deployment:
     base: str
     reports: Path
@@ -87,45 +68,14 @@ class Deployment:
     workspaces: dict[int, Seeded]
 
 
-def _flokit(settings: Settings, *args: str) -> Ran:
-    env = {**os.environ, **settings.child_env()}
-    return flokit_in_process(env, *args)
-
-
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    """Four seeded workspaces, one refresh, the API under gunicorn: built once per database."""
+    """The planted-truth world (tests/e2e/truth_world.py) and the API under gunicorn on it."""
     tmp = tmp_path_factory.mktemp(f"truth-{request.param}")
-    urls = fresh_database_url(request, request.param, tmp)
-    url = next(urls)
-    settings = Settings(data_dir=tmp / "data", database_url=url)
-    db = database_for(url)
-    seeded: dict[int, Seeded] = {}
-    for seed in (*SEEDS, NO_SIGNAL_SEED):
-        with db.write() as conn:
-            ws = create_workspace(conn, name=f"Truth {seed}")
-            key = create_key(conn, workspace_id=ws.id, scope="read_only").api_key
-        truth_file = tmp / f"truth-{seed}.json"
-        args = ["--workspace", ws.id, "--users", str(USERS), "--days", str(DAYS), "--seed", str(seed)]
-        args += ["--truth-out", str(truth_file), *(["--no-signal"] if seed == NO_SIGNAL_SEED else [])]
-        done = _flokit(settings, "demo", "seed", *args, "--json")
-        assert done.returncode == 0, done.stderr
-        result = json.loads(done.stdout)
-        seeded[seed] = Seeded(
-            ws.id,
-            key,
-            json.loads(truth_file.read_text()),
-            date.fromisoformat(result["first_day"]),
-            date.fromisoformat(result["last_day"]),
-        )
-    refreshed = _flokit(settings, "refresh", "--json")
-    assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
-    assert all(r["success"] for r in json.loads(refreshed.stdout)["runs"])
-    env = {**os.environ, **settings.child_env()}
-    with gunicorn_server(env, workers=2, log_dir=tmp) as server:
-        yield Deployment(server.base, settings.paths.reports, settings.paths.catalog, seeded)
-    with contextlib.suppress(StopIteration):
-        next(urls)
+    with truth_world(request, tmp) as world:
+        settings = world.settings
+        with gunicorn_server({**os.environ, **settings.child_env()}, workers=2, log_dir=tmp) as server:
+            yield Deployment(server.base, settings.paths.reports, settings.paths.catalog, world.workspaces)
 
 
 def get(deployment: Deployment, ws: Seeded, path: str, **query: Any) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from tests.cli_support import Ran, flokit_in_process
 from tests.conftest import fresh_database_url
 from tests.providers.adjust_fake import TOKEN, AdjustFake, running
 from tests.support import BIN, ROOT, http_ok, wait_for
@@ -71,16 +72,9 @@ def flokit_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def flokit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "flokit"), *args],
-        cwd=ROOT,
-        env=flokit_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+def flokit(settings: Settings, *args: str) -> Ran:
+    """A command run in-process (`tests.cli_support`); the refreshes killed are real processes."""
+    return flokit_in_process(flokit_env(settings), *args)
 
 
 def queue_adjust_sync(settings: Settings, db: Database, workspace: dict, fake: AdjustFake, tmp_path: Path) -> str:
