@@ -12,10 +12,12 @@ WORKERS ?= 2
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
 
+# uv (Astral's installer, from PyPI) installs the same versions as pip in a quarter of the time
+# (25 s against 98 s here: it downloads and unpacks in parallel); docs/testing.md.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP) ## Create the virtual environment and install FloKit with its dev tools

@@ -73,8 +73,38 @@ def runs_on_both_backends(item: pytest.Item) -> bool:
     return WAREHOUSE_TESTS in item.path.parents or mark is not None
 
 
+# The modules with the longest single tests (`make test` of stop 31, docs/testing.md), started
+# first: pytest-xdist's loadscope hands out whole modules in collection order, and a run that
+# reaches one of these last ends with one worker alone on it while the others idle. After them,
+# the folders of process-level tests, then the rest as collected.
+SLOWEST_FIRST = (
+    "tests/e2e/test_actions_lifecycle.py",
+    "tests/e2e/test_up_console.py",
+    "tests/e2e/test_demo_walkthrough.py",
+    "tests/browser/test_dashboard_actions.py",
+    "tests/faults/test_first_start.py",
+    "tests/e2e/test_slow_clients.py",
+    "tests/e2e/test_planted_truth.py",
+    "tests/browser/test_dashboard_reports.py",
+    "tests/e2e/test_supervision.py",
+)
+FOLDERS_FIRST = ("tests/e2e/", "tests/faults/", "tests/browser/")
+
+
+def schedule_rank(nodeid: str) -> int:
+    """Where a test's module goes in the run: the slowest first (a lower rank runs earlier)."""
+    module = nodeid.split("::", 1)[0]
+    if module in SLOWEST_FIRST:
+        return SLOWEST_FIRST.index(module)
+    folder = next((i for i, f in enumerate(FOLDERS_FIRST) if module.startswith(f)), len(FOLDERS_FIRST))
+    return len(SLOWEST_FIRST) + folder
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """PostgreSQL twins run where the database is the point; long fault scenarios only when asked."""
+    """PostgreSQL twins run where the database is the point; long fault scenarios only when asked;
+    the slowest modules first (`schedule_rank`; a stable sort keeps each module's tests together
+    and in order)."""
+    items.sort(key=lambda item: schedule_rank(item.nodeid))
     if not config.getoption("--all-backends"):
         kept, twins = [], []
         for item in items:
