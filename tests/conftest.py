@@ -73,10 +73,12 @@ def runs_on_both_backends(item: pytest.Item) -> bool:
     return WAREHOUSE_TESTS in item.path.parents or mark is not None
 
 
-# The modules with the longest single tests (`make test` of stop 31, docs/testing.md), started
-# first: pytest-xdist's loadscope hands out whole modules in collection order, and a run that
-# reaches one of these last ends with one worker alone on it while the others idle. After them,
-# the folders of process-level tests, then the rest as collected.
+# The modules with the longest single tests (`make test` runs 3 and 4 of stop 31, docs/testing.md),
+# started first, longest first: a module runs whole on one worker (`--dist loadscope`), and a run
+# that reaches one of these last ends with one worker alone on it while the others idle. `make
+# test` passes `--no-loadscope-reorder` so that pytest-xdist hands modules out in this order (by
+# default it sorts them by their number of tests, which put these few-test modules last); the
+# rest follow as collected.
 SLOWEST_FIRST = (
     "tests/e2e/test_actions_lifecycle.py",
     "tests/e2e/test_up_console.py",
@@ -87,17 +89,17 @@ SLOWEST_FIRST = (
     "tests/e2e/test_planted_truth.py",
     "tests/browser/test_dashboard_reports.py",
     "tests/e2e/test_supervision.py",
+    "tests/faults/test_refresh_kills.py",
+    "tests/browser/test_dashboard_pages.py",
+    "tests/browser/test_dashboard_paywalls_integrations.py",
+    "tests/e2e/test_up.py",
 )
-FOLDERS_FIRST = ("tests/e2e/", "tests/faults/", "tests/browser/")
 
 
 def schedule_rank(nodeid: str) -> int:
     """Where a test's module goes in the run: the slowest first (a lower rank runs earlier)."""
     module = nodeid.split("::", 1)[0]
-    if module in SLOWEST_FIRST:
-        return SLOWEST_FIRST.index(module)
-    folder = next((i for i, f in enumerate(FOLDERS_FIRST) if module.startswith(f)), len(FOLDERS_FIRST))
-    return len(SLOWEST_FIRST) + folder
+    return SLOWEST_FIRST.index(module) if module in SLOWEST_FIRST else len(SLOWEST_FIRST)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
