@@ -34,7 +34,7 @@ lint: $(STAMP) ## ruff (lint and format), the import-linter contracts between th
 
 test: $(STAMP) ## Lint, then the whole suite on 3 pytest-xdist workers (WORKERS=n): SQLite, a private PostgreSQL cluster, Redis, nginx, chromium
 	$(MAKE) lint
-	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest -n $(WORKERS) --dist loadscope --no-loadscope-reorder --durations=30
+	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest -n $(WORKERS) --dist loadscope --durations=30
 
 test-fast: $(STAMP) ## The edit-test loop: lint, then the unit rooms (transforms, warehouse) on SQLite, no processes
 	$(MAKE) lint

@@ -73,40 +73,8 @@ def runs_on_both_backends(item: pytest.Item) -> bool:
     return WAREHOUSE_TESTS in item.path.parents or mark is not None
 
 
-# The modules with the longest single tests (`make test` runs 3 and 4 of stop 31, docs/testing.md),
-# started first, longest first: a module runs whole on one worker (`--dist loadscope`), and a run
-# that reaches one of these last ends with one worker alone on it while the others idle. `make
-# test` passes `--no-loadscope-reorder` so that pytest-xdist hands modules out in this order (by
-# default it sorts them by their number of tests, which put these few-test modules last); the
-# rest follow as collected.
-SLOWEST_FIRST = (
-    "tests/e2e/test_actions_lifecycle.py",
-    "tests/e2e/test_up_console.py",
-    "tests/e2e/test_demo_walkthrough.py",
-    "tests/browser/test_dashboard_actions.py",
-    "tests/faults/test_first_start.py",
-    "tests/e2e/test_slow_clients.py",
-    "tests/e2e/test_planted_truth.py",
-    "tests/browser/test_dashboard_reports.py",
-    "tests/e2e/test_supervision.py",
-    "tests/faults/test_refresh_kills.py",
-    "tests/browser/test_dashboard_pages.py",
-    "tests/browser/test_dashboard_paywalls_integrations.py",
-    "tests/e2e/test_up.py",
-)
-
-
-def schedule_rank(nodeid: str) -> int:
-    """Where a test's module goes in the run: the slowest first (a lower rank runs earlier)."""
-    module = nodeid.split("::", 1)[0]
-    return SLOWEST_FIRST.index(module) if module in SLOWEST_FIRST else len(SLOWEST_FIRST)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """PostgreSQL twins run where the database is the point; long fault scenarios only when asked;
-    the slowest modules first (`schedule_rank`; a stable sort keeps each module's tests together
-    and in order)."""
-    items.sort(key=lambda item: schedule_rank(item.nodeid))
+    """PostgreSQL twins run where the database is the point; long fault scenarios only when asked."""
     if not config.getoption("--all-backends"):
         kept, twins = [], []
         for item in items:
