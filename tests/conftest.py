@@ -28,6 +28,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from api.app import create_app
+from tests import demo_world
+from tests.support import built_once
 from tests.up_support import build_world, copy_world
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap
@@ -158,6 +160,15 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     db.dispose()
     return path
+
+
+@pytest.fixture(scope="session")
+def demo_world_root(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Path:
+    """The populated demo world (tests/demo_world.py: `flokit demo seed` at `flokit up`'s size,
+    refresh, walkthrough), built once per run on SQLite. pytest-xdist's workers share it through the
+    run's common temporary directory (`built_once`): the first to need it builds it, the others wait
+    for it and then only copy it (`tests.demo_world.copy_world`)."""
+    return built_once(tmp_path_factory, "demo-world", lambda root: demo_world.build_world(root, sqlite_template))
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from tests.browser.demo_world import World, build_world, copy_world
 from tests.browser.support import (
     CHROMIUM_ARGS,
     PageGuard,
@@ -27,7 +26,8 @@ from tests.browser.support import (
     screenshots_dir,
     written_screenshots,
 )
-from tests.support import GunicornServer, built_once, gunicorn_server
+from tests.demo_world import World, copy_world
+from tests.support import GunicornServer, gunicorn_server
 from warehouse.db import close_database
 from warehouse.settings import Settings
 
@@ -153,15 +153,6 @@ def module_server(module_settings: Settings) -> Iterator[GunicornServer]:
     start was most of such a test's time), still two workers."""
     with gunicorn_server(flokit_env(module_settings), workers=2, log_dir=module_settings.data_dir.parent) as server:
         yield server
-
-
-@pytest.fixture(scope="session")
-def demo_world_root(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Path:
-    """The populated demo world (`flokit demo seed` at `flokit up`'s size, refresh, walkthrough: the
-    slow part of a browser test), built once per run. pytest-xdist's workers share it through the
-    run's common temporary directory (`built_once`): the first to need it builds it, the others wait
-    for it and then only copy it. SQLite only (PostgreSQL browser twins are not run)."""
-    return built_once(tmp_path_factory, "demo-world", lambda root: build_world(root, sqlite_template))
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ import requests
 from tests.browser.demo_world import (
     ACTIONS_PATH,
     OPERATOR,
-    World,
     check_at_phone_width,
     create_ready,
     login_link,
@@ -37,6 +36,7 @@ from tests.browser.demo_world import (
 )
 from tests.browser.support import PageGuard, assert_accessible, expect, shoot
 from tests.browser.test_harness import child_pytest
+from tests.demo_world import World
 from tests.support import GunicornServer
 from transforms.actions.consequences import approve_consequence
 from warehouse.db import Database

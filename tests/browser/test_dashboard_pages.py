@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 
 from tests.browser.demo_world import (
     ACTIONS_PATH,
-    World,
     check_at_phone_width,
     create_ready,
     settle,
@@ -26,6 +25,7 @@ from tests.browser.demo_world import (
     tables_wider_than_their_wrapper,
 )
 from tests.browser.support import assert_accessible, expect, shoot
+from tests.demo_world import World
 from tests.support import GunicornServer
 from warehouse.db import Database
 

@@ -47,7 +47,7 @@ from warehouse.lake import Lake
 from warehouse.reports.store import SPEND_RAW, scan_days, write_spend_raw
 
 pytestmark = pytest.mark.e2e
-USERS, DAYS, SEED = 8000, 45, 1
+USERS, DAYS, SEED = 5000, 45, 1  # seed 1 at 5000 users: the shift is ready (at 3000, a draft)
 BUDGET_CENTS = 50_000  # every campaign: $500.00 a day (Meta's offset unit for USD is cents)
 SOURCE, TARGET = "google_uac", "meta_broad"  # the planted story: slowest -> fastest
 COMPRESSED = timedelta(days=9)
@@ -147,7 +147,8 @@ def test_an_approved_shift_runs_on_meta_and_a_planted_deterioration_rolls_it_bac
 
     # 2. The engine proposes the planted shift, sized from Meta's budgets.
     printed = flokit(env, "refresh", as_json=False)
-    assert f"{workspace_id}: 3 new, 0 re-evaluated, 0 draft -> ready, 0 expired" in printed  # shift, pause, offer test
+    # The shift, a creative pause and an offer test on each of two paywalls (onboarding, promo).
+    assert f"{workspace_id}: 4 new, 0 re-evaluated, 0 draft -> ready, 0 expired" in printed
     database = database_for(env["FLOKIT_DATABASE_URL"])
     with database.read() as conn:
         rows = conn.execute(

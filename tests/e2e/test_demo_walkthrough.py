@@ -1,5 +1,5 @@
 """`flokit demo walkthrough` as `flokit up` runs it on a fresh demo: after `flokit demo seed` (its
-size) and `flokit refresh`, the engine's ready shift is running on the sandbox (the registry shows
+size) and `flokit refresh` (tests/demo_world.py), the engine's ready shift is running on the sandbox (the registry shows
 the moved budgets), its ready pause was run and rolled back (the ads are active again, through
 the executor's revert), its ready offer test is rejected, each by the labelled demo operator with
 a note; what the daemon's executor sensor then asks for writes nothing twice; a second walkthrough
@@ -11,21 +11,23 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cli.demo import UP_DAYS, UP_SEED, UP_USERS
 from orchestration.actions.executor import execute
 from orchestration.actions.walkthrough import DEMO_OPERATOR
+from tests.browser.support import flokit_env
 from tests.cli_support import flokit_in_process
 from tests.conftest import fresh_database_url
+from tests.demo_world import Walked, copy_world, populate, registry
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
 from warehouse.actions import executions, repository
 from warehouse.actions.executions import work_after
-from warehouse.db import database_for
+from warehouse.db import close_database, database_for
 from warehouse.lake import Lake
 from warehouse.settings import instance_key_for
 
@@ -37,9 +39,8 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
-    urls = fresh_database_url(request, request.param, tmp_path)
+def _env(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    urls = fresh_database_url(request, backend, tmp_path)
     env = {**os.environ, "FLOKIT_DATA_DIR": str(tmp_path / "data"), "FLOKIT_DATABASE_URL": next(urls)}
     for name in ("DAGSTER_HOME", "FLOKIT_SECRET_KEY"):
         env.pop(name, None)
@@ -48,27 +49,45 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, st
         next(urls)
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    yield from _env(request, request.param, tmp_path)
+
+
+@dataclass(frozen=True)
+class Demo:
+    env: dict[str, str]
+    workspace_id: str
+    walked: Walked
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def demo(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Demo]:
+    """A fresh demo at `flokit up`'s size, refreshed, and the walkthrough run once. On SQLite, a
+    copy of the run's populated demo world, which these same commands built once for this test and
+    the browser's (tests/demo_world.py); on PostgreSQL, built here."""
+    if request.param == "sqlite":
+        world = copy_world(request.getfixturevalue("demo_world_root"), tmp_path)
+        try:
+            yield Demo(flokit_env(world.settings), world.workspace["workspace_id"], world.seen)
+        finally:
+            close_database(world.settings.database_url)
+        return
+    for env in _env(request, request.param, tmp_path):
+        flokit(env, "db", "upgrade")
+        workspace_id = flokit(env, "admin", "bootstrap", "--name", "Demo")["workspace_id"]
+        yield Demo(env, workspace_id, populate(env, workspace_id))
+
+
 def flokit(env: dict[str, str], *args: str, ok: bool = True) -> Any:
     done = flokit_in_process(env, *args, "--json")
     assert (done.returncode == 0) == ok, done.stdout + done.stderr
     return json.loads(done.stdout) if ok else done.stderr
 
 
-def registry(env: dict[str, str], workspace_id: str) -> dict[str, dict[str, Any]]:
-    [account] = flokit(env, "admin", "ad-accounts", "list", "--workspace", workspace_id, "--entities")["ad_accounts"]
-    assert account["sandbox"] is True
-    return {e["name"]: e for e in account["registry"]}
-
-
-def test_the_walkthrough_runs_rolls_back_and_rejects_on_the_sandbox_once(env: dict[str, str]) -> None:
-    flokit(env, "db", "upgrade")
-    workspace_id = flokit(env, "admin", "bootstrap", "--name", "Demo")["workspace_id"]
-    flokit(env, "demo", "seed", "--workspace", workspace_id, "--users", str(UP_USERS), "--days", str(UP_DAYS),
-           "--seed", str(UP_SEED))  # fmt: skip
-    flokit(env, "refresh")
-    before = registry(env, workspace_id)
-
-    steps = {s["action_type"]: s for s in flokit(env, "demo", "walkthrough", "--workspace", workspace_id)["steps"]}
+def test_the_walkthrough_runs_rolls_back_and_rejects_on_the_sandbox_once(demo: Demo) -> None:
+    env, workspace_id, before = demo.env, demo.workspace_id, demo.walked.registry_before
+    steps = {s["action_type"]: s for s in demo.walked.steps}
     assert {t: s["status"] for t, s in steps.items()} == {
         "budget_shift": "running",
         "creative_pause": "rolled_back",
