@@ -12,10 +12,10 @@ populated and on an empty workspace.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,13 +40,23 @@ OPERATOR = "maya@example.com"
 LOG = logging.getLogger("dashboard-webhooks")
 
 
+@pytest.fixture(scope="module")
+def module_settings(module_settings: Settings) -> Settings:
+    """The module's one database (each test signs in to a workspace of its own), with private
+    webhook addresses allowed (the receiver is on 127.0.0.1) and the instance key the signing
+    secrets are sealed with, the one `send_due` unseals them with."""
+    return dataclasses.replace(module_settings, webhooks_allow_private=True, instance_key=WEBHOOK_KEY)
+
+
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    """Private webhook addresses allowed (the receiver is on 127.0.0.1); the instance key the
-    signing secrets are sealed with is the one `send_due` unseals them with."""
-    return Settings(
-        data_dir=tmp_path / "data", database_url=database_url, webhooks_allow_private=True, instance_key=WEBHOOK_KEY
-    )
+def settings(module_settings: Settings) -> Settings:
+    return module_settings
+
+
+@pytest.fixture
+def flokit_server(module_server: GunicornServer) -> GunicornServer:
+    """The module's one gunicorn, on `module_settings`."""
+    return module_server
 
 
 @pytest.fixture

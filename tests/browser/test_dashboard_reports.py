@@ -1,9 +1,10 @@
 """The Payback and Cohorts pages in Debian's chromium, served by gunicorn on real reports.
 
 The workspace's history is generated the way `flokit demo seed` generates it (1500 users over
-70 days, tests/reports_support.py) and its reports built by one real refresh per module; each
-test serves a copy. What the charts were drawn with is read from the Chart.js instances
-themselves (`Chart.getChart(canvas)`) and compared with `GET /v1/reports/...` for the same query.
+70 days, tests/reports_support.py) and its reports built by one real refresh per module, served
+by one gunicorn the module's tests share (they only read; each signs in with its own link). What
+the charts were drawn with is read from the Chart.js instances themselves (`Chart.getChart(canvas)`)
+and compared with `GET /v1/reports/...` for the same query.
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ import shutil
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 
-from tests.browser.support import PageGuard, assert_accessible, shoot
-from tests.support import ROOT
+from tests.browser.support import PageGuard, assert_accessible, flokit_env, shoot
+from tests.support import ROOT, gunicorn_server
 from warehouse.bootstrap import bootstrap
 from warehouse.dashboard import sessions
-from warehouse.db import Database, database_for, utcnow
+from warehouse.db import Database, close_database, database_for, utcnow
 from warehouse.settings import Settings
 from warehouse.tables import workspaces
 from warehouse.workspaces import create_key
@@ -91,31 +93,58 @@ def reports(request: pytest.FixtureRequest) -> str:
     return getattr(request, "param", "published")
 
 
+@pytest.fixture(scope="module")
+def published_key(module_settings: Settings, published_dir: Path) -> str:
+    """The module's data directory (`module_settings`) holding the refresh's output, and the
+    reports' workspace in its database; a read-only v1 key to it. The tests only read the reports,
+    so they share this and one gunicorn (`module_server`); each signs in with a link of its own."""
+    shutil.copytree(published_dir, module_settings.data_dir, dirs_exist_ok=True)
+    with database_for(module_settings.database_url).write() as conn:
+        conn.execute(
+            workspaces.insert().values(
+                id=WORKSPACE, name="Reports", reporting_currency="USD", timezone="UTC", created_at=utcnow()
+            )
+        )
+        return create_key(conn, workspace_id=WORKSPACE, scope="read_only").api_key
+
+
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path, reports: str, request: pytest.FixtureRequest) -> Settings:
-    data_dir = tmp_path / "reports_data"
+def settings(reports: str, request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path) -> Settings:
     if reports == "published":
-        shutil.copytree(request.getfixturevalue("published_dir"), data_dir)
-    return Settings(data_dir=data_dir, database_url=database_url, instance_key=secrets.token_urlsafe(32))
+        settings: Settings = request.getfixturevalue("module_settings")
+        return settings
+    data_dir = tmp_path / "reports_data"
+    data_dir.mkdir()
+    shutil.copyfile(sqlite_template, data_dir / "flokit.db")
+    url = f"sqlite:///{data_dir / 'flokit.db'}"
+    return Settings(data_dir=data_dir, database_url=url, instance_key=secrets.token_urlsafe(32))
 
 
 @pytest.fixture
-def operator(settings: Settings, reports: str) -> dict[str, str]:
+def flokit_server(settings: Settings, reports: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The module's one gunicorn on the published reports, or this test's own on an empty data dir."""
+    if reports == "published":
+        request.getfixturevalue("published_key")  # the reports are in place before anything is served
+        yield request.getfixturevalue("module_server")
+        return
+    with gunicorn_server(flokit_env(settings), workers=2, log_dir=tmp_path) as server:
+        yield server
+
+
+@pytest.fixture
+def operator(settings: Settings, reports: str, request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     """The workspace to sign in to (the reports' own, or a fresh one), a one-time login path and a v1 key."""
     db: Database = database_for(settings.database_url)
     with db.write() as conn:
         if reports == "published":
-            conn.execute(
-                workspaces.insert().values(
-                    id=WORKSPACE, name="Reports", reporting_currency="USD", timezone="UTC", created_at=utcnow()
-                )
-            )
-            workspace_id = WORKSPACE
+            workspace_id, key = WORKSPACE, request.getfixturevalue("published_key")
         else:
             workspace_id = bootstrap(conn, name="Empty")["workspace_id"]
-        key = create_key(conn, workspace_id=workspace_id, scope="read_only").api_key
+            key = create_key(conn, workspace_id=workspace_id, scope="read_only").api_key
         token = sessions.create_login_token(conn, operator="maya@example.com", workspace_id=workspace_id)
-    return {"login": f"/dashboard/login?token={token}", "key": key}
+    yield {"login": f"/dashboard/login?token={token}", "key": key}
+    if reports != "published":
+        close_database(settings.database_url)
 
 
 def v1(base: str, path: str, key: str, query: dict[str, str]) -> Any:

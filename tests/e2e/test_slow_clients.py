@@ -8,6 +8,7 @@ until gunicorn killed it 30 s later."""
 
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -23,6 +24,7 @@ import requests
 from tests.support import GunicornServer, gunicorn_server, http_ok, wait_for
 from tests.up_support import flokit_up
 from tests.webhook_receiver import running_receiver
+from warehouse.db import close_database
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e
@@ -62,13 +64,28 @@ def responses(data: bytes) -> list[tuple[int, dict[str, str], bytes]]:
     return out
 
 
-@pytest.fixture(params=[1, 4], ids=["loop-serves", "4-threads"])
-def server(settings: Settings, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[GunicornServer]:
-    """One worker serving whole requests from its loop (the default), or handing them to 4 threads."""
-    configured = replace(settings, header_timeout_s=TIMEOUT_S, body_timeout_s=TIMEOUT_S, worker_threads=request.param)
+@pytest.fixture(scope="module", params=[1, 4], ids=["loop-serves", "4-threads"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path
+) -> Iterator[GunicornServer]:
+    """One worker serving whole requests from its loop (the default), or handing them to 4 threads.
+    One server per mode for the module's tests: each closes what it opened (or the server's
+    timeouts close it) and reads no state another test writes, so a start each (most of their
+    time) proved nothing more."""
+    data_dir = tmp_path_factory.mktemp("slow-clients") / "data"
+    data_dir.mkdir()
+    shutil.copyfile(sqlite_template, data_dir / "flokit.db")
+    configured = Settings(
+        data_dir=data_dir,
+        database_url=f"sqlite:///{data_dir / 'flokit.db'}",
+        header_timeout_s=TIMEOUT_S,
+        body_timeout_s=TIMEOUT_S,
+        worker_threads=request.param,
+    )
     env = {**os.environ, **configured.child_env()}
-    with gunicorn_server(env, workers=1, log_dir=tmp_path) as running:
+    with gunicorn_server(env, workers=1, log_dir=data_dir.parent) as running:
         yield running
+    close_database(configured.database_url)
 
 
 def connect(base: str) -> socket.socket:
