@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +47,24 @@ os.environ.setdefault(INTEGRATIONS_PRIVATE_HOSTS_ENV, LOCAL_HOSTS)
 
 
 WAREHOUSE_TESTS = Path(__file__).resolve().parent / "warehouse"
+
+
+TIMELINE = os.environ.get("FLOKIT_TEST_TIMELINE")  # a file: one line per test, for docs/testing.md
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With FLOKIT_TEST_TIMELINE=<file>, append `worker<TAB>start<TAB>end<TAB>test id` for each test
+    (setup and teardown included, epoch seconds): which worker ran what when, so the end of a run
+    can be read (a tail of one slow module on one worker) as the totals cannot show it."""
+    started = time.time()
+    try:
+        return (yield)
+    finally:
+        if TIMELINE:
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            with open(TIMELINE, "a") as out:  # one short line per write: appends do not interleave
+                out.write(f"{worker}\t{started:.1f}\t{time.time():.1f}\t{item.nodeid}\n")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
