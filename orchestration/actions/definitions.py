@@ -1,4 +1,5 @@
-"""The actions domain: the engine's, the executor's and the monitor's jobs and sensors."""
+"""The actions domain: the engine's, the executor's and the monitor's jobs and sensors (the
+executor's own sensor is a queue's, bound at the composition root with the deployment's interval)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import dagster as dg
 from orchestration.actions.engine_jobs import actions_engine_job, actions_engine_sensor
 from orchestration.actions.jobs import execute_action_job
 from orchestration.actions.monitor import action_monitor_sensor, monitor_actions_job
-from orchestration.actions.sensors import action_executor, action_executor_retry
+from orchestration.actions.sensors import action_executor_retry
 
 defs = dg.Definitions(
     jobs=[actions_engine_job, execute_action_job, monitor_actions_job],
-    sensors=[actions_engine_sensor, action_executor, action_executor_retry, action_monitor_sensor],
+    sensors=[actions_engine_sensor, action_executor_retry, action_monitor_sensor],
 )

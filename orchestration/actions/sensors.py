@@ -24,7 +24,7 @@ from warehouse.actions import repository
 from warehouse.actions.executions import work_after, workspace_of
 from warehouse.errors import NotFound
 
-INTERVAL_S = 30
+RETRY_INTERVAL_S = 30  # a failed run is asked for again within 30 s
 MAX_ATTEMPTS = 3  # runs per approval or rollback, the first included
 ATTEMPT_TAG = "flokit/attempt"
 RUN_KEY_TAG = "dagster/run_key"
@@ -36,14 +36,8 @@ def run_key(action_id: str, kind: str, transition_id: int) -> str:
     return f"act-{'exec' if kind == 'apply' else 'revert'}-{action_id}-{transition_id}"
 
 
-@dg.sensor(
-    name="action_executor",
-    job=execute_action_job,
-    minimum_interval_seconds=INTERVAL_S,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Requests one execute_action run per approved action and per rollback to revert.",
-)
 def action_executor(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult | dg.SkipReason:
+    """One tick: a run request per approval and rollback after the cursor (the sensor's body)."""
     after = int(context.cursor) if context.cursor else 0
     with database.database().read() as conn:
         work = work_after(conn, after_transition_id=after)
@@ -60,11 +54,23 @@ def action_executor(context: dg.SensorEvaluationContext, database: DatabaseResou
     return dg.SensorResult(run_requests=requests, cursor=str(max(t for _, _, t in work)))
 
 
+def build_action_executor_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
+    """Built at the composition root: the interval is the deployment's FLOKIT_SENSOR_INTERVAL_S, as
+    for the other queues (an approval is a queue: an approved action starts within one interval)."""
+    return dg.sensor(
+        name="action_executor",
+        job=execute_action_job,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Requests one execute_action run per approved action and per rollback to revert.",
+    )(action_executor)
+
+
 @dg.run_failure_sensor(
     name="action_executor_retry",
     monitored_jobs=[execute_action_job],
     request_job=execute_action_job,
-    minimum_interval_seconds=INTERVAL_S,
+    minimum_interval_seconds=RETRY_INTERVAL_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Requests a failed execute_action run again (up to 3 runs) while its action still needs it.",
 )

@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 
 from orchestration.actions.executor import EXECUTOR, execute, finish_offer_test
 from orchestration.actions.jobs import execute_action_job, execute_run_config
-from orchestration.actions.sensors import action_executor, action_executor_retry
+from orchestration.actions.sensors import action_executor_retry, build_action_executor_sensor
 from orchestration.adaccounts.client import Retrier
 from orchestration.adaccounts.sync import client_for, sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
@@ -136,7 +136,7 @@ def tick(settings: Settings, instance: dg.DagsterInstance, cursor: str | None) -
     context = dg.build_sensor_context(
         instance=instance, cursor=cursor, resources={"database": DatabaseResource(url=settings.database_url)}
     )
-    result = action_executor(context)
+    result = build_action_executor_sensor(5)(context)
     assert isinstance(result, dg.SensorResult | dg.SkipReason)
     return result
 
