@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from flask import Response, current_app
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,13 +37,14 @@ class LiveConfigs:
     within `ttl` (1 s by default; the spec lets apps cache the answer for 60 s anyway).
     """
 
-    def __init__(self, ttl: float) -> None:
+    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
+        self._clock = clock  # a test's own clock makes "within ttl" exact, whatever the machine's load
         self._entries: dict[tuple[str, str], tuple[float, configs.Published | None]] = {}
         self._lock = threading.Lock()
 
     def get(self, db: Database, app_id: str, paywall_id: str) -> configs.Published | None:
-        key, now = (app_id, paywall_id), time.monotonic()
+        key, now = (app_id, paywall_id), self._clock()
         hit = self._entries.get(key)
         if hit is not None and hit[0] > now:
             return hit[1]
