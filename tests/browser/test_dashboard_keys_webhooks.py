@@ -236,6 +236,10 @@ def test_add_an_endpoint_send_a_test_event_re_enable_and_rotate_its_secret(
     assert_accessible(page)
     shoot(page, "webhooks-list")
     page.locator("tbody a").first.click()
+    # A link's click waits for the navigation to start, not for the page's script: pressed before
+    # the script runs, Re-enable posts the no-script confirmation page instead of opening the
+    # dialog (run 11, under load). Wait for the page as a person would see it.
+    settle(page)
 
     page.get_by_role("button", name="Re-enable").click()
     enable = page.locator("dialog[id^=dialog-enable-]")

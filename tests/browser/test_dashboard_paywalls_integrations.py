@@ -195,6 +195,7 @@ def test_sync_now_shows_the_queued_status_and_polls(
     page.get_by_role("link", name="Integrations").click()
     page.wait_for_load_state()  # the next click would otherwise abort this page's scripts
     page.get_by_role("link", name=re.compile("attribution_provider_a")).click()
+    page.wait_for_load_state()  # its script opens the Sync now dialog: pressed sooner, the button posts
     status = page.locator("#sync-status")
     expect(status).to_contain_text("none pending, none run yet")
     assert status.get_attribute("hx-trigger") is None  # idle: no polling
