@@ -54,17 +54,22 @@ TIMELINE = os.environ.get("FLOKIT_TEST_TIMELINE")  # a file: one line per test, 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """With FLOKIT_TEST_TIMELINE=<file>, append `worker<TAB>start<TAB>end<TAB>test id` for each test
-    (setup and teardown included, epoch seconds): which worker ran what when, so the end of a run
-    can be read (a tail of one slow module on one worker) as the totals cannot show it."""
-    started = time.time()
+    """With FLOKIT_TEST_TIMELINE=<file>, append `worker<TAB>start<TAB>end<TAB>cpu<TAB>children cpu
+    <TAB>test id` for each test (setup and teardown included; epoch seconds, then CPU seconds, user
+    plus system, of the worker and of the processes it started and reaped): which worker ran what
+    when, so the end of a run can be read (a tail of one slow module on one worker) as the totals
+    cannot show it, and what each test costs the cores, which is what a CPU-bound suite runs out of."""
+    started, cpu = time.time(), os.times()
     try:
         return (yield)
     finally:
         if TIMELINE:
             worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            now = os.times()
+            own = now.user + now.system - cpu.user - cpu.system
+            children = now.children_user + now.children_system - cpu.children_user - cpu.children_system
             with open(TIMELINE, "a") as out:  # one short line per write: appends do not interleave
-                out.write(f"{worker}\t{started:.1f}\t{time.time():.1f}\t{item.nodeid}\n")
+                out.write(f"{worker}\t{started:.1f}\t{time.time():.1f}\t{own:.2f}\t{children:.2f}\t{item.nodeid}\n")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
