@@ -37,7 +37,7 @@ def play() -> Iterator[FakeGooglePlay]:
 @pytest.fixture
 def gateway(settings: Settings, db: Database, workspace: dict[str, Any], play: FakeGooglePlay) -> FlaskClient:
     provision(db, workspace["app_id"], play)
-    return create_app(settings_for(settings, play, timeout_s=1.0)).test_client()
+    return create_app(settings_for(settings, play)).test_client()
 
 
 def receipt(token: str, package: str = "com.acme.fit", **extra: str) -> dict[str, Any]:
@@ -247,9 +247,7 @@ def test_a_store_that_is_unreachable_is_502_and_a_silent_one_504(
 ) -> None:
     provision(db, workspace["app_id"], play)
     play.subscriptions["tok-active"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 20 * DAY)
-    closed = replace(
-        settings_for(settings, play, timeout_s=1.0), google_play_api_url=f"http://127.0.0.1:{free_port()}/"
-    )
+    closed = replace(settings_for(settings, play), google_play_api_url=f"http://127.0.0.1:{free_port()}/")
     down = create_app(closed).test_client()
     answer = down.post("/api/paywall/receipt", json=receipt("tok-active"), headers=headers(workspace))
     assert answer.status_code == 502

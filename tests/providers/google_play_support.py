@@ -20,7 +20,7 @@ from warehouse.settings import Settings
 SOURCE = "android_store"
 
 
-def gateway_for(settings: Settings, play: FakeGooglePlay, *, timeout_s: float = 3.0) -> FlaskClient:
+def gateway_for(settings: Settings, play: FakeGooglePlay, *, timeout_s: float = 10.0) -> FlaskClient:
     """A gateway whose Google Play calls go to the fake."""
     return create_app(settings_for(settings, play, timeout_s=timeout_s)).test_client()
 
