@@ -72,6 +72,16 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
                 out.write(f"{worker}\t{started:.1f}\t{time.time():.1f}\t{own:.2f}\t{children:.2f}\t{item.nodeid}\n")
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadscope` with the long e2e, fault and browser modules first among equals
+    (tests/scheduling.py); every other mode is xdist's own."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.scheduling import LongModulesFirstAmongEquals
+
+    return LongModulesFirstAmongEquals(config, log)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--run-slow", action="store_true", help="also run the long fault scenarios (marked slow; `make faults`)"
