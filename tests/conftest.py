@@ -73,13 +73,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadscope` with the long e2e, fault and browser modules first among equals
-    (tests/scheduling.py); every other mode is xdist's own."""
+    """`--dist loadscope` with the longest modules first, process-level and in-process ones
+    interleaved (tests/scheduling.py); every other mode is xdist's own."""
     if config.getvalue("dist") != "loadscope":
         return None
-    from tests.scheduling import LongModulesFirstAmongEquals
+    from tests.scheduling import InterleavedLongestFirst
 
-    return LongModulesFirstAmongEquals(config, log)
+    return InterleavedLongestFirst(config, log)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -267,11 +267,11 @@ def test_an_authenticated_but_malformed_push_is_400(gateway: FlaskClient, play: 
 
 
 def test_google_unreachable_is_5xx_and_the_notification_waits_for_replay(
-    gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
+    settings: Settings, gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
 ) -> None:
     play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + DAY, acknowledged=True)
-    play.delay_s = 4.0  # longer than the 3 s the gateway waits
-    answer = push(gateway, play, sub_note("tok-1", PURCHASED), "msg-slow")
+    play.delay_s = 1.5  # longer than the 0.5 s this gateway waits
+    answer = push(gateway_for(settings, play, timeout_s=0.5), play, sub_note("tok-1", PURCHASED), "msg-slow")
     assert answer.status_code == 504
     assert stored(db) == 1 and grant(db, workspace, "tok-1") is None
     play.delay_s = 0
@@ -284,8 +284,9 @@ def test_replay_applies_stored_notifications_again_without_their_time_bound_toke
     settings: Settings, gateway: FlaskClient, play: FakeGooglePlay, workspace: dict[str, Any], db: Database
 ) -> None:
     play.subscriptions["tok-1"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + DAY, acknowledged=True)
-    play.delay_s = 4.0
-    assert push(gateway, play, sub_note("tok-1", PURCHASED), "msg-replay").status_code == 504
+    play.delay_s = 1.5
+    impatient = gateway_for(settings, play, timeout_s=0.5)
+    assert push(impatient, play, sub_note("tok-1", PURCHASED), "msg-replay").status_code == 504
     play.delay_s = 0
     # Replayed later, once the OIDC token has long expired: the stored bytes were verified on receipt.
     ctx = Context(settings=settings_for(settings, play), database=db)
