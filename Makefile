@@ -43,11 +43,7 @@ lint: $(STAMP) ## ruff (lint and format), the import-linter contracts between th
 test: $(STAMP) ## Lint and the whole suite on 3 pytest-xdist workers (WORKERS=n): SQLite, a private PostgreSQL cluster, Redis, nginx, chromium
 	$(MAKE) --no-print-directory -j2 lint suite
 
-# The suite first collects once in one process, beside mypy: that compiles the modules and
-# rewrites the tests' asserts for every worker, which otherwise each do it at once (35 s of CPU
-# each on a fresh clone, 12 s with them written).
 suite: $(STAMP) ## The whole suite without lint (what `make test` runs beside lint)
-	$(BIN)/pytest --collect-only -q > /dev/null || true  # a collection error is reported by the run itself
 	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest -n $(WORKERS) --dist loadscope --durations=30
 
 test-fast: $(STAMP) ## The edit-test loop: lint, then the unit rooms (transforms, warehouse) on SQLite, no processes
