@@ -18,6 +18,7 @@ from flask.testing import FlaskClient
 
 from api.app import create_app
 from tests.providers.google_play_fake import FakeGooglePlay, product, provision, settings_for, subscription
+from tests.providers.google_play_support import gateway_for
 from tests.support import free_port
 from warehouse.db import Database
 from warehouse.entitlements import ledger
@@ -37,7 +38,7 @@ def play() -> Iterator[FakeGooglePlay]:
 @pytest.fixture
 def gateway(settings: Settings, db: Database, workspace: dict[str, Any], play: FakeGooglePlay) -> FlaskClient:
     provision(db, workspace["app_id"], play)
-    return create_app(settings_for(settings, play)).test_client()
+    return gateway_for(settings, play)
 
 
 def receipt(token: str, package: str = "com.acme.fit", **extra: str) -> dict[str, Any]:
@@ -253,7 +254,7 @@ def test_a_store_that_is_unreachable_is_502_and_a_silent_one_504(
     assert answer.status_code == 502
 
     play.delay_s = 1.5
-    slow = create_app(settings_for(settings, play, timeout_s=0.5)).test_client()
+    slow = gateway_for(settings, play, timeout_s=0.5)
     answer = slow.post("/api/paywall/receipt", json=receipt("tok-active"), headers=headers(workspace))
     assert answer.status_code == 504
     assert not entitled(slow, workspace)
@@ -267,7 +268,7 @@ def test_a_service_account_google_refuses_is_502(
     _, stranger = _rsa_pem()
     provision(db, workspace["app_id"], play, account=play.service_account_info(private_key=stranger))
     play.subscriptions["tok-active"] = subscription("SUBSCRIPTION_STATE_ACTIVE", expires=NOW + 20 * DAY)
-    client = create_app(settings_for(settings, play)).test_client()
+    client = gateway_for(settings, play)
     answer = client.post("/api/paywall/receipt", json=receipt("tok-active"), headers=headers(workspace))
     assert answer.status_code == 502
     assert play.calls.token_refused == 1 and play.calls.gets == []
