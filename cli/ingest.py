@@ -9,7 +9,7 @@ import click
 from cli.context import App, json_option, pass_app
 from transforms.event_types import CANONICAL_EVENT_TYPES
 from warehouse.db import utcnow
-from warehouse.errors import AlreadyExists, NotFound
+from warehouse.errors import AlreadyExists, InvalidIngestConfig, NotFound
 from warehouse.ingest import repository
 
 VENDOR_OPTION = click.option("--vendor", required=True, help="Vendor name, e.g. attribution_provider_a.")
@@ -35,7 +35,7 @@ def map_token(app: App, workspace_id: str, vendor: str, token: str, event_type: 
             current = repository.mappings(conn, workspace_id=workspace_id, vendor=vendor)
     except NotFound:
         app.fail(f"no workspace {workspace_id}")
-    except repository.InvalidIngestConfig as exc:
+    except InvalidIngestConfig as exc:
         app.fail(str(exc))
     app.emit(
         {"workspace_id": workspace_id, "vendor": vendor, "mappings": current},
@@ -58,7 +58,7 @@ def allowlist(app: App, vendor: str, add: tuple[str, ...], remove: tuple[str, ..
             for cidr in remove:
                 repository.disallow(conn, vendor=vendor, cidr=cidr)
             networks = repository.allowlist(conn, vendor=vendor)
-    except repository.InvalidIngestConfig as exc:
+    except InvalidIngestConfig as exc:
         app.fail(str(exc))
     app.emit(
         {"vendor": vendor, "allowlist": networks},
@@ -91,7 +91,7 @@ def credentials(app: App, workspace_id: str | None, vendor: str, app_token: str 
         app.fail(f"not found: {exc}")
     except AlreadyExists:
         app.fail(f"app token {app_token} is already registered for {vendor}; use --rotate for a new secret")
-    except repository.InvalidIngestConfig as exc:
+    except InvalidIngestConfig as exc:
         app.fail(str(exc))
     app.emit(
         {

@@ -12,6 +12,7 @@ import click
 from cli.context import App, json_option, pass_app
 from transforms import paywall
 from transforms.timefmt import iso_z
+from warehouse.errors import UnknownApp
 from warehouse.paywalls import configs
 
 
@@ -59,7 +60,7 @@ def publish(app: App, app_id: str, paywall_id: str, path: Path, actor: str) -> N
     try:
         with app.database.write() as conn:
             published = configs.publish(conn, app_id=app_id, paywall_id=paywall_id, document=document, actor=actor)
-    except configs.UnknownApp:
+    except UnknownApp:
         app.fail(f"no active app {app_id}")
     except ValueError as exc:
         app.fail(str(exc))

@@ -11,10 +11,9 @@ import click
 from cli.context import App, json_option, pass_app
 from transforms.timefmt import iso_z, parse_iso8601
 from warehouse.db import utcnow
-from warehouse.errors import NotFound
+from warehouse.errors import InvalidUrl, NotFound, NotRedeliverable
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.endpoints import Endpoint
-from warehouse.webhooks.urls import InvalidUrl
 
 
 def _endpoint(e: Endpoint) -> dict[str, Any]:
@@ -182,7 +181,7 @@ def redeliver(app: App, endpoint_id: str, since: str | None, delivery_id: str | 
             status = endpoints.endpoint_for_operator(conn, endpoint_id).status
     except NotFound:
         app.fail(f"no endpoint {endpoint_id}")
-    except deliveries.NotRedeliverable as exc:
+    except NotRedeliverable as exc:
         app.fail(str(exc))
     waiting = " (the endpoint is disabled: they wait until it is enabled)" if status == "disabled" and ids else ""
     app.emit(

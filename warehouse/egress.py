@@ -27,8 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from transforms.integrations.kinds import ConfigProblem, Field, ValidConfig
+from warehouse.errors import InvalidUrl
 from warehouse.settings import private_hosts
-from warehouse.webhooks.urls import InvalidUrl, Resolver, check_form, public_addresses, resolve, system_resolver
+from warehouse.webhooks.urls import Resolver, check_form, public_addresses, resolve, system_resolver
 
 # Snowflake's address when the config names only the account (the connector's own rule).
 SNOWFLAKE_HOST = "{account}.snowflakecomputing.com"

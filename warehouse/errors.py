@@ -3,6 +3,11 @@
 Repositories raise these and nothing else for expected refusals; `api/errors.py` maps each
 class once to the v1 and gateway error shapes, and the CLI prints its message. A route never
 catches its own not-found.
+
+The named refusals below the bases belong to one repository each but live here, so a reader finds
+every refusal in one file. Each keeps the builtin base its callers caught before (ValueError,
+LookupError), so an `except ValueError` written against it still holds. `Invalid` has no status in
+`api/errors.py`: every surface that can meet one catches it and answers in its own words.
 """
 
 from __future__ import annotations
@@ -30,3 +35,30 @@ class TransitionRefused(Conflict):
     def __init__(self, message: str, status: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class Invalid(WarehouseError, ValueError):
+    """The values asked for are not acceptable (a malformed URL, CIDR or name); the message says why."""
+
+
+class InvalidUrl(Invalid):
+    """The URL is not acceptable as a webhook endpoint (`warehouse/webhooks/urls.py`); the message says why."""
+
+
+class InvalidIngestConfig(Invalid):
+    """An unknown vendor, a non-canonical event type or a malformed CIDR (`warehouse/ingest/repository.py`)."""
+
+
+class UnknownApp(NotFound):
+    """No such app, or it was revoked (`warehouse/paywalls/configs.py`)."""
+
+
+class NotRedeliverable(Conflict, ValueError):
+    """The named delivery is not one that failed for good on this endpoint (`redeliver` in the
+    webhook lease queue). A Conflict, not a NotFound, so that the CLI's "no endpoint" answer,
+    which catches NotFound first, is never given for a delivery that is merely missing."""
+
+
+class NotTheBuyer(Conflict):
+    """The purchase belongs to another user, or the store's buyer token names someone else
+    (`warehouse/entitlements/ledger.py`); the gateway answers it 422."""

@@ -23,7 +23,7 @@ from api.dashboard import blueprint
 from api.dashboard.pages import error_page, is_htmx, page
 from transforms import paywall
 from transforms.timefmt import iso_z
-from warehouse.errors import NotFound
+from warehouse.errors import NotFound, UnknownApp
 from warehouse.paywalls import configs, history
 
 # The largest document the form takes (a paywall of 20 variants with a few offers each is ~10 KB).
@@ -244,7 +244,7 @@ def paywall_publish(app_id: str, paywall_id: str) -> ResponseReturnValue:
         published = None
         with state().db.read() as conn:
             live = configs.live(conn, app_id=app_id, paywall_id=paywall_id)
-    except configs.UnknownApp:
+    except UnknownApp:
         return error_page(409, f"The app {app_id} is revoked: the gateway serves none of its paywalls.")
     if published is None:
         return _in_place(_detail(app_id, paywall_id, status=409, draft=text, notice=_moved_on(live)))

@@ -26,11 +26,12 @@ from transforms.timefmt import iso_z
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, RETRY_DELAYS_S
 from transforms.webhooks.envelope import EVENT_TYPES
 from warehouse.db import utcnow
+from warehouse.errors import InvalidUrl
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.endpoints import ROTATION_OVERLAP, Endpoint
 from warehouse.webhooks.outbox import emit_test_event
 from warehouse.webhooks.tables import DELIVERY_STATUSES
-from warehouse.webhooks.urls import InvalidUrl, validate_url
+from warehouse.webhooks.urls import validate_url
 
 PAGE_SIZE = 25
 MAX_PAGE = 100

@@ -28,6 +28,7 @@ from api.validators import CompactJws
 from transforms.timefmt import iso_z
 from warehouse.db import utcnow
 from warehouse.entitlements import ledger
+from warehouse.errors import NotTheBuyer
 from warehouse.events.landing import land
 from warehouse.workspaces import App
 
@@ -132,7 +133,7 @@ def verify_receipt(body: ReceiptBody) -> Response:
             events = purchase.effect.events(applied.user_id)
             if events:
                 land(conn, list(events))
-    except ledger.NotTheBuyer as e:
+    except NotTheBuyer as e:
         raise ApiError(422, str(e)) from None
     if purchase.after_commit is not None:
         purchase.after_commit()

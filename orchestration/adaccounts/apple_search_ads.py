@@ -40,7 +40,7 @@ from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError
 from transforms.adaccounts.kinds import ValidConfig
 from transforms.adaccounts.money import InexactAmount, major_text, to_minor
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, provider_text, truncate
-from warehouse.webhooks.urls import InvalidUrl
+from warehouse.errors import InvalidUrl
 
 AUDIENCE = "https://appleid.apple.com"
 SCOPE = "searchadsorg"

@@ -52,7 +52,7 @@ from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError
 from transforms.adaccounts.kinds import ValidConfig
 from transforms.adaccounts.money import from_meta, to_meta
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, provider_text, truncate
-from warehouse.webhooks.urls import InvalidUrl
+from warehouse.errors import InvalidUrl
 
 AUTH_CODES = frozenset({102, 190})
 RATE_CODES = frozenset({4, 17, 32, 613, *range(80000, 80015)})

@@ -21,10 +21,10 @@ from transforms.integrations.kinds import ConfigProblem, ValidConfig, kind_of
 from transforms.sealing import SealError
 from warehouse.db import Database, utcnow
 from warehouse.egress import Egress, check_config
+from warehouse.errors import InvalidUrl
 from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
-from warehouse.webhooks.urls import InvalidUrl
 
 
 @dataclass(frozen=True)

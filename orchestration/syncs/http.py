@@ -33,7 +33,7 @@ from pydantic import PrivateAttr
 from orchestration.webhooks.transport import PinnedAdapter
 from transforms.integrations.errors import SyncFailure, code_for_status, provider_text
 from warehouse.egress import Egress
-from warehouse.webhooks.urls import InvalidUrl
+from warehouse.errors import InvalidUrl
 
 USER_AGENT = "FloKit-sync/1"
 

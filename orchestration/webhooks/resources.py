@@ -11,7 +11,8 @@ from pydantic import PrivateAttr
 
 from orchestration.webhooks.transport import AddressPolicy, PinnedAdapter
 from warehouse.db import utcnow
-from warehouse.webhooks.urls import InvalidUrl, Resolver, check_form, system_resolver
+from warehouse.errors import InvalidUrl
+from warehouse.webhooks.urls import Resolver, check_form, system_resolver
 
 # The start of a receiver's answer kept with each attempt (warehouse.webhooks.deliveries.EXCERPT_CHARS).
 EXCERPT_BYTES = 500

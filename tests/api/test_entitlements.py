@@ -19,6 +19,7 @@ from transforms.entitlements.facts import StoreFact
 from warehouse import workspaces
 from warehouse.db import Database
 from warehouse.entitlements import ledger
+from warehouse.errors import NotTheBuyer
 
 NOW = datetime.now(UTC)
 
@@ -84,7 +85,7 @@ def test_a_purchase_belongs_to_the_first_user_who_shows_it(db: Database, workspa
     receipt(db, workspace, "payer", fact())
     # Shown again under another id, lapsed or not: refused, and the payer keeps access.
     for lapsed in (fact(stated_at=NOW, expires_at=NOW - timedelta(days=1)), fact(stated_at=NOW)):
-        with pytest.raises(ledger.NotTheBuyer):
+        with pytest.raises(NotTheBuyer):
             receipt(db, workspace, "attacker", lapsed)
     assert at(db, workspace, NOW, "payer") is True
     assert at(db, workspace, NOW, "attacker") is False
@@ -97,7 +98,7 @@ def test_the_stores_buyer_token_must_name_the_user(db: Database, workspace: dict
     from transforms.entitlements.identity import apple_account_token
 
     token = apple_account_token("user-42")
-    with pytest.raises(ledger.NotTheBuyer):
+    with pytest.raises(NotTheBuyer):
         receipt(db, workspace, "user-43", fact(account_token=token))
     assert receipt(db, workspace, "user-42", fact(account_token=token)).created is True
 

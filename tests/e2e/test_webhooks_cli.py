@@ -113,6 +113,9 @@ def test_redeliver_sends_failed_deliveries_again(settings: Settings, workspace: 
     again = run(dev, "admin", "webhooks", "redeliver", "--endpoint", endpoint.id, "--delivery", first, "--json",
                 ok=False)  # fmt: skip
     assert again.returncode == 1 and "is pending" in json.loads(again.stderr)["error"]
+    missing = run(dev, "admin", "webhooks", "redeliver", "--endpoint", endpoint.id, "--delivery", "dlv_nope", "--json",
+                  ok=False)  # fmt: skip
+    assert json.loads(missing.stderr)["error"] == f"no delivery dlv_nope to endpoint {endpoint.id}"  # not "no endpoint"
     bad = run(dev, "admin", "webhooks", "redeliver", "--endpoint", endpoint.id, "--since", "yesterday", ok=False)
     assert bad.returncode == 2 and "24h" in bad.stderr
     run_json(dev, "admin", "webhooks", "disable", "--endpoint", endpoint.id)

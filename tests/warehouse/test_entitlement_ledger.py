@@ -16,6 +16,7 @@ from transforms.entitlements.facts import SOURCES, StoreFact
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.entitlements import ledger
+from warehouse.errors import NotTheBuyer
 
 
 def test_racing_receipts_for_one_purchase_link_it_once(db: Database, workspace: dict[str, Any]) -> None:
@@ -29,7 +30,7 @@ def test_racing_receipts_for_one_purchase_link_it_once(db: Database, workspace: 
 
     results = run_together(*[lambda u=f"user-{i}": claim(u) for i in range(6)])
     linked = [r for r in results if isinstance(r, ledger.Applied)]
-    refused = [r for r in results if isinstance(r, ledger.NotTheBuyer)]
+    refused = [r for r in results if isinstance(r, NotTheBuyer)]
     assert len(linked) == 1 and len(refused) == 5, results
     winner = linked[0].user_id
     with db.read() as conn:

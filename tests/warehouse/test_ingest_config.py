@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from warehouse.db import Database
+from warehouse.errors import InvalidIngestConfig
 from warehouse.ingest import repository
 from warehouse.settings import Settings, SettingsError
 
@@ -31,11 +32,11 @@ def test_ingest_settings_defaults_and_values(tmp_path: Path) -> None:
 def test_repository_refuses_bad_configuration(db: Database, workspace: dict) -> None:
     ws = workspace["workspace_id"]
     with db.write() as conn:
-        with pytest.raises(repository.InvalidIngestConfig, match="unknown event type"):
+        with pytest.raises(InvalidIngestConfig, match="unknown event type"):
             repository.set_mapping(conn, workspace_id=ws, vendor=VENDOR, token="t", event_type="signup")
-        with pytest.raises(repository.InvalidIngestConfig, match="unknown vendor"):
+        with pytest.raises(InvalidIngestConfig, match="unknown vendor"):
             repository.set_mapping(conn, workspace_id=ws, vendor="other", token="t", event_type="install")
-        with pytest.raises(repository.InvalidIngestConfig, match="not a CIDR"):
+        with pytest.raises(InvalidIngestConfig, match="not a CIDR"):
             repository.allow(conn, vendor=VENDOR, cidr="10.0.0.0/33")
         assert repository.allow(conn, vendor=VENDOR, cidr="10.1.2.3/8") == "10.0.0.0/8"
         assert repository.allow(conn, vendor=VENDOR, cidr="10.0.0.0/8") == "10.0.0.0/8"  # idempotent

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from tests.transforms.test_paywall import document
 from warehouse import audit
 from warehouse.db import Database
+from warehouse.errors import UnknownApp
 from warehouse.paywalls import configs
 from warehouse.tables import apps
 
@@ -34,14 +35,14 @@ def test_each_publish_is_the_next_version_and_the_live_one(db: Database, workspa
 
 def test_unknown_and_revoked_apps(db: Database, workspace: dict[str, Any]) -> None:
     app_id = workspace["app_id"]
-    with db.write() as conn, pytest.raises(configs.UnknownApp):
+    with db.write() as conn, pytest.raises(UnknownApp):
         configs.publish(conn, app_id="app_nope", paywall_id="p", document=document([1]), actor="ops")
     with db.write() as conn:
         configs.publish(conn, app_id=app_id, paywall_id="p", document=document([1]), actor="ops")
         conn.execute(sa.update(apps).where(apps.c.id == app_id).values(revoked_at=sa.func.now()))
     with db.read() as conn:
         assert configs.live(conn, app_id=app_id, paywall_id="p") is None
-    with db.write() as conn, pytest.raises(configs.UnknownApp):
+    with db.write() as conn, pytest.raises(UnknownApp):
         configs.publish(conn, app_id=app_id, paywall_id="p", document=document([1]), actor="ops")
 
 

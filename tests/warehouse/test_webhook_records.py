@@ -12,8 +12,9 @@ import sqlalchemy as sa
 
 from tests.support import WEBHOOK_KEY
 from warehouse.db import Database, utcnow
+from warehouse.errors import NotRedeliverable
 from warehouse.webhooks import deliveries, endpoints
-from warehouse.webhooks.deliveries import Claimed, NotRedeliverable, SendResult
+from warehouse.webhooks.deliveries import Claimed, SendResult
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_attempts, webhook_deliveries, webhook_events
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from warehouse.errors import InvalidUrl
 from warehouse.webhooks.urls import (
     DoesNotResolve,
-    InvalidUrl,
     check_form,
     public_addresses,
     system_resolver,

@@ -12,12 +12,12 @@ import sqlalchemy as sa
 from tests.support import WEBHOOK_KEY
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
-from warehouse.errors import NotFound
+from warehouse.errors import InvalidUrl, NotFound
 from warehouse.settings import Settings, SettingsError
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_deliveries, webhook_events
-from warehouse.webhooks.urls import InvalidUrl, validate_url
+from warehouse.webhooks.urls import validate_url
 
 
 def add(db: Database, workspace: dict, events: list[str]) -> str:

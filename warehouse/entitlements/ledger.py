@@ -36,6 +36,7 @@ from warehouse.db import Database, utcnow
 from warehouse.driver import driver_statement
 from warehouse.entitlements import cache
 from warehouse.entitlements.tables import entitlement_grants as g
+from warehouse.errors import NotTheBuyer
 from warehouse.tables import apps
 
 SOURCE_NONE = "none"  # the entitlement answer's `source` when no purchase was ever linked
@@ -44,10 +45,6 @@ _STATE = (
     "product_id", "kind", "channel", "environment", "expires_at", "grace_ends_at", "access_ends_at", "revoked_at",
     "revocation_reason", "in_trial", "auto_renew", "transaction_id", "stated_at",
 )  # fmt: skip
-
-
-class NotTheBuyer(Exception):
-    """The purchase belongs to another user (or the store's buyer token names someone else)."""
 
 
 @dataclass(frozen=True)

@@ -25,17 +25,13 @@ from transforms.ingest.network import parse_network
 from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.driver import driver_statement
-from warehouse.errors import AlreadyExists, NotFound
+from warehouse.errors import AlreadyExists, InvalidIngestConfig, NotFound
 from warehouse.ingest.tables import ingest_allowlist, ingest_credentials, ingest_drops, ingest_event_mappings
 from warehouse.workspaces import get_workspace
 
 # Compared against when the app token is unknown, so that an unknown token and a wrong secret
 # take the same time (no oracle for which app tokens exist).
 _NO_SECRET_HASH = hashlib.sha256(b"no such app token").hexdigest()
-
-
-class InvalidIngestConfig(ValueError):
-    """An unknown vendor, a non-canonical event type or a malformed CIDR."""
 
 
 @dataclass(frozen=True)

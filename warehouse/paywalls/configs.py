@@ -11,14 +11,11 @@ from sqlalchemy.engine import Connection
 from transforms.paywall import PaywallDocument
 from warehouse import audit
 from warehouse.db import utcnow
+from warehouse.errors import UnknownApp
 from warehouse.paywalls.tables import paywall_configs
 from warehouse.tables import apps
 
 MAX_PAYWALL_ID = 100
-
-
-class UnknownApp(LookupError):
-    """No such app, or it was revoked."""
 
 
 @dataclass(frozen=True)

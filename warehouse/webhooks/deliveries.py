@@ -24,7 +24,7 @@ from transforms.timefmt import iso_z
 from transforms.webhooks import payloads
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, next_attempt_at
 from warehouse import audit
-from warehouse.errors import NotFound
+from warehouse.errors import NotFound, NotRedeliverable
 from warehouse.webhooks.endpoints import endpoint_for_operator, signing_secrets
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
@@ -370,10 +370,6 @@ def _disable(conn: Connection, claimed: Claimed, result: SendResult, consecutive
         now=result.finished_at,
         except_endpoint=claimed.endpoint_id,
     )
-
-
-class NotRedeliverable(ValueError):
-    """The named delivery is not one that failed for good on this endpoint."""
 
 
 def redeliver(

@@ -15,13 +15,10 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from transforms.webhooks.addresses import refusal
+from warehouse.errors import InvalidUrl
 
 # (host, port) -> the host's IP addresses in the order to try them; raises OSError if it has none.
 Resolver = Callable[[str, int], Sequence[str]]
-
-
-class InvalidUrl(ValueError):
-    """The URL is not acceptable as a webhook endpoint; the message says why."""
 
 
 class DoesNotResolve(InvalidUrl):
