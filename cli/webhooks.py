@@ -12,7 +12,7 @@ from cli.context import App, json_option, pass_app
 from transforms.timefmt import iso_z, parse_iso8601
 from warehouse.db import utcnow
 from warehouse.errors import InvalidUrl, NotFound, NotRedeliverable
-from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks import delivery_history, delivery_queue, endpoints
 from warehouse.webhooks.endpoints import Endpoint
 
 
@@ -139,7 +139,7 @@ def deliveries_(app: App, endpoint_id: str, limit: int) -> None:
             endpoints.endpoint_for_operator(conn, endpoint_id)
         except NotFound:
             app.fail(f"no endpoint {endpoint_id}")
-        found = deliveries.history(conn, endpoint_id=endpoint_id, limit=limit)
+        found = delivery_history.history(conn, endpoint_id=endpoint_id, limit=limit)
     human = "\n".join(
         f"{d['created_at']}  {d['delivery_id']}  {d['event_id']}  {d['event_type']}  {d['status']}  "
         f"attempt {d['attempt']}  {d['status_code'] or ''} {d['error'] or ''}".rstrip()
@@ -175,7 +175,7 @@ def redeliver(app: App, endpoint_id: str, since: str | None, delivery_id: str | 
     after = _since(since)
     try:
         with app.database.write() as conn:
-            ids = deliveries.redeliver(
+            ids = delivery_queue.redeliver(
                 conn, endpoint_id=endpoint_id, now=utcnow(), since=after, delivery_id=delivery_id
             )
             status = endpoints.endpoint_for_operator(conn, endpoint_id).status

@@ -27,7 +27,7 @@ from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, RETRY_DELAYS_S
 from transforms.webhooks.envelope import EVENT_TYPES
 from warehouse.db import utcnow
 from warehouse.errors import InvalidUrl
-from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks import delivery_history, endpoints
 from warehouse.webhooks.endpoints import ROTATION_OVERLAP, Endpoint
 from warehouse.webhooks.outbox import emit_test_event
 from warehouse.webhooks.tables import DELIVERY_STATUSES
@@ -144,7 +144,7 @@ def _detail(endpoint_id: str, status: int = 200, **extra: Any) -> Response:
         return bad_query(exc)
     with state().db.read() as conn:
         endpoint = endpoints.get_endpoint(conn, workspace_id=g.workspace_id, endpoint_id=endpoint_id)  # 404
-        found, total = deliveries.page_of_deliveries(
+        found, total = delivery_history.page_of_deliveries(
             conn,
             endpoint_id=endpoint_id,
             status=query.status,
@@ -244,7 +244,7 @@ def rotate_endpoint_secret(endpoint_id: str) -> Response:
 def delivery(endpoint_id: str, delivery_id: str) -> Response:
     with state().db.read() as conn:
         endpoint = endpoints.get_endpoint(conn, workspace_id=g.workspace_id, endpoint_id=endpoint_id)  # 404
-        found = deliveries.delivery_detail(conn, endpoint_id=endpoint_id, delivery_id=delivery_id)  # 404
+        found = delivery_history.delivery_detail(conn, endpoint_id=endpoint_id, delivery_id=delivery_id)  # 404
     return page(
         "dashboard/webhooks/delivery.html",
         title=f"Delivery {delivery_id}",

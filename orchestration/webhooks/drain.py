@@ -28,8 +28,8 @@ from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES
 from transforms.webhooks.signing import request_headers
 from warehouse.db import Database
-from warehouse.webhooks import deliveries
-from warehouse.webhooks.deliveries import Claimed, SendResult
+from warehouse.webhooks import delivery_queue
+from warehouse.webhooks.delivery_queue import Claimed, SendResult
 
 # After a claim found nothing due, wait this long before looking again while sends are in flight
 # (each look is a write transaction; retries that fall due meanwhile wait at most this much).
@@ -100,7 +100,7 @@ class LeaseKeeper:
                 continue
             try:
                 with self._db.write() as conn:
-                    deliveries.renew_leases(
+                    delivery_queue.renew_leases(
                         conn, tokens, now=self._queue.now(), lease=timedelta(seconds=self._queue.lease_s)
                     )
             except Exception as exc:  # a database hiccup: the next renewal may succeed in time
@@ -136,7 +136,7 @@ def drain(
                 break
             if now < deadline and len(in_flight) <= refill_at and (not idle or now >= next_claim):
                 with db.write() as conn:
-                    batch = deliveries.claim(
+                    batch = delivery_queue.claim(
                         conn,
                         now=queue.now(),
                         limit=queue.batch_size - len(in_flight),
@@ -246,9 +246,9 @@ def _record(
     log: logging.Logger,
 ) -> None:
     with db.write() as conn:
-        outcomes = deliveries.record_batch(conn, completed, backoff_scale=scale)
+        outcomes = delivery_queue.record_batch(conn, completed, backoff_scale=scale)
         if held_back:
-            deliveries.release(conn, held_back)
+            delivery_queue.release(conn, held_back)
     if held_back:
         report.counts["held_back"] += len(held_back)
     for (claimed, _), outcome in zip(completed, outcomes, strict=True):

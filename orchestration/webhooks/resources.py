@@ -14,7 +14,7 @@ from warehouse.db import utcnow
 from warehouse.errors import InvalidUrl
 from warehouse.webhooks.urls import Resolver, check_form, system_resolver
 
-# The start of a receiver's answer kept with each attempt (warehouse.webhooks.deliveries.EXCERPT_CHARS).
+# The start of a receiver's answer kept with each attempt (warehouse.webhooks.delivery_queue.EXCERPT_CHARS).
 EXCERPT_BYTES = 500
 
 

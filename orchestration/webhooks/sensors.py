@@ -8,7 +8,7 @@ from orchestration.resources import DatabaseResource
 from orchestration.webhooks.jobs import webhook_deliveries_job
 from orchestration.webhooks.resources import WebhookQueue
 from warehouse.db import utcnow
-from warehouse.webhooks.deliveries import due_fingerprint, leases_alive
+from warehouse.webhooks.delivery_queue import due_fingerprint, leases_alive
 
 # Run keys also carry the 5-minute window, so a due set whose run never started (or died before
 # claiming anything) gets a fresh run at the latest one window later instead of never.

@@ -8,7 +8,7 @@ from tests.actions_support import seed_queue
 from tests.conftest import bearer
 from tests.support import WEBHOOK_KEY
 from warehouse.db import Database
-from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks import delivery_history, endpoints
 from warehouse.webhooks.tables import webhook_events
 
 ACTION_EVENTS = ["action.created", "action.approved", "action.rolled_back"]
@@ -42,7 +42,7 @@ def test_create_approve_and_rollback_reach_a_subscribed_endpoint(
         bodies = [
             json.loads(r.body) for r in conn.execute(webhook_events.select().order_by(webhook_events.c.created_at))
         ]
-        history = deliveries.history(conn, endpoint_id=endpoint.id, limit=1000)
+        history = delivery_history.history(conn, endpoint_id=endpoint.id, limit=1000)
     fresh = [(b["type"], b["data"]["action"]["id"]) for b in bodies if b["data"]["action"]["id"] not in seeded]
     assert fresh == [("action.created", created), ("action.approved", created)]
     assert ("action.rolled_back", running.id) in [(b["type"], b["data"]["action"]["id"]) for b in bodies]

@@ -11,7 +11,7 @@ from tests.conftest import bearer
 from tests.support import WEBHOOK_KEY
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
-from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks import delivery_history, endpoints
 from warehouse.webhooks.tables import webhook_events
 
 
@@ -38,7 +38,7 @@ def test_test_webhook_queues_a_sample_delivery(client: FlaskClient, db: Database
     assert r.json["delivery_id"].startswith("dlv_") and r.json["event_id"].startswith("evt_")
     assert r.json["deliveries"] == [{"delivery_id": r.json["delivery_id"], "endpoint_id": subscribed}]
     with db.read() as conn:
-        [row] = deliveries.history(conn, endpoint_id=subscribed)
+        [row] = delivery_history.history(conn, endpoint_id=subscribed)
         body = json.loads(conn.execute(webhook_events.select()).one().body)
     assert row["delivery_id"] == r.json["delivery_id"] and row["test"] is True and row["status"] == "pending"
     assert body["test"] is True and body["type"] == "action.approved" and body["data"]["action"]["id"] == "act_sample"

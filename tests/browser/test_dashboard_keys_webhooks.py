@@ -32,7 +32,7 @@ from warehouse.bootstrap import bootstrap
 from warehouse.dashboard import sessions
 from warehouse.db import Database
 from warehouse.settings import Settings
-from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks import delivery_history, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.workspaces import create_workspace, list_keys
 
@@ -191,8 +191,8 @@ def test_add_an_endpoint_send_a_test_event_re_enable_and_rotate_its_secret(
     assert b'"test":true' in got.body and b'"type":"action.approved"' in got.body
     with db.read() as conn:
         [endpoint] = endpoints.list_endpoints(conn, workspace["workspace_id"])
-        [sent] = deliveries.history(conn, endpoint_id=endpoint.id)
-        detail = deliveries.delivery_detail(conn, endpoint_id=endpoint.id, delivery_id=sent["delivery_id"])
+        [sent] = delivery_history.history(conn, endpoint_id=endpoint.id)
+        detail = delivery_history.delivery_detail(conn, endpoint_id=endpoint.id, delivery_id=sent["delivery_id"])
     assert [a["response_excerpt"] for a in detail["attempts"]] == ["ok"]  # what the receiver answered
     settle(page)
     page.reload()

@@ -14,8 +14,8 @@ from tests.e2e.test_cli import run, run_json
 from tests.support import WEBHOOK_KEY
 from warehouse.db import database_for, utcnow
 from warehouse.settings import Settings
-from warehouse.webhooks import deliveries, endpoints
-from warehouse.webhooks.deliveries import SendResult
+from warehouse.webhooks import delivery_queue, endpoints
+from warehouse.webhooks.delivery_queue import SendResult
 from warehouse.webhooks.outbox import emit_event
 
 pytestmark = pytest.mark.e2e
@@ -98,9 +98,9 @@ def test_redeliver_sends_failed_deliveries_again(settings: Settings, workspace: 
     for n in range(6):  # six failed attempts, the endpoint re-enabled after each disabling
         at = start + timedelta(hours=7 * n)
         with db.write() as conn:
-            batch = deliveries.claim(conn, now=at, limit=10, lease=timedelta(seconds=20), instance_key=WEBHOOK_KEY)
+            batch = delivery_queue.claim(conn, now=at, limit=10, lease=timedelta(seconds=20), instance_key=WEBHOOK_KEY)
             failed = SendResult(status_code=500, error="HTTP 500", started_at=at, finished_at=at)
-            deliveries.record_batch(conn, [(c, failed) for c in batch])
+            delivery_queue.record_batch(conn, [(c, failed) for c in batch])
             endpoints.set_enabled(conn, endpoint_id=endpoint.id, enabled=True)
     history = run_json(dev, "admin", "webhooks", "deliveries", "--endpoint", endpoint.id)["deliveries"]
     assert [d["status"] for d in history] == ["failed", "failed"]

@@ -27,7 +27,7 @@ from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from tests.support import ROOT, WEBHOOK_KEY
 from tests.webhook_receiver import Received, Receiver, running_receiver
 from warehouse.db import Database
-from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks import delivery_history, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_events
 
@@ -143,7 +143,7 @@ def test_leases_outlive_slow_sends_while_the_drain_lives(db: Database, workspace
         first.kill()
     assert sorted(sends(receiver.at("/slow")).values()) == [1] * 6
     with db.read() as conn:
-        history = deliveries.history(conn, endpoint_id=deliveries_endpoint(conn))
+        history = delivery_history.history(conn, endpoint_id=deliveries_endpoint(conn))
     assert {d["status"] for d in history} == {"succeeded"}
 
 
@@ -173,7 +173,7 @@ def test_a_receiver_failing_5_percent_at_random_is_never_disabled(
     )
     with db.read() as conn:
         state = endpoints.endpoint_for_operator(conn, a)
-        history = deliveries.history(conn, endpoint_id=a, limit=total)
+        history = delivery_history.history(conn, endpoint_id=a, limit=total)
         alerts = conn.execute(sa.select(webhook_events.c.id).where(webhook_events.c.type == "integration.error"))
         assert alerts.first() is None
     assert failed > 0 and report.disabled == [] and state.status == "enabled"
@@ -200,7 +200,7 @@ def test_a_receiver_failing_every_send_is_disabled_after_exactly_5(
     assert 5 <= to_dead <= 5 + 2 * workers  # nothing is sent once the fifth failure is recorded
     with db.read() as conn:
         assert endpoints.endpoint_for_operator(conn, dead).status == "disabled"
-        waiting = deliveries.history(conn, endpoint_id=dead, limit=total)
+        waiting = delivery_history.history(conn, endpoint_id=dead, limit=total)
     assert len(waiting) == total and {d["status"] for d in waiting} == {"pending"}
 
     # Events emitted while it is disabled wait for it too; re-enabled and healthy, it gets all.
@@ -212,7 +212,7 @@ def test_a_receiver_failing_every_send_is_disabled_after_exactly_5(
     # 31 s on: the retries of the sends that failed (30 s after the first attempt) are due too.
     drain(db, WebhookQueue(clock_offset_s=31), WebhookHttpClient(allow_private=True), LOG, WEBHOOK_KEY)
     with db.read() as conn:
-        history = deliveries.history(conn, endpoint_id=dead, limit=1000)
+        history = delivery_history.history(conn, endpoint_id=dead, limit=1000)
     assert len(history) == total + 5 and {d["status"] for d in history} == {"succeeded"}
 
 

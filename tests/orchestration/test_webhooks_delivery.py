@@ -25,7 +25,7 @@ from tests.webhook_receiver import Received, Receiver, running_receiver
 from transforms.webhooks.verify import verify
 from warehouse.db import Database
 from warehouse.settings import Settings
-from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks import delivery_history, delivery_queue, endpoints
 from warehouse.webhooks.outbox import emit_event
 
 HOUR = 3600.0
@@ -153,7 +153,7 @@ def test_delivery_headers_retries_disabling_and_recovery(
     assert got.header("Service-Event-Id") == got.header("Idempotency-Key") == first
     assert got.header("Service-Attempt") == "1"
     with db.read() as conn:
-        [row] = deliveries.history(conn, endpoint_id=a_id)
+        [row] = delivery_history.history(conn, endpoint_id=a_id)
     assert got.header("Service-Delivery-Id") == row["delivery_id"]
     assert row["status"] == "succeeded" and row["attempts"][0]["status_code"] == 200
     # The CLI's `webhooks deliveries --json` shape: the dashboard's excerpt and duration stay out.
@@ -178,7 +178,7 @@ def test_delivery_headers_retries_disabling_and_recovery(
     # After 5 consecutive failures: endpoint disabled, integration.error to the other endpoint.
     with db.read() as conn:
         listed = {e.id: e for e in endpoints.list_endpoints(conn, workspace["workspace_id"])}
-        [latest, _] = deliveries.history(conn, endpoint_id=a_id)
+        [latest, _] = delivery_history.history(conn, endpoint_id=a_id)
     assert listed[a_id].status == "disabled" and listed[b_id].status == "enabled"
     assert latest["status"] == "pending" and latest["attempt"] == 5
     assert [x["status_code"] for x in latest["attempts"]] == [500] * 5
@@ -200,10 +200,12 @@ def test_delivery_headers_retries_disabling_and_recovery(
     assert last.header("Service-Attempt") == "6" and last.body == sends[0].body
     assert verify(last.body, last.header("Service-Signature"), [a_secret], last.now_ms)
     with db.read() as conn:
-        assert deliveries.history(conn, endpoint_id=a_id)[0]["status"] == "succeeded"
+        assert delivery_history.history(conn, endpoint_id=a_id)[0]["status"] == "succeeded"
 
 
-@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/deliveries.py")
+@pytest.mark.both_backends(
+    reason="PostgreSQL coverage of warehouse/: webhooks/delivery_queue.py and delivery_history.py"
+)
 def test_exhausted_retries_mark_the_delivery_failed(
     db: Database, workspace: dict, receiver: Receiver, pipeline: Pipeline
 ) -> None:
@@ -219,7 +221,7 @@ def test_exhausted_retries_mark_the_delivery_failed(
         pipeline.tick()
         pipeline.offset_s += 6 * HOUR + 1
     with db.read() as conn:
-        [row] = deliveries.history(conn, endpoint_id=a_id)
+        [row] = delivery_history.history(conn, endpoint_id=a_id)
         assert endpoints.endpoint_for_operator(conn, a_id).status == "enabled"
     assert row["status"] == "failed" and row["attempt"] == 6 and row["next_attempt_at"] is None
     assert len(receiver.at("/a")) == 6
@@ -251,7 +253,9 @@ def test_rotation_signs_twice_for_24_hours_then_once(
     assert verify(after.body, after.header("Service-Signature"), [old], after.now_ms).reason == ("signature_mismatch")
 
 
-@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/deliveries.py")
+@pytest.mark.both_backends(
+    reason="PostgreSQL coverage of warehouse/: webhooks/delivery_queue.py and delivery_history.py"
+)
 def test_standard_webhooks_library_verifies_a_delivery(
     db: Database, workspace: dict, receiver: Receiver, pipeline: Pipeline
 ) -> None:
@@ -271,7 +275,7 @@ def test_unreachable_endpoint_records_a_network_error(db: Database, workspace: d
     emit(db, workspace, "action.created", {})
     pipeline.tick()
     with db.read() as conn:
-        [row] = deliveries.history(conn, endpoint_id=a_id)
+        [row] = delivery_history.history(conn, endpoint_id=a_id)
     assert row["status"] == "pending" and row["status_code"] is None and "network error" in row["error"]
     assert row["next_attempt_at"] is not None
 
@@ -287,14 +291,14 @@ def test_concurrent_claims_never_share_a_delivery(db: Database, workspace: dict)
     lease = timedelta(minutes=3)
     if db.is_sqlite:  # BEGIN IMMEDIATE serializes claimers: the second sees the first's leases
         with db.write() as c1:
-            first = deliveries.claim(c1, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
+            first = delivery_queue.claim(c1, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
         with db.write() as c2:
-            second = deliveries.claim(c2, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
+            second = delivery_queue.claim(c2, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
     else:  # two open transactions at once: SKIP LOCKED hands each its own rows
         with db.write() as c1:
-            first = deliveries.claim(c1, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
+            first = delivery_queue.claim(c1, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
             with db.write() as c2:
-                second = deliveries.claim(c2, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
+                second = delivery_queue.claim(c2, now=queue.now(), limit=6, lease=lease, instance_key=WEBHOOK_KEY)
     ids1, ids2 = {c.delivery_id for c in first}, {c.delivery_id for c in second}
     assert len(ids1) == 6 and len(ids2) == 4 and not ids1 & ids2
 

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from tests.support import WEBHOOK_KEY
 from warehouse.db import Database, utcnow
 from warehouse.errors import NotRedeliverable
-from warehouse.webhooks import deliveries, endpoints
-from warehouse.webhooks.deliveries import Claimed, SendResult
+from warehouse.webhooks import delivery_history, delivery_queue, endpoints
+from warehouse.webhooks.delivery_queue import Claimed, SendResult
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_attempts, webhook_deliveries, webhook_events
 
@@ -42,7 +42,7 @@ def queue_events(db: Database, workspace: dict, n: int, event_type: str = "actio
 
 def claim(db: Database, limit: int = 500, now: datetime | None = None) -> list[Claimed]:
     with db.write() as conn:
-        return deliveries.claim(conn, now=now or utcnow(), limit=limit, lease=LEASE, instance_key=WEBHOOK_KEY)
+        return delivery_queue.claim(conn, now=now or utcnow(), limit=limit, lease=LEASE, instance_key=WEBHOOK_KEY)
 
 
 def answered(statuses: list[int], start: datetime | None = None) -> list[SendResult]:
@@ -59,9 +59,9 @@ def answered(statuses: list[int], start: datetime | None = None) -> list[SendRes
     ]
 
 
-def record(db: Database, sends: list[tuple[Claimed, SendResult]]) -> list[deliveries.Recorded]:
+def record(db: Database, sends: list[tuple[Claimed, SendResult]]) -> list[delivery_queue.Recorded]:
     with db.write() as conn:
-        return deliveries.record_batch(conn, sends)
+        return delivery_queue.record_batch(conn, sends)
 
 
 def endpoint(db: Database, endpoint_id: str) -> endpoints.Endpoint:
@@ -140,16 +140,16 @@ def test_leases_are_renewed_and_released(db: Database, workspace: dict) -> None:
     batch = claim(db)
     now = utcnow()
     with db.read() as conn:
-        assert deliveries.leases_alive(conn, now)
-        assert not deliveries.leases_alive(conn, now + LEASE + timedelta(seconds=1))
+        assert delivery_queue.leases_alive(conn, now)
+        assert not delivery_queue.leases_alive(conn, now + LEASE + timedelta(seconds=1))
     with db.write() as conn:
-        assert deliveries.renew_leases(conn, [batch[0].lease_token], now=now + LEASE, lease=LEASE) == 3
+        assert delivery_queue.renew_leases(conn, [batch[0].lease_token], now=now + LEASE, lease=LEASE) == 3
     later = now + LEASE + timedelta(seconds=1)
     with db.read() as conn:
-        assert deliveries.leases_alive(conn, later)  # renewed: still held, not due
+        assert delivery_queue.leases_alive(conn, later)  # renewed: still held, not due
     assert claim(db, now=later) == []
     with db.write() as conn:
-        assert deliveries.release(conn, batch[:2]) == 2
+        assert delivery_queue.release(conn, batch[:2]) == 2
     again = claim(db, now=later)
     assert sorted(c.delivery_id for c in again) == sorted(c.delivery_id for c in batch[:2])
     assert [c.attempt for c in again] == [1, 1]  # held back unsent: no attempt counted
@@ -178,17 +178,17 @@ def test_redeliver_sends_a_failed_delivery_once_more(db: Database, workspace: di
     a, ids, _ = fail_for_good(db, workspace, 3)
     now = utcnow() + timedelta(days=2)
     with db.write() as conn:
-        assert deliveries.redeliver(conn, endpoint_id=a, now=now, delivery_id=ids[1]) == [ids[1]]
+        assert delivery_queue.redeliver(conn, endpoint_id=a, now=now, delivery_id=ids[1]) == [ids[1]]
     [again] = claim(db, now=now)
     assert again.delivery_id == ids[1] and again.attempt == 7  # same delivery and event, the next attempt
     [outcome] = record(db, [(again, r) for r in answered([500], start=now)])
     assert outcome.status == "failed"  # no automatic retries after a redelivery
     with db.write() as conn:
-        assert deliveries.redeliver(conn, endpoint_id=a, now=now) == sorted(ids)
+        assert delivery_queue.redeliver(conn, endpoint_id=a, now=now) == sorted(ids)
     redone = claim(db, now=now)
     record(db, [(c, r) for c, r in zip(redone, answered([200] * 3, start=now), strict=True)])
     with db.read() as conn:
-        history = {d["delivery_id"]: d for d in deliveries.history(conn, endpoint_id=a)}
+        history = {d["delivery_id"]: d for d in delivery_history.history(conn, endpoint_id=a)}
     assert {d["status"] for d in history.values()} == {"succeeded"}
     assert history[ids[1]]["attempt"] == 8 and history[ids[0]]["attempt"] == 7
 
@@ -197,9 +197,12 @@ def test_redeliver_since_and_its_refusals(db: Database, workspace: dict) -> None
     a, ids, finished = fail_for_good(db, workspace, 2)
     b = add(db, workspace, ["action.approved"])
     with db.write() as conn:
-        assert deliveries.redeliver(conn, endpoint_id=a, now=utcnow(), since=max(finished) + timedelta(seconds=1)) == []
-        assert deliveries.redeliver(conn, endpoint_id=a, now=utcnow(), since=min(finished)) == sorted(ids)
+        assert (
+            delivery_queue.redeliver(conn, endpoint_id=a, now=utcnow(), since=max(finished) + timedelta(seconds=1))
+            == []
+        )
+        assert delivery_queue.redeliver(conn, endpoint_id=a, now=utcnow(), since=min(finished)) == sorted(ids)
     with db.write() as conn, pytest.raises(NotRedeliverable, match="is pending"):
-        deliveries.redeliver(conn, endpoint_id=a, now=utcnow(), delivery_id=ids[0])
+        delivery_queue.redeliver(conn, endpoint_id=a, now=utcnow(), delivery_id=ids[0])
     with db.write() as conn, pytest.raises(NotRedeliverable, match="no delivery"):
-        deliveries.redeliver(conn, endpoint_id=b, now=utcnow(), delivery_id=ids[0])
+        delivery_queue.redeliver(conn, endpoint_id=b, now=utcnow(), delivery_id=ids[0])

@@ -14,7 +14,7 @@ from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
 from warehouse.errors import InvalidUrl, NotFound
 from warehouse.settings import Settings, SettingsError
-from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks import delivery_queue, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_deliveries, webhook_events
 from warehouse.webhooks.urls import validate_url
@@ -50,11 +50,12 @@ def test_emit_freezes_once_and_queues_one_delivery_per_subscribed_endpoint(db: D
     assert sorted(queued) == sorted([(a, "pending"), (b, "pending"), (off, "pending")])
     lease = timedelta(seconds=20)
     with db.write() as conn:
-        claimed = deliveries.claim(conn, now=utcnow(), limit=10, lease=lease, instance_key=WEBHOOK_KEY)
+        claimed = delivery_queue.claim(conn, now=utcnow(), limit=10, lease=lease, instance_key=WEBHOOK_KEY)
         assert sorted(c.endpoint_id for c in claimed) == sorted([a, b])
         endpoints.set_enabled(conn, endpoint_id=off, enabled=True)
         assert [
-            c.endpoint_id for c in deliveries.claim(conn, now=utcnow(), limit=10, lease=lease, instance_key=WEBHOOK_KEY)
+            c.endpoint_id
+            for c in delivery_queue.claim(conn, now=utcnow(), limit=10, lease=lease, instance_key=WEBHOOK_KEY)
         ] == [off]
 
 

@@ -24,7 +24,7 @@ from warehouse import audit, migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
 from warehouse.settings import Settings
-from warehouse.webhooks import deliveries, endpoints
+from warehouse.webhooks import delivery_history, delivery_queue, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.workspaces import get_key, list_keys
 
@@ -261,7 +261,7 @@ def test_send_test_event_queues_a_delivery_shown_in_the_history(
     )
     assert r.status_code == 303
     with db.read() as conn:
-        [d] = deliveries.history(conn, endpoint_id=endpoint.id)
+        [d] = delivery_history.history(conn, endpoint_id=endpoint.id)
     assert d["test"] and d["event_type"] == "integration.error" and d["status"] == "pending"
     assert r.headers["Location"].endswith(f"?done=test&delivery={d['delivery_id']}")
     shown = browser.get(r.headers["Location"]).get_data(as_text=True)
@@ -275,12 +275,14 @@ def fail_five_times(db: Database, endpoint_id: str) -> None:
     for i in range(5):
         now = utcnow() + timedelta(days=i + 1)  # each retry is due (the backoff is at most hours)
         with db.write() as conn:
-            [claimed] = deliveries.claim(conn, now=now, limit=1, lease=timedelta(seconds=30), instance_key=WEBHOOK_KEY)
+            [claimed] = delivery_queue.claim(
+                conn, now=now, limit=1, lease=timedelta(seconds=30), instance_key=WEBHOOK_KEY
+            )
             assert claimed.endpoint_id == endpoint_id
-            deliveries.record(
+            delivery_queue.record(
                 conn,
                 claimed,
-                deliveries.SendResult(
+                delivery_queue.SendResult(
                     status_code=500, error="HTTP 500", started_at=now, finished_at=now + timedelta(milliseconds=42)
                 ),
             )
@@ -318,7 +320,9 @@ def test_a_disabled_endpoint_says_why_and_is_re_enabled(browser: FlaskClient, db
     assert browser.post(f"/dashboard/webhooks/{endpoint.id}/enable", data={"csrf_token": token}).status_code == 409
 
 
-@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/deliveries.py")
+@pytest.mark.both_backends(
+    reason="PostgreSQL coverage of warehouse/: webhooks/delivery_queue.py and delivery_history.py"
+)
 def test_history_filters_pages_and_a_delivery_s_attempts_and_body(
     browser: FlaskClient, db: Database, workspace: dict
 ) -> None:
@@ -334,11 +338,11 @@ def test_history_filters_pages_and_a_delivery_s_attempts_and_body(
         emit_event(conn, workspace_id=workspace["workspace_id"], event_type="integration.error", data={"n": 1})
     now = utcnow()
     with db.write() as conn:
-        claimed = deliveries.claim(conn, now=now, limit=1, lease=timedelta(seconds=30), instance_key=WEBHOOK_KEY)[0]
-        deliveries.record(
+        claimed = delivery_queue.claim(conn, now=now, limit=1, lease=timedelta(seconds=30), instance_key=WEBHOOK_KEY)[0]
+        delivery_queue.record(
             conn,
             claimed,
-            deliveries.SendResult(
+            delivery_queue.SendResult(
                 status_code=503,
                 error="HTTP 503",
                 started_at=now,
@@ -398,7 +402,7 @@ def test_webhooks_need_sign_in_csrf_and_the_workspace(client: FlaskClient, db: D
     mine, _ = add_endpoint(db, workspace)
     with db.write() as conn:
         emit_event(conn, workspace_id=other["workspace_id"], event_type="action.approved", data={})
-        [their_delivery] = deliveries.history(conn, endpoint_id=theirs.id)
+        [their_delivery] = delivery_history.history(conn, endpoint_id=theirs.id)
     assert client.get("/dashboard/webhooks").status_code == 401
     assert client.get(f"/dashboard/webhooks/{mine.id}").status_code == 401
     sign_in(client, db, workspace["workspace_id"])
@@ -421,7 +425,7 @@ def test_webhooks_need_sign_in_csrf_and_the_workspace(client: FlaskClient, db: D
         assert endpoints.signing_secrets(conn, [theirs.id], utcnow(), instance_key=WEBHOOK_KEY)[theirs.id] == [
             their_secret
         ]
-        assert len(deliveries.history(conn, endpoint_id=theirs.id)) == 1
+        assert len(delivery_history.history(conn, endpoint_id=theirs.id)) == 1
     assert theirs.url not in client.get("/dashboard/webhooks").get_data(as_text=True) or theirs.id not in client.get(
         "/dashboard/webhooks"
     ).get_data(as_text=True)
