@@ -1,10 +1,10 @@
 """The Payback and Cohorts report pages: charts, the same figures in tables, and CSV downloads.
 
-The figures are v1's (`api/v1/reports.py` `payback_answer` and `cohorts_answer`, through the
-worker's one report reader), validated by v1's own query models, so a page, its CSV and
-`GET /v1/reports/...` with the same query answer the same numbers. The filters are a GET form
-(the query string is the state: shareable, Back works); with no dates the page shows the 90 days
-of cohorts ending on the last data day of the published reports. A query v1 would refuse is
+The figures are v1's (`warehouse.reports.answers` `payback_answer` and `cohorts_answer`, through
+the worker's one report reader), validated by v1's own query models (`transforms.reports.answers`),
+so a page, its CSV and `GET /v1/reports/...` with the same query answer the same numbers. The
+filters are a GET form (the query string is the state: shareable, Back works); with no dates the
+page shows the 90 days of cohorts ending on the last data day of the published reports. A query v1 would refuse is
 shown again with the error beside its field (400), never as JSON. Charts are drawn by
 `static/reports.js` from `<script type="application/json">` blocks (the CSP forbids inline script).
 """
@@ -25,18 +25,12 @@ from pydantic import BaseModel, ValidationError
 from api.context import state
 from api.dashboard import blueprint
 from api.dashboard.pages import error_page, page
-from api.v1.reports import (
-    CohortCurve,
-    CohortsQuery,
-    PaybackQuery,
-    PaybackRow,
-    cohorts_answer,
-    payback_answer,
-    report_reader,
-)
+from api.report_reader import report_reader
+from transforms.reports.answers import CohortCurve, CohortsQuery, PaybackQuery, PaybackRow
 from transforms.reports.curves import MIN_WEEK_USERS
 from transforms.reports.schemas import MAX_WINDOW_DAYS
 from warehouse.reports import serving
+from warehouse.reports.answers import cohorts_answer, payback_answer
 from warehouse.workspaces import get_workspace
 
 # With no dates in the query: the cohorts of the 90 days ending on the reports' last data day.
@@ -186,7 +180,7 @@ def payback() -> Response:
     if form.query is None:
         return page("dashboard/reports/payback.html", 400, **ctx, generated_at=None, as_of=None, checked=False)
     query: PaybackQuery = form.query
-    report = payback_answer(g.workspace_id, query)
+    report = payback_answer(report_reader().cursor(), state().db, g.workspace_id, query)
     rows = report.data
     window = query.cohort_window_days
     canonical = {
@@ -239,7 +233,7 @@ def payback_csv() -> Response:
     if form.query is None:
         return _invalid(form)
     query: PaybackQuery = form.query
-    report = payback_answer(g.workspace_id, query)
+    report = payback_answer(report_reader().cursor(), state().db, g.workspace_id, query)
     name = f"payback-{query.group_by}-{query.start_date}-{query.end_date}-{query.cohort_window_days}d.csv"
     return _csv(name, PAYBACK_COLUMNS, [[getattr(r, c) for c in PAYBACK_COLUMNS] for r in report.data])
 
@@ -289,7 +283,7 @@ def cohorts() -> Response:
     if form.query is None:
         return page("dashboard/reports/cohorts.html", 400, **ctx, generated_at=None, as_of=None, checked=False)
     query: CohortsQuery = form.query
-    report, generated_at = cohorts_answer(g.workspace_id, query)
+    report, generated_at = cohorts_answer(report_reader().cursor(), g.workspace_id, query)
     currency = _currency()
     curves = report.cohorts
     canonical = {
@@ -349,6 +343,6 @@ def cohorts_csv() -> Response:
     if form.query is None:
         return _invalid(form)
     query: CohortsQuery = form.query
-    report, _ = cohorts_answer(g.workspace_id, query)
+    report, _ = cohorts_answer(report_reader().cursor(), g.workspace_id, query)
     rows = [[c.label, w.week, w.retained_pct, w.cumulative_revenue, w.users] for c in report.cohorts for w in c.weeks]
     return _csv(f"cohorts-{query.group_by}-{query.cohort_start}-{query.cohort_end}.csv", COHORT_COLUMNS, rows)
