@@ -15,10 +15,11 @@ from typing import Any
 
 from flask import Response, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
 from api.context import state
 from api.dashboard import blueprint
+from api.dashboard.forms import DashboardForm, Stripped, checking, read_form, refuse
 from api.dashboard.pages import bad_query, error_page, is_htmx, page, paging
 from transforms import actions as rules
 from transforms.actions.consequences import accounts_of, approve_consequence, impact_sentence, rollback_consequence
@@ -34,6 +35,47 @@ MAX_PAGE = 100
 # v1's limits on a note or reason (api/v1/actions.py NOTE_MAX).
 NOTE_MAX = 2000
 VERBS = ("approve", "reject", "rollback")
+
+
+class NoteForm(DashboardForm):
+    """Approve and roll back: an optional note for the action's history; `fragment` names the part
+    of the page an htmx request swaps (a queue row, the detail)."""
+
+    note: Stripped = ""
+    fragment: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.note
+
+    @field_validator("note")
+    @classmethod
+    def _short(cls, note: str, info: ValidationInfo) -> str:
+        if checking(info) and len(note) > NOTE_MAX:
+            raise refuse(f"At most {NOTE_MAX} characters.")
+        return note
+
+
+class RejectForm(DashboardForm):
+    """Reject: the reason, required (it is kept in the action's history)."""
+
+    reason: Stripped = ""
+    fragment: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.reason
+
+    @field_validator("reason")
+    @classmethod
+    def _given(cls, reason: str, info: ValidationInfo) -> str:
+        if checking(info) and not reason:
+            raise refuse("Give a reason: it is kept in the action's history.")
+        if checking(info) and len(reason) > NOTE_MAX:
+            raise refuse(f"At most {NOTE_MAX} characters.")
+        return reason
+
+
 VERB_LABELS = {"approve": "Approve", "reject": "Reject", "rollback": "Roll back"}
 STATUS_LABELS: dict[str, str] = {s: s.replace("_", " ") for s in rules.STATUSES}
 
@@ -238,13 +280,10 @@ def _conflict_notice(refused: TransitionRefused, action_id: str) -> str:
 def act(action_id: str, verb: str) -> ResponseReturnValue:
     if verb not in VERBS:
         return error_page(404, f"No such page: {request.path}")
-    text = request.form.get("reason" if verb == "reject" else "note", "").strip()
-    fragment = request.form.get("fragment") if is_htmx() else None
-    problem = None
-    if verb == "reject" and not text:
-        problem = "Give a reason: it is kept in the action's history."
-    elif len(text) > NOTE_MAX:
-        problem = f"At most {NOTE_MAX} characters."
+    form = read_form(RejectForm) if verb == "reject" else read_form(NoteForm)
+    text = form.values.text
+    fragment = form.values.fragment if is_htmx() else None
+    problem = next(iter(form.errors.values()), None)
     if problem is not None:
         if fragment == "row":
             with state().db.read() as conn:

@@ -43,6 +43,7 @@ from flask_wtf.csrf import CSRFProtect, validate_csrf
 
 from api.context import state
 from api.dashboard import blueprint
+from api.dashboard.forms import DashboardForm, read_form
 from api.dashboard.pages import LOGIN_COMMAND, error_page, page
 from api.errors import FAILED_AUTHENTICATION
 from api.passthrough.forward import from_proxies
@@ -63,6 +64,14 @@ PUBLIC_ENDPOINTS = frozenset({"dashboard.login", "dashboard.sign_in", "dashboard
 # What a browser says of a request made from one of our own pages (absent: not a browser, or an
 # old one; the CSRF token is checked all the same).
 SAME_ORIGIN = frozenset({"same-origin", "none"})
+
+
+class SignInForm(DashboardForm):
+    """The sign-in confirmation: the CSRF token the link's page rendered and the link's token.
+    Neither is checked here: the CSRF token by flask-wtf first, then the token by `repo.sign_in`."""
+
+    csrf_token: str | None = None
+    token: str = ""
 
 
 def is_https() -> bool:
@@ -194,17 +203,17 @@ def sign_in() -> ResponseReturnValue:
             400,
             "A sign-in is confirmed on the page the link opens, not from another site. Open the sign-in link again.",
         )
+    form = read_form(SignInForm).values
     try:
-        validate_csrf(request.form.get("csrf_token"))
+        validate_csrf(form.csrf_token)
     except ValueError as exc:  # wtforms' ValidationError (no type stubs): missing, invalid, not matching
         return error_page(400, f"{exc.args[0]} Open the sign-in link again and press Sign in.")
-    token = request.form.get("token", "")
-    if not token:
+    if not form.token:
         return no_token()
     try:
         with state().db.write() as conn:
             old = session.get(SESSION_KEY)
-            opened = repo.sign_in(conn, token=token)
+            opened = repo.sign_in(conn, token=form.token)
             if isinstance(old, str):  # a new link replaces the session this browser had
                 repo.sign_out(conn, session_id=old)
     except repo.LoginRefused as refusal:

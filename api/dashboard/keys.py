@@ -9,16 +9,18 @@ answers 401 from the moment it commits, which the dialog says before the operato
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from flask import Response, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
+from pydantic import ValidationInfo, field_validator
 
 from api.context import state
 from api.dashboard import blueprint
+from api.dashboard.forms import DashboardForm, checking, read_form, refuse
 from api.dashboard.pages import error_page, page
 from transforms.timefmt import iso_z
-from warehouse.tables import SCOPES
+from warehouse.tables import SCOPES, Scope
 from warehouse.workspaces import ApiKey, create_key, get_key, list_keys, revoke_key, rotate_key
 
 VERBS = {"rotate": "Rotate", "revoke": "Revoke"}
@@ -30,6 +32,19 @@ CONSEQUENCES = {
     "It stays listed as revoked.",
 }
 NOTICES = {"revoked": "Key revoked: it answers 401 from now on."}
+
+
+class KeyForm(DashboardForm):
+    """The create form: the new key's scope (a radio button)."""
+
+    scope: str = ""
+
+    @field_validator("scope")
+    @classmethod
+    def _known(cls, scope: str, info: ValidationInfo) -> str:
+        if checking(info) and scope not in SCOPES:
+            raise refuse(f"Choose a scope: {' or '.join(SCOPE_LABELS.values())}.")
+        return scope
 
 
 def _row(key: ApiKey) -> dict[str, Any]:
@@ -71,11 +86,11 @@ def keys() -> Response:
 
 @blueprint.post("/keys")
 def create_api_key() -> Response:
-    scope = request.form.get("scope", "")
-    if scope not in SCOPES:
-        return _list(400, form_error=f"Choose a scope: {' or '.join(SCOPE_LABELS.values())}.", chosen_scope=scope)
+    form = read_form(KeyForm)  # the scope is one of SCOPES unless refused
+    if form.errors:
+        return _list(400, form_error=form.errors["scope"], chosen_scope=form.values.scope)
     with state().db.write() as conn:
-        issued = create_key(conn, workspace_id=g.workspace_id, scope=scope, actor=g.operator)
+        issued = create_key(conn, workspace_id=g.workspace_id, scope=cast(Scope, form.values.scope), actor=g.operator)
     return _list(201, issued=issued, issued_verb="created")
 
 

@@ -13,13 +13,15 @@ unseen. Weights are relative, as the gateway splits them (`transforms.paywall.sh
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from flask import Response, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
+from pydantic import BeforeValidator
 
 from api.context import state
 from api.dashboard import blueprint
+from api.dashboard.forms import DashboardForm, read_form
 from api.dashboard.pages import error_page, is_htmx, page
 from transforms import paywall
 from transforms.timefmt import iso_z
@@ -28,6 +30,24 @@ from warehouse.paywalls import configs, history
 
 # The largest document the form takes (a paywall of 20 variants with a few offers each is ~10 KB).
 MAX_DOCUMENT = 100_000
+
+
+def _version(text: Any) -> int:
+    """The live version the draft was written against; -1 (matches none) if it is not a number."""
+    try:
+        return max(0, int(text))
+    except ValueError:
+        return -1
+
+
+class DraftForm(DashboardForm):
+    """The review and publish forms: the document as typed (JSON text, checked by `_read_draft`
+    against the paywall schema, problem by problem) and the version it was edited against."""
+
+    document: str = ""
+    base_version: Annotated[int, BeforeValidator(_version)] = 0
+
+
 GATEWAY_PATH = "/api/paywall/config"
 
 
@@ -144,9 +164,9 @@ def paywall_detail(app_id: str, paywall_id: str) -> Response:
     return _detail(app_id, paywall_id)
 
 
-def _read_draft() -> tuple[str, paywall.PaywallDocument | None, list[tuple[str, str]]]:
+def _read_draft(form: DraftForm) -> tuple[str, paywall.PaywallDocument | None, list[tuple[str, str]]]:
     """The form's document: the text as typed, and the parsed document or the reasons it is refused."""
-    text = request.form.get("document", "")
+    text = form.document
     if len(text) > MAX_DOCUMENT:
         return text[:MAX_DOCUMENT], None, [("document", f"At most {MAX_DOCUMENT} characters.")]
     try:
@@ -157,13 +177,6 @@ def _read_draft() -> tuple[str, paywall.PaywallDocument | None, list[tuple[str, 
     if problems:
         return text, None, problems
     return text, paywall.parse_document(raw), []
-
-
-def _base_version() -> int:
-    try:
-        return max(0, int(request.form.get("base_version", "0")))
-    except ValueError:
-        return -1
 
 
 def _in_place(response: Response) -> Response:
@@ -193,13 +206,14 @@ def _moved_on(live: configs.Published | None) -> str:
 def paywall_review(app_id: str, paywall_id: str) -> Response:
     """The changes the draft makes against the live version, with the button that publishes it."""
     _check_paywall_id(paywall_id)
-    text, document, problems = _read_draft()
+    form = read_form(DraftForm).values
+    text, document, problems = _read_draft(form)
     if document is None:
         return _refused(app_id, paywall_id, text, problems)
     with state().db.read() as conn:
         app = _app(conn, app_id)
         live = configs.live(conn, app_id=app_id, paywall_id=paywall_id)
-    base = _base_version()
+    base = form.base_version
     if (live.version if live else 0) != base:
         return _in_place(_detail(app_id, paywall_id, status=409, draft=text, notice=_moved_on(live)))
     changes = paywall.changes(live.document if live else None, document)
@@ -223,10 +237,11 @@ def paywall_review(app_id: str, paywall_id: str) -> Response:
 @blueprint.post("/paywalls/<app_id>/<paywall_id>/publish")
 def paywall_publish(app_id: str, paywall_id: str) -> ResponseReturnValue:
     _check_paywall_id(paywall_id)
-    text, document, problems = _read_draft()
+    form = read_form(DraftForm).values
+    text, document, problems = _read_draft(form)
     if document is None:
         return _refused(app_id, paywall_id, text, problems)
-    base = _base_version()
+    base = form.base_version
     published: configs.Published | None = None
     try:
         with state().db.write() as conn:

@@ -13,14 +13,15 @@ shown once, in the answer to the POST (pages are `no-store`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from flask import Response, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
 
 from api.context import state
 from api.dashboard import blueprint
+from api.dashboard.forms import Checkbox, DashboardForm, Stripped, checking, read_form, refuse
 from api.dashboard.pages import bad_query, error_page, page, paging
 from transforms.timefmt import iso_z
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, RETRY_DELAYS_S
@@ -49,6 +50,56 @@ class HistoryQuery(BaseModel):
     event_type: str | None = Field(None, pattern="^(" + "|".join(t.replace(".", r"\.") for t in EVENT_TYPES) + ")$")
     limit: int = Field(PAGE_SIZE, ge=1, le=MAX_PAGE)
     offset: int = Field(0, ge=0, le=1_000_000)
+
+
+def _sentence(refusal: ValueError) -> str:
+    """A refusal's message as the form shows it beside the field: capitalised, with a full stop."""
+    text = str(refusal)
+    return text[:1].upper() + text[1:] + "."
+
+
+class EndpointForm(DashboardForm):
+    """The add form: the URL (checked as the CLI checks it), the events ticked, the header flavour."""
+
+    url: Stripped = ""
+    events: Annotated[list[str], BeforeValidator(lambda chosen: [e for e in chosen if e])] = []
+    standard_webhooks: Checkbox = False
+
+    @field_validator("url")
+    @classmethod
+    def _acceptable(cls, url: str, info: ValidationInfo) -> str:
+        if not checking(info):
+            return url
+        if not url:
+            raise refuse("Give the endpoint's URL.")
+        try:
+            validate_url(url, allow_private=bool((info.context or {}).get("allow_private")))
+        except InvalidUrl as exc:
+            raise refuse(_sentence(exc)) from None
+        return url
+
+    @field_validator("events")
+    @classmethod
+    def _known(cls, events: list[str], info: ValidationInfo) -> list[str]:
+        if checking(info):
+            try:
+                endpoints.parse_events(events)
+            except ValueError as exc:
+                raise refuse(_sentence(exc)) from None
+        return events
+
+
+class TestEventForm(DashboardForm):
+    """The send-test form: which event type the sample is."""
+
+    event_type: str = ""
+
+    @field_validator("event_type")
+    @classmethod
+    def _known(cls, event_type: str, info: ValidationInfo) -> str:
+        if checking(info) and event_type not in EVENT_TYPES:
+            raise refuse("Choose one of the event types.")
+        return event_type
 
 
 def _hm(at: datetime | None) -> str:
@@ -95,34 +146,19 @@ def webhooks() -> Response:
 
 @blueprint.post("/webhooks")
 def add_endpoint() -> Response:
-    url = request.form.get("url", "").strip()
-    chosen = [e for e in request.form.getlist("events") if e]
-    standard = request.form.get("standard_webhooks") == "on"
-    form = {"url": url, "events": chosen, "standard_webhooks": standard}
-    errors: dict[str, str] = {}
     allow_private = state().settings.webhooks_allow_private
-    if not url:
-        errors["url"] = "Give the endpoint's URL."
-    else:
-        try:
-            validate_url(url, allow_private=allow_private)
-        except InvalidUrl as exc:
-            errors["url"] = str(exc)[:1].upper() + str(exc)[1:] + "."
-    try:
-        endpoints.parse_events(chosen)
-    except ValueError as exc:
-        errors["events"] = str(exc)[:1].upper() + str(exc)[1:] + "."
-    if errors:
-        return _list(400, form=form, errors=errors)
+    form = read_form(EndpointForm, allow_private=allow_private)
+    if form.errors:
+        return _list(400, form=form.values.model_dump(), errors=form.errors)
     with state().db.write() as conn:
         endpoint, secret = endpoints.create_endpoint(
             conn,
             workspace_id=g.workspace_id,
-            url=url,
-            events=chosen,
+            url=form.values.url,
+            events=form.values.events,
             allow_private=allow_private,
             instance_key=_instance_key(),
-            standard_webhooks=standard,
+            standard_webhooks=form.values.standard_webhooks,
             actor=g.operator,
         )
     return _detail(endpoint.id, 201, new_secret=secret, shown_because="added")
@@ -201,16 +237,16 @@ def confirm_webhook(endpoint_id: str, verb: str) -> Response:
 
 @blueprint.post("/webhooks/<endpoint_id>/test")
 def send_test(endpoint_id: str) -> ResponseReturnValue:
-    event_type = request.form.get("event_type", "")
+    form = read_form(TestEventForm)
     with state().db.write() as conn:
-        endpoint = endpoints.get_endpoint(conn, workspace_id=g.workspace_id, endpoint_id=endpoint_id)  # 404
-        problem = None
-        if event_type not in EVENT_TYPES:
-            problem = "Choose one of the event types."
-        elif endpoint.status != "enabled":
+        endpoint = endpoints.get_endpoint(conn, workspace_id=g.workspace_id, endpoint_id=endpoint_id)  # 404 first
+        problem = form.errors.get("event_type")
+        if problem is None and endpoint.status != "enabled":
             problem = "This endpoint is disabled: re-enable it first (a test event is sent now or never)."
-        else:
-            emitted = emit_test_event(conn, workspace_id=g.workspace_id, event_type=event_type, endpoint_id=endpoint_id)
+        if problem is None:
+            emitted = emit_test_event(
+                conn, workspace_id=g.workspace_id, event_type=form.values.event_type, endpoint_id=endpoint_id
+            )
     if problem is not None:
         return _detail(endpoint_id, 400 if endpoint.status == "enabled" else 409, confirm="test", form_error=problem)
     delivery_id = emitted.deliveries[0][0]
