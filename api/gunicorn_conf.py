@@ -24,12 +24,13 @@ transfer coding) is answered in the API's JSON error shape, `{"error": <HTTP rea
 
 from __future__ import annotations
 
-import os
 import resource
 from typing import Any
 
+from warehouse.settings import Settings
+
 worker_class = "api.workers.EdgeWorker"
-threads = int(os.environ.get("FLOKIT_WORKER_THREADS", "").strip() or 1)
+threads = Settings.from_env().worker_threads
 # Connections one worker holds open (kept alive, or a request on its way in). Each costs a file
 # descriptor and at most its buffered request; nginx in front limits them per address.
 worker_connections = 4096

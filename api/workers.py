@@ -29,13 +29,17 @@ keeps a FloKit reachable without it standing.
 `JsonErrors` answers what gunicorn refuses itself (414 request line too long, 431 header fields,
 400 malformed, 501 transfer coding, 408 too slow) with the API's JSON error shape
 `{"error": <HTTP reason phrase>, "message": <what was wrong>}` instead of gunicorn's HTML page.
+
+Built on gunicorn's internals (`gthread.TConn`, `ThreadWorker._keepalive_after`,
+`SocketUnreader.take_buffered`, `http2.negotiation`) as they are in gunicorn 27: pyproject.toml
+pins that major, and a new one is adopted by reading its gthread.py against this module. The
+tunables are `Settings` (warehouse/settings.py), read once per worker.
 """
 
 from __future__ import annotations
 
 import errno
 import json
-import os
 import re
 import selectors
 import socket
@@ -54,7 +58,7 @@ from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 from werkzeug.exceptions import RequestTimeout
 
-from warehouse.settings import MAX_BODY_BYTES
+from warehouse.settings import Settings
 
 # A request head larger than this is handed to a thread as it is (gunicorn's parser then answers
 # 414 or 431 against its own limits); real heads are a few KB.
@@ -70,16 +74,6 @@ _CHUNK_LINE_BYTES = 4096  # a chunk-size line (with extensions) longer than this
 _READY, _WAIT = object(), object()  # verdicts on a connection's buffered bytes
 _CHUNKED = -1
 _FIELD = re.compile(rb"\r\n(content-length|transfer-encoding|expect)[ \t]*:[ \t]*([^\r]*)", re.IGNORECASE)
-
-
-def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    value = float(raw)
-    if not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {raw!r}")
-    return value
 
 
 class ReadTimeout(RequestTimeout):
@@ -240,9 +234,12 @@ class EdgeWorker(JsonErrors, ThreadWorker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.header_timeout = _env_seconds("FLOKIT_HEADER_TIMEOUT_S", 10.0)
-        self.body_timeout = _env_seconds("FLOKIT_BODY_TIMEOUT_S", 15.0)
-        self.max_body = MAX_BODY_BYTES
+        # The same settings the application reads (FLOKIT_HEADER_TIMEOUT_S, FLOKIT_BODY_TIMEOUT_S
+        # and the body limit Flask enforces), so the loop and the app never disagree on a limit.
+        settings = Settings.from_env()
+        self.header_timeout = settings.header_timeout_s
+        self.body_timeout = settings.body_timeout_s
+        self.max_body = settings.max_body_bytes
         self.reading: dict[EdgeConn, None] = {}  # connections the loop is reading, oldest first
         # One thread: requests run in the loop's own thread, one after the other, as in the
         # sync worker (no hand-off between threads, no GIL contention); more: a pool.
