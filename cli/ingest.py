@@ -112,7 +112,10 @@ def drops(app: App, workspace_id: str | None, days: int) -> None:
     """Dropped callbacks per workspace, vendor, reason and day: what to fix when a vendor's counts and ours differ."""
     since = utcnow().date() - timedelta(days=days - 1)
     with app.database.read() as conn:
-        rows = repository.drops(conn, workspace_id=workspace_id, since=since)
+        if workspace_id is None:
+            rows = repository.drops_for_operator(conn, since=since)
+        else:
+            rows = repository.drops(conn, workspace_id=workspace_id, since=since)
     listed = [
         {
             "workspace_id": r.workspace_id,

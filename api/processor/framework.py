@@ -255,9 +255,12 @@ def replay(ctx: Context, *, provider: str, since: datetime, workspace_id: str | 
     after: tuple[datetime, str] | None = None
     while True:
         with ctx.database.read() as conn:
-            page = notifications.stored_since(
-                conn, provider=provider, since=since, workspace_id=workspace_id, after=after
-            )
+            if workspace_id is None:
+                page = notifications.stored_since_for_operator(conn, provider=provider, since=since, after=after)
+            else:
+                page = notifications.stored_since(
+                    conn, provider=provider, since=since, workspace_id=workspace_id, after=after
+                )
         if not page:
             return result
         for stored in page:

@@ -5,7 +5,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from warehouse.db import Database
 from warehouse.events.landing import single_event_connection
-from warehouse.ingest.repository import DropCount, drops, record_drop
+from warehouse.ingest.repository import DropCount, drops, drops_for_operator, record_drop
+from warehouse.workspaces import create_workspace
 
 VENDOR = "attribution_provider_a"
 
@@ -30,3 +31,16 @@ def test_drops_are_counted_per_reason_and_day(db: Database, workspace: dict) -> 
         DropCount(ws, VENDOR, "negative_charge", date(2026, 11, 23), 1, monday),
         DropCount(ws, VENDOR, "unknown_currency", date(2026, 11, 23), 2, monday),
     ]
+
+
+def test_only_the_operator_read_spans_workspaces(db: Database, workspace: dict) -> None:
+    ws = workspace["workspace_id"]
+    with db.write() as conn:
+        other = create_workspace(conn, name="other").id
+    at = datetime(2026, 11, 23, 12, tzinfo=UTC)
+    for owner in (ws, other):
+        with single_event_connection(db) as conn:
+            record_drop(conn, workspace_id=owner, vendor=VENDOR, reason="unknown_currency", at=at)
+    with db.read() as conn:
+        assert [d.workspace_id for d in drops(conn, workspace_id=ws)] == [ws]
+        assert sorted(d.workspace_id for d in drops_for_operator(conn)) == sorted([ws, other])

@@ -141,15 +141,32 @@ def stored_since(
     *,
     provider: str,
     since: datetime,
-    workspace_id: str | None = None,
+    workspace_id: str,
     limit: int = 1000,
     after: tuple[datetime, str] | None = None,
 ) -> list[StoredNotification]:
-    """Stored notifications of `provider` received at or after `since`, oldest first: a page of
-    `limit`, continued after the last one's `(received_at, id)`."""
+    """The workspace's stored notifications of `provider` received at or after `since`, oldest
+    first: a page of `limit`, continued after the last one's `(received_at, id)`."""
+    query = sa.select(n).where(n.c.provider == provider, n.c.received_at >= since, n.c.workspace_id == workspace_id)
+    return _page(conn, query, limit=limit, after=after)
+
+
+def stored_since_for_operator(
+    conn: Connection,
+    *,
+    provider: str,
+    since: datetime,
+    limit: int = 1000,
+    after: tuple[datetime, str] | None = None,
+) -> list[StoredNotification]:
+    """`stored_since` across every workspace: for the operator's replay of a whole provider."""
     query = sa.select(n).where(n.c.provider == provider, n.c.received_at >= since)
-    if workspace_id is not None:
-        query = query.where(n.c.workspace_id == workspace_id)
+    return _page(conn, query, limit=limit, after=after)
+
+
+def _page(
+    conn: Connection, query: sa.Select, *, limit: int, after: tuple[datetime, str] | None
+) -> list[StoredNotification]:
     if after is not None:
         query = query.where(sa.tuple_(n.c.received_at, n.c.id) > sa.tuple_(*after))
     rows = conn.execute(query.order_by(n.c.received_at, n.c.id).limit(limit))

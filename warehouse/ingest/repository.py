@@ -289,11 +289,17 @@ class DropCount:
     last_dropped_at: datetime
 
 
-def drops(conn: Connection, *, workspace_id: str | None = None, since: date | None = None) -> list[DropCount]:
-    """Dropped callbacks per workspace, vendor, reason and day, newest day first."""
-    query = sa.select(ingest_drops)
-    if workspace_id is not None:
-        query = query.where(ingest_drops.c.workspace_id == workspace_id)
+def drops(conn: Connection, *, workspace_id: str, since: date | None = None) -> list[DropCount]:
+    """The workspace's dropped callbacks per vendor, reason and day, newest day first."""
+    return _drops(conn, sa.select(ingest_drops).where(ingest_drops.c.workspace_id == workspace_id), since)
+
+
+def drops_for_operator(conn: Connection, *, since: date | None = None) -> list[DropCount]:
+    """Dropped callbacks of every workspace (`flokit ingest drops` without --workspace)."""
+    return _drops(conn, sa.select(ingest_drops), since)
+
+
+def _drops(conn: Connection, query: sa.Select, since: date | None) -> list[DropCount]:
     if since is not None:
         query = query.where(ingest_drops.c.day >= since)
     rows = conn.execute(
