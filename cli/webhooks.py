@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -141,11 +142,11 @@ def deliveries_(app: App, endpoint_id: str, limit: int) -> None:
             app.fail(f"no endpoint {endpoint_id}")
         found = delivery_history.history(conn, endpoint_id=endpoint_id, limit=limit)
     human = "\n".join(
-        f"{d['created_at']}  {d['delivery_id']}  {d['event_id']}  {d['event_type']}  {d['status']}  "
-        f"attempt {d['attempt']}  {d['status_code'] or ''} {d['error'] or ''}".rstrip()
+        f"{d.created_at}  {d.delivery_id}  {d.event_id}  {d.event_type}  {d.status}  "
+        f"attempt {d.attempt}  {d.status_code or ''} {d.error or ''}".rstrip()
         for d in found
     )
-    app.emit({"endpoint_id": endpoint_id, "deliveries": found}, human or "no deliveries")
+    app.emit({"endpoint_id": endpoint_id, "deliveries": [asdict(d) for d in found]}, human or "no deliveries")
 
 
 def _since(text: str | None) -> datetime | None:

@@ -40,7 +40,7 @@ def test_test_webhook_queues_a_sample_delivery(client: FlaskClient, db: Database
     with db.read() as conn:
         [row] = delivery_history.history(conn, endpoint_id=subscribed)
         body = json.loads(conn.execute(webhook_events.select()).one().body)
-    assert row["delivery_id"] == r.json["delivery_id"] and row["test"] is True and row["status"] == "pending"
+    assert row.delivery_id == r.json["delivery_id"] and row.test is True and row.status == "pending"
     assert body["test"] is True and body["type"] == "action.approved" and body["data"]["action"]["id"] == "act_sample"
     assert body["workspace_id"] == workspace["workspace_id"]
 

@@ -192,8 +192,8 @@ def test_add_an_endpoint_send_a_test_event_re_enable_and_rotate_its_secret(
     with db.read() as conn:
         [endpoint] = endpoints.list_endpoints(conn, workspace["workspace_id"])
         [sent] = delivery_history.history(conn, endpoint_id=endpoint.id)
-        detail = delivery_history.delivery_detail(conn, endpoint_id=endpoint.id, delivery_id=sent["delivery_id"])
-    assert [a["response_excerpt"] for a in detail["attempts"]] == ["ok"]  # what the receiver answered
+        detail = delivery_history.delivery_detail(conn, endpoint_id=endpoint.id, delivery_id=sent.delivery_id)
+    assert [a.response_excerpt for a in detail.attempts] == ["ok"]  # what the receiver answered
     settle(page)
     page.reload()
     row = page.locator("tbody tr").first

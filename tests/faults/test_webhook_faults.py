@@ -144,7 +144,7 @@ def test_leases_outlive_slow_sends_while_the_drain_lives(db: Database, workspace
     assert sorted(sends(receiver.at("/slow")).values()) == [1] * 6
     with db.read() as conn:
         history = delivery_history.history(conn, endpoint_id=deliveries_endpoint(conn))
-    assert {d["status"] for d in history} == {"succeeded"}
+    assert {d.status for d in history} == {"succeeded"}
 
 
 def deliveries_endpoint(conn: sa.Connection) -> str:
@@ -177,7 +177,7 @@ def test_a_receiver_failing_5_percent_at_random_is_never_disabled(
         alerts = conn.execute(sa.select(webhook_events.c.id).where(webhook_events.c.type == "integration.error"))
         assert alerts.first() is None
     assert failed > 0 and report.disabled == [] and state.status == "enabled"
-    assert len(history) == total and {d["status"] for d in history} == {"succeeded"}
+    assert len(history) == total and {d.status for d in history} == {"succeeded"}
 
 
 def test_a_receiver_failing_every_send_is_disabled_after_exactly_5(
@@ -201,7 +201,7 @@ def test_a_receiver_failing_every_send_is_disabled_after_exactly_5(
     with db.read() as conn:
         assert endpoints.endpoint_for_operator(conn, dead).status == "disabled"
         waiting = delivery_history.history(conn, endpoint_id=dead, limit=total)
-    assert len(waiting) == total and {d["status"] for d in waiting} == {"pending"}
+    assert len(waiting) == total and {d.status for d in waiting} == {"pending"}
 
     # Events emitted while it is disabled wait for it too; re-enabled and healthy, it gets all.
     emit_many(db, workspace, 5)
@@ -213,7 +213,7 @@ def test_a_receiver_failing_every_send_is_disabled_after_exactly_5(
     drain(db, WebhookQueue(clock_offset_s=31), WebhookHttpClient(allow_private=True), LOG, WEBHOOK_KEY)
     with db.read() as conn:
         history = delivery_history.history(conn, endpoint_id=dead, limit=1000)
-    assert len(history) == total + 5 and {d["status"] for d in history} == {"succeeded"}
+    assert len(history) == total + 5 and {d.status for d in history} == {"succeeded"}
 
 
 def test_a_drain_that_cannot_record_stops_sending_and_ends(db: Database, workspace: dict, receiver: Receiver) -> None:

@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from datetime import timedelta
 
 import dagster as dg
@@ -154,10 +155,10 @@ def test_delivery_headers_retries_disabling_and_recovery(
     assert got.header("Service-Attempt") == "1"
     with db.read() as conn:
         [row] = delivery_history.history(conn, endpoint_id=a_id)
-    assert got.header("Service-Delivery-Id") == row["delivery_id"]
-    assert row["status"] == "succeeded" and row["attempts"][0]["status_code"] == 200
+    assert got.header("Service-Delivery-Id") == row.delivery_id
+    assert row.status == "succeeded" and row.attempts[0].status_code == 200
     # The CLI's `webhooks deliveries --json` shape: the dashboard's excerpt and duration stay out.
-    assert set(row["attempts"][0]) == {"attempt", "status_code", "error", "started_at", "finished_at"}
+    assert set(asdict(row)["attempts"][0]) == {"attempt", "status_code", "error", "started_at", "finished_at"}
     assert not any(k.lower().startswith("webhook-") for k, _ in got.headers)
 
     # The receiver fails: each retry (due after the backoff; the clock is moved past it) resends
@@ -180,8 +181,8 @@ def test_delivery_headers_retries_disabling_and_recovery(
         listed = {e.id: e for e in endpoints.list_endpoints(conn, workspace["workspace_id"])}
         [latest, _] = delivery_history.history(conn, endpoint_id=a_id)
     assert listed[a_id].status == "disabled" and listed[b_id].status == "enabled"
-    assert latest["status"] == "pending" and latest["attempt"] == 5
-    assert [x["status_code"] for x in latest["attempts"]] == [500] * 5
+    assert latest.status == "pending" and latest.attempt == 5
+    assert [x.status_code for x in latest.attempts] == [500] * 5
     [alert] = receiver.at("/b")
     assert verify(alert.body, alert.header("Service-Signature"), [b_secret], alert.now_ms)
     alert_body = json.loads(alert.body)
@@ -200,7 +201,7 @@ def test_delivery_headers_retries_disabling_and_recovery(
     assert last.header("Service-Attempt") == "6" and last.body == sends[0].body
     assert verify(last.body, last.header("Service-Signature"), [a_secret], last.now_ms)
     with db.read() as conn:
-        assert delivery_history.history(conn, endpoint_id=a_id)[0]["status"] == "succeeded"
+        assert delivery_history.history(conn, endpoint_id=a_id)[0].status == "succeeded"
 
 
 @pytest.mark.both_backends(
@@ -223,7 +224,7 @@ def test_exhausted_retries_mark_the_delivery_failed(
     with db.read() as conn:
         [row] = delivery_history.history(conn, endpoint_id=a_id)
         assert endpoints.endpoint_for_operator(conn, a_id).status == "enabled"
-    assert row["status"] == "failed" and row["attempt"] == 6 and row["next_attempt_at"] is None
+    assert row.status == "failed" and row.attempt == 6 and row.next_attempt_at is None
     assert len(receiver.at("/a")) == 6
 
 
@@ -276,8 +277,8 @@ def test_unreachable_endpoint_records_a_network_error(db: Database, workspace: d
     pipeline.tick()
     with db.read() as conn:
         [row] = delivery_history.history(conn, endpoint_id=a_id)
-    assert row["status"] == "pending" and row["status_code"] is None and "network error" in row["error"]
-    assert row["next_attempt_at"] is not None
+    assert row.status == "pending" and row.status_code is None and "network error" in row.error
+    assert row.next_attempt_at is not None
 
 
 @pytest.mark.both_backends(

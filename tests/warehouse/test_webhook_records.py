@@ -188,9 +188,9 @@ def test_redeliver_sends_a_failed_delivery_once_more(db: Database, workspace: di
     redone = claim(db, now=now)
     record(db, [(c, r) for c, r in zip(redone, answered([200] * 3, start=now), strict=True)])
     with db.read() as conn:
-        history = {d["delivery_id"]: d for d in delivery_history.history(conn, endpoint_id=a)}
-    assert {d["status"] for d in history.values()} == {"succeeded"}
-    assert history[ids[1]]["attempt"] == 8 and history[ids[0]]["attempt"] == 7
+        history = {d.delivery_id: d for d in delivery_history.history(conn, endpoint_id=a)}
+    assert {d.status for d in history.values()} == {"succeeded"}
+    assert history[ids[1]].attempt == 8 and history[ids[0]].attempt == 7
 
 
 def test_redeliver_since_and_its_refusals(db: Database, workspace: dict) -> None:

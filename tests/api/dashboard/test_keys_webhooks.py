@@ -262,10 +262,10 @@ def test_send_test_event_queues_a_delivery_shown_in_the_history(
     assert r.status_code == 303
     with db.read() as conn:
         [d] = delivery_history.history(conn, endpoint_id=endpoint.id)
-    assert d["test"] and d["event_type"] == "integration.error" and d["status"] == "pending"
-    assert r.headers["Location"].endswith(f"?done=test&delivery={d['delivery_id']}")
+    assert d.test and d.event_type == "integration.error" and d.status == "pending"
+    assert r.headers["Location"].endswith(f"?done=test&delivery={d.delivery_id}")
     shown = browser.get(r.headers["Location"]).get_data(as_text=True)
-    assert "Test event queued" in shown and f'id="delivery-{d["delivery_id"]}"' in shown
+    assert "Test event queued" in shown and f'id="delivery-{d.delivery_id}"' in shown
     bad = browser.post(f"/dashboard/webhooks/{endpoint.id}/test", data={"csrf_token": token, "event_type": "nope"})
     assert bad.status_code == 400 and 'aria-invalid="true"' in bad.get_data(as_text=True)
 
@@ -412,8 +412,8 @@ def test_webhooks_need_sign_in_csrf_and_the_workspace(client: FlaskClient, db: D
     for r in (
         client.get(f"/dashboard/webhooks/{theirs.id}"),
         client.get(f"/dashboard/webhooks/{theirs.id}/confirm/test"),
-        client.get(f"/dashboard/webhooks/{theirs.id}/deliveries/{their_delivery['delivery_id']}"),
-        client.get(f"/dashboard/webhooks/{mine.id}/deliveries/{their_delivery['delivery_id']}"),
+        client.get(f"/dashboard/webhooks/{theirs.id}/deliveries/{their_delivery.delivery_id}"),
+        client.get(f"/dashboard/webhooks/{mine.id}/deliveries/{their_delivery.delivery_id}"),
         client.post(
             f"/dashboard/webhooks/{theirs.id}/test", data={"csrf_token": token, "event_type": "action.approved"}
         ),
