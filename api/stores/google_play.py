@@ -31,6 +31,7 @@ from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
 
 from api.processor.framework import Context, StoreTimeout, StoreUnavailable
 from api.stores import ReceiptRejected, VerifiedPurchase
+from clients import google_play
 from transforms.entitlements.effects import Effect
 from transforms.entitlements.facts import ANDROID_STORE
 from transforms.stores import google_play as gp
@@ -62,7 +63,7 @@ class Client:
     timeout: float
 
     def _http(self) -> Any:
-        return gp.authorized_http(self.credentials, self.timeout)
+        return google_play.authorized_http(self.credentials, self.timeout)
 
     def call(self, request: Any) -> dict[str, Any]:
         """Execute one API request: the store's answer, or the error it maps to."""
@@ -140,7 +141,7 @@ def client_for(ctx: Context, app: AppStores) -> Client:
         return found
     timeout = ctx.settings.passthrough_timeout_s
     try:
-        credentials, service = gp.service_for(info, api_url=ctx.settings.google_play_api_url, timeout=timeout)
+        credentials, service = google_play.service_for(info, api_url=ctx.settings.google_play_api_url, timeout=timeout)
     except ValueError as e:
         raise ReceiptRejected(f"The app's Google service account key cannot be used: {e}") from None
     client = Client(app.android_package, service, credentials, timeout)

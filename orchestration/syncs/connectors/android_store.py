@@ -46,6 +46,7 @@ from google.auth import exceptions as auth_exceptions
 from google.oauth2 import service_account
 from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
 
+from clients import google_play
 from orchestration.syncs.connectors import Connector, Log
 from orchestration.syncs.http import Pacer
 from transforms.entitlements.effects import Effect, Effects
@@ -134,7 +135,9 @@ class PlayApi:
             self.calls += 1
             last = attempt == self.attempts
             try:
-                answer = request.execute(http=gp.authorized_http(self.credentials, self.timeout_s), num_retries=0)
+                answer = request.execute(
+                    http=google_play.authorized_http(self.credentials, self.timeout_s), num_retries=0
+                )
             except HttpError as e:
                 status = int(e.resp.status)
                 words = _google_words(e)
@@ -263,7 +266,9 @@ class PlayClient:
         if not app.android_package or info is None:
             raise SyncFailure("config", f"app {self.app_id} has no Android package or service account; {setup}")
         try:
-            credentials, service = gp.service_for(info, api_url=self.base_url.rstrip("/") + "/", timeout=self.timeout_s)
+            credentials, service = google_play.service_for(
+                info, api_url=self.base_url.rstrip("/") + "/", timeout=self.timeout_s
+            )
         except ValueError as e:
             raise SyncFailure("config", f"the app's Google service account key cannot be used: {e}; {setup}") from None
         return PlayApi(
