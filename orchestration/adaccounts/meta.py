@@ -45,14 +45,15 @@ from facebook_business.adobjects.campaign import Campaign
 from facebook_business.api import FacebookAdsApi
 from facebook_business.exceptions import FacebookError, FacebookRequestError
 
+from clients.http import guard
 from orchestration.adaccounts.client import LiveStatus, Retrier
-from orchestration.syncs.http import guard
+from orchestration.syncs.http import process_egress
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError, RateLimited
 from transforms.adaccounts.kinds import ValidConfig
 from transforms.adaccounts.money import from_meta, to_meta
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, provider_text, truncate
-from warehouse.webhooks.urls import InvalidUrl
+from transforms.webhooks.urls import InvalidUrl
 
 AUTH_CODES = frozenset({102, 190})
 RATE_CODES = frozenset({4, 17, 32, 613, *range(80000, 80015)})
@@ -153,7 +154,7 @@ class MetaClient:
         # The SDK reads GRAPH from the session each call; an instance attribute overrides the
         # class default for this client's session only.
         self.api._session.GRAPH = config.get("base_url").rstrip("/")
-        guard(self.api._session.requests)  # the egress policy's connections, no redirects
+        guard(self.api._session.requests, process_egress())  # the egress policy's connections, no redirects
         self.api._session.requests.hooks["response"].append(guard_non_json_errors)
         self.retry = retrier or Retrier()
         self._currency: str | None = None
@@ -166,7 +167,7 @@ class MetaClient:
                 raise classify(error) from None
             except (requests.ConnectionError, requests.Timeout) as error:
                 raise ProviderError(f"Meta: {type(error).__name__}: {error}", transient=True) from None
-            except InvalidUrl as error:  # the egress policy refused the address (warehouse/egress.py)
+            except InvalidUrl as error:  # the egress policy refused the address (clients/egress.py)
                 raise ProviderError(f"Meta: {error}", code="config") from None
             except FacebookError as error:
                 raise ProviderError(f"Meta: {error}", code="bad_response") from None

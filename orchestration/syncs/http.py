@@ -1,215 +1,30 @@
-"""The HTTP side every provider client shares: one `requests.Session`, timeouts, retries by the
-provider's own rules, pacing under its documented rate limit, and failures classified into the
-sync error vocabulary (`transforms.integrations.errors`).
+"""The Dagster side of provider clients: a resource base that builds a `clients.http.ProviderHttp`,
+and the egress policy of a run process.
 
-Generic retry helpers get the providers wrong (design/integrations.md §1.10): RevenueCat states
-its wait in milliseconds in the body (`backoff_ms`), beside a `Retry-After` whose documented unit
-changed from milliseconds to seconds in 2024 (RevenueCat/docs 5b41611c), Stripe's library does
-not retry a 429, AppsFlyer and Adjust answer a bare 429. So each client states its rules
-(`RetryRules`) and this module applies them; the loop is explicit and logged, not hidden in an
-adapter.
-
-Every session is `guarded_session`: it connects only to addresses the egress policy allows
-(`warehouse.egress`), checked per connection, and follows no redirect (a 3xx is the answer, and
-fails the call): a redirect could lead anywhere, the instance's own network included. What a
-failure keeps of the answer is its status and a short, provider-shaped message
-(`transforms.integrations.errors.provider_text`), never an arbitrary target's body.
+The HTTP itself (sessions, retries, pacing, failure classification) is `clients.http`; what is
+left here is what needs Dagster (a configurable resource) or the process's environment.
 """
 
 from __future__ import annotations
 
-import email.utils
-import threading
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+import os
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import dagster as dg
 import requests
 from pydantic import PrivateAttr
 
-from orchestration.webhooks.transport import PinnedAdapter
-from transforms.integrations.errors import SyncFailure, code_for_status, provider_text
-from warehouse.egress import Egress
-from warehouse.webhooks.urls import InvalidUrl
-
-USER_AGENT = "FloKit-sync/1"
+from clients.egress import Egress
+from clients.http import USER_AGENT, Pacer, ProviderHttp, RetryRules, guarded_session
+from warehouse.settings import private_hosts
 
 
-def guard(session: requests.Session, egress: Egress | None = None) -> requests.Session:
-    """`session` made to connect only where the egress policy allows and to follow no redirect.
-
-    For sessions an SDK builds itself (Meta's, Stripe's): the same rules as `guarded_session`.
-    The environment's proxies and .netrc are not used: a proxy would resolve the host itself, out
-    of the policy's sight."""
-    adapter = PinnedAdapter(egress or Egress.from_env())
-    session.mount("https://", adapter)
-    session.mount("http://", adapter)
-    session.trust_env = False
-    # No redirect is followed: the 3xx response is the answer (requests asks this for the target).
-    session.get_redirect_target = lambda _resp: None  # type: ignore[method-assign,assignment]
-    return session
-
-
-def guarded_session(egress: Egress | None = None) -> requests.Session:
-    """A new session under the egress policy (default: this process's, `Egress.from_env`)."""
-    return guard(requests.Session(), egress)
-
-
-def retry_after_seconds(response: requests.Response) -> float | None:
-    """`Retry-After` as RFC 9110 says: delay-seconds or an HTTP-date."""
-    return parse_retry_after(response.headers.get("Retry-After"))
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """A `Retry-After` value (delay-seconds or an HTTP-date, RFC 9110) as seconds from now."""
-    value = (value or "").strip()
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def json_or_none(response: requests.Response) -> Any:
-    """The body as JSON, or None when it is not JSON."""
-    try:
-        return response.json()
-    except ValueError:
-        return None
-
-
-def body_text(response: requests.Response) -> str:
-    """The provider's own words, short: a JSON body's message field, else the status's reason."""
-    return provider_text(json_or_none(response), response.reason)
-
-
-@dataclass(frozen=True)
-class RetryRules:
-    """How one provider wants to be retried. `attempts` counts every try of one request."""
-
-    attempts: int = 5
-    backoff_s: float = 1.0  # first wait after a 5xx or a timeout; doubles each time
-    max_backoff_s: float = 30.0
-    # A Retry-After longer than this is not waited out inside a run: the sync fails as
-    # `rate_limited` and the next scheduled sync tries again.
-    max_wait_s: float = 120.0
-    retry_after: Callable[[requests.Response], float | None] = retry_after_seconds
-    error_text: Callable[[requests.Response], str] = body_text
-    retry_statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})
-
-
-@dataclass
-class Pacer:
-    """Spaces calls evenly under a documented rate (`per_minute`), across threads.
-
-    Even spacing instead of bursts: a provider that counts per rolling minute never sees more
-    than the limit in any window, so a paced client gets no 429 at all (the RevenueCat benchmark
-    checks it against a fake that enforces the limit)."""
-
-    per_minute: float
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-    _next: float = 0.0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def wait(self) -> None:
-        interval = 60.0 / self.per_minute
-        with self._lock:
-            now = self.clock()
-            start = max(now, self._next)
-            self._next = start + interval
-        if start > now:
-            self.sleep(start - now)
-
-    def push_back(self, seconds: float) -> None:
-        """The provider asked for a pause (a 429): no call of anyone before it is over."""
-        with self._lock:
-            self._next = max(self._next, self.clock() + seconds)
-
-
-@dataclass
-class ProviderHttp:
-    """One provider's session and rules. `request` returns a response with an accepted status
-    or raises `SyncFailure`; every retry and wait is logged to `log`."""
-
-    provider: str
-    session: requests.Session
-    rules: RetryRules
-    timeout: tuple[float, float] = (5.0, 60.0)
-    pacer: Pacer | None = None
-    sleep: Callable[[float], None] = time.sleep
-    log: Callable[[str], None] = lambda _line: None
-    calls: int = 0
-    rate_limited: int = 0
-
-    def request(
-        self, method: str, url: str, *, what: str, accept: Iterable[int] = (200,), **kwargs: Any
-    ) -> requests.Response:
-        accepted = set(accept)
-        wait = 0.0
-        for attempt in range(1, self.rules.attempts + 1):
-            if wait:
-                self.log(f"{self.provider}: waiting {wait:.2f} s before retrying {what} (attempt {attempt})")
-                self.sleep(wait)
-            if self.pacer is not None:
-                self.pacer.wait()
-            self.calls += 1
-            last = attempt == self.rules.attempts
-            try:
-                response = self.session.request(method, url, timeout=self.timeout, **kwargs)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                if last:
-                    raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
-                wait = self._backoff(attempt)
-                continue
-            except InvalidUrl as exc:  # the connection's address check: a policy refusal, not an outage
-                raise SyncFailure("config", f"{what}: {exc}") from None
-            except requests.RequestException as exc:  # a refused proxy, a malformed answer
-                if last:
-                    raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}") from exc
-                wait = self._backoff(attempt)
-                continue
-            if response.status_code in accepted:
-                return response
-            status = response.status_code
-            if status not in self.rules.retry_statuses:
-                raise SyncFailure(
-                    code_for_status(status), f"{what}: HTTP {status}: {self.rules.error_text(response)}", status=status
-                )
-            asked = self.rules.retry_after(response)
-            if status == 429:
-                self.rate_limited += 1
-                if asked is not None and self.pacer is not None:
-                    self.pacer.push_back(asked)
-            if last or (asked is not None and asked > self.rules.max_wait_s):
-                raise SyncFailure(
-                    code_for_status(status),
-                    f"{what}: HTTP {status} after {attempt} attempt(s): {self.rules.error_text(response)}",
-                    status=status,
-                )
-            wait = asked if asked is not None else self._backoff(attempt)
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def json(self, response: requests.Response, *, what: str) -> Any:
-        """The body as JSON, or `bad_response` (a proxy's HTML page, a truncated body)."""
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise SyncFailure("bad_response", f"{what}: the answer (HTTP {response.status_code}) is not JSON") from exc
-
-    def _backoff(self, attempt: int) -> float:
-        return float(min(self.rules.backoff_s * 2 ** (attempt - 1), self.rules.max_backoff_s))
+def process_egress() -> Egress:
+    """The policy of FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS, read when a client is built (a
+    sync runs in a Dagster run process, whose environment is the daemon's, as the Play and App
+    Store connectors read their settings)."""
+    return Egress.of(private_hosts(os.environ))
 
 
 class ProviderClient(dg.ConfigurableResource):
@@ -235,7 +50,7 @@ class ProviderClient(dg.ConfigurableResource):
 
     def http(self, log: Callable[[str], None] | None = None) -> ProviderHttp:
         if self._http is None:
-            session = guarded_session()
+            session = guarded_session(process_egress())
             session.headers["User-Agent"] = USER_AGENT
             self._authorize(session)
             rate = self.per_minute()

@@ -33,7 +33,8 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 from pydantic import PrivateAttr
 
-from orchestration.syncs.http import ProviderClient, RetryRules
+from clients.http import RetryRules
+from orchestration.syncs.http import ProviderClient
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, SyncFailure, code_for_status, truncate
 
 AWS_S3 = "https://s3.amazonaws.com"  # the S3 kinds' default base_url: boto picks the region's endpoint

@@ -9,9 +9,10 @@ import dagster as dg
 import requests
 from pydantic import PrivateAttr
 
-from orchestration.webhooks.transport import AddressPolicy, PinnedAdapter
+from clients.dns import system_resolver
+from clients.transport import AddressPolicy, PinnedAdapter
+from transforms.webhooks.urls import InvalidUrl, Resolver, check_form
 from warehouse.db import utcnow
-from warehouse.webhooks.urls import InvalidUrl, Resolver, check_form, system_resolver
 
 # The start of a receiver's answer kept with each attempt (warehouse.webhooks.deliveries.EXCERPT_CHARS).
 EXCERPT_BYTES = 500

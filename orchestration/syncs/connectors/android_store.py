@@ -47,8 +47,8 @@ from google.oauth2 import service_account
 from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
 
 from clients import google_play
+from clients.http import Pacer
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import Pacer
 from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import ANDROID_STORE
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, SyncFailure, truncate

@@ -25,8 +25,9 @@ from typing import Any, ClassVar
 
 import requests
 
+from clients.http import RetryRules
 from orchestration.syncs.connectors import Connector
-from orchestration.syncs.http import ProviderClient, RetryRules
+from orchestration.syncs.http import ProviderClient
 from transforms.integrations import attribution_provider_a as adjust
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig

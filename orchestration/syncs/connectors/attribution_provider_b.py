@@ -20,8 +20,9 @@ from typing import Any, ClassVar
 
 import requests
 
+from clients.http import RetryRules, body_text, json_or_none, retry_after_seconds
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import ProviderClient, RetryRules, body_text, json_or_none, retry_after_seconds
+from orchestration.syncs.http import ProviderClient
 from transforms.integrations import attribution_provider_b as appsflyer
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig

@@ -36,9 +36,10 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 import requests
 
+from clients.http import ProviderHttp, RetryRules, body_text
 from orchestration.syncs import s3
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import ProviderClient, ProviderHttp, RetryRules, body_text
+from orchestration.syncs.http import ProviderClient
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.subscription_provider_a import STORES_WITH_TRANSACTIONS, Mapper

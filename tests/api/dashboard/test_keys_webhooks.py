@@ -231,7 +231,7 @@ def test_webhooks_empty_state_and_add_with_inline_errors(browser: FlaskClient, d
     assert secret.group(1) not in listing
 
 
-@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/endpoints.py, webhooks/urls.py")
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/endpoints.py")
 def test_add_refuses_http_and_private_addresses_unless_the_instance_allows(
     database_url: str, tmp_path: Path, workspace: dict, db: Database
 ) -> None:

@@ -1,10 +1,10 @@
-"""Where an integration or an ad account may send its requests: public addresses only.
+"""integrations and ad accounts: where their provider calls may go (public addresses only), the egress policy.
 
 The operator sets the addresses a sync calls (`base_url`, `endpoint_url`, `snowflake_url`,
 `token_url`, ...), and what the target answers reaches the sync history. Without a rule, such an
 address could point at the instance's own network (loopback, the cloud metadata service at
 169.254.169.254) and read it back through `error_message`. So the outbound-webhook rule applies
-(`warehouse.webhooks.urls`, `transforms.webhooks.addresses`): https to hosts whose every address is
+(`transforms.webhooks.urls`, `transforms.webhooks.addresses`): https to hosts whose every address is
 public, checked when the integration is connected and again when it is called, since DNS can
 change in between. A host the operator names in FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS (a proxy
 on the private network, a test's fake provider on 127.0.0.1) may resolve anywhere and be reached
@@ -14,7 +14,7 @@ A type's default address (the vendor's production API) is not looked up by `chec
 FloKit's, not the operator's, and an instance without DNS (a test, an air-gapped install) must
 still be able to connect; the connections' own check covers it like any other address.
 
-Calls go through `orchestration.webhooks.transport.PinnedAdapter` where the client's HTTP session
+Calls go through `clients.transport.PinnedAdapter` where the client's HTTP session
 is ours (one lookup per connection, every address checked, no second lookup to connect); SDKs
 whose connections we cannot reach (boto3, Snowflake's connector, Google's and Apple's libraries)
 have their addresses checked when the sync starts (`check_config`).
@@ -22,13 +22,12 @@ have their addresses checked when the sync starts (`check_config`).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from clients.dns import system_resolver
 from transforms.integrations.kinds import ConfigProblem, Field, ValidConfig
-from warehouse.settings import private_hosts
-from warehouse.webhooks.urls import InvalidUrl, Resolver, check_form, public_addresses, resolve, system_resolver
+from transforms.webhooks.urls import InvalidUrl, Resolver, check_form, public_addresses, resolve
 
 # Snowflake's address when the config names only the account (the connector's own rule).
 SNOWFLAKE_HOST = "{account}.snowflakecomputing.com"
@@ -46,14 +45,9 @@ class Egress:
     resolver: Resolver = field(default=system_resolver, compare=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Egress:
-        """The policy of FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS, read when a client is built (a
-        sync runs in a Dagster run process, whose environment is the daemon's, as the Play and App
-        Store connectors read their settings)."""
-        return cls(frozenset(private_hosts(os.environ if env is None else env)))
-
-    @classmethod
     def of(cls, hosts: Iterable[str]) -> Egress:
+        """The policy allowing `hosts` (FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS as Settings parsed it;
+        a Dagster run reads it from its environment: `orchestration.syncs.http.process_egress`)."""
         return cls(frozenset(_host(h) for h in hosts))
 
     def named(self, host: str) -> bool:

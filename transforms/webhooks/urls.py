@@ -1,5 +1,8 @@
 """Which endpoint URLs we accept: HTTPS to public addresses (no SSRF into our own network).
 
+Pure: the lookup itself is the caller's `Resolver` (`clients.dns.system_resolver` in production,
+a table in tests), so warehouse and transforms stay off the network.
+
 With `allow_private` (FLOKIT_WEBHOOKS_ALLOW_PRIVATE=1, for development and tests) plain HTTP and
 private or loopback addresses are accepted too. Adding an endpoint checks its URL here; the
 sender checks the form again before every send and, for every new connection, resolves the host
@@ -10,7 +13,6 @@ Which addresses count as public is `transforms.webhooks.addresses.refusal`.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
@@ -28,13 +30,7 @@ class DoesNotResolve(InvalidUrl):
     """The host has no address (now): refused when adding an endpoint, a network error when sending."""
 
 
-def system_resolver(host: str, port: int) -> list[str]:
-    """The operating system's answer (getaddrinfo), in its preference order, without duplicates."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
-def resolve(host: str, port: int, resolver: Resolver = system_resolver) -> list[str]:
+def resolve(host: str, port: int, resolver: Resolver) -> list[str]:
     """The host's addresses from one lookup; DoesNotResolve if there are none."""
     try:
         addresses = list(resolver(host.strip("[]"), port))
@@ -45,7 +41,7 @@ def resolve(host: str, port: int, resolver: Resolver = system_resolver) -> list[
     return addresses
 
 
-def public_addresses(host: str, port: int, resolver: Resolver = system_resolver) -> list[str]:
+def public_addresses(host: str, port: int, resolver: Resolver) -> list[str]:
     """The host's addresses from one lookup, if every one of them is public; else InvalidUrl.
 
     Every address, not just the first: the connection may fall back to any of them.
@@ -80,11 +76,3 @@ def check_form(url: str, *, allow_private: bool) -> tuple[str, int]:
     except ValueError as exc:
         raise InvalidUrl(f"bad port: {exc}") from exc
     return parts.hostname, port
-
-
-def validate_url(url: str, *, allow_private: bool, resolver: Resolver = system_resolver) -> str:
-    """The URL unchanged if acceptable, else InvalidUrl."""
-    host, port = check_form(url, allow_private=allow_private)
-    if not allow_private:
-        public_addresses(host, port, resolver)
-    return url
