@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from clients.ad_platform import AdPlatformClient, Retrier
+from clients.apple_search_ads import AppleSearchAdsClient
 from clients.egress import check_config
-from orchestration.adaccounts.apple_search_ads import AppleSearchAdsClient
-from orchestration.adaccounts.client import AdPlatformClient, Retrier
-from orchestration.adaccounts.meta import MetaClient
+from clients.meta import MetaClient
 from orchestration.adaccounts.sandbox import SandboxClient
 from orchestration.syncs.http import process_egress
 from transforms.adaccounts.entities import map_labels
@@ -76,9 +76,9 @@ def client_for(
         except ConfigProblem as problem:
             raise ProviderError(f"{account.platform}: {problem}", code="config") from None
     if account.platform == "meta":
-        return MetaClient(config, retrier=retrier)
+        return MetaClient(config, egress=process_egress(), retrier=retrier)
     if account.platform == "apple_search_ads":
-        return AppleSearchAdsClient(config, retrier=retrier)
+        return AppleSearchAdsClient(config, egress=process_egress(), retrier=retrier)
     if account.platform == "sandbox":
         return SandboxClient(database, lake, account, config, now)
     raise ValueError(f"no client for platform {account.platform!r}")

@@ -17,10 +17,10 @@ import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
+from clients.ad_platform import Retrier
 from orchestration.actions.executor import EXECUTOR, execute, finish_offer_test
 from orchestration.actions.jobs import execute_action_job, execute_run_config
 from orchestration.actions.sensors import action_executor_retry, build_action_executor_sensor
-from orchestration.adaccounts.client import Retrier
 from orchestration.adaccounts.sync import client_for, sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from tests.conftest import bearer

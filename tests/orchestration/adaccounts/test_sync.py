@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 import sqlalchemy as sa
 
-from orchestration.adaccounts.client import Retrier
+from clients.ad_platform import Retrier
 from orchestration.adaccounts.sandbox import SandboxClient
 from orchestration.adaccounts.sync import sync_account, sync_accounts
 from tests.providers.apple_search_ads_fake import (

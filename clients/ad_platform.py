@@ -1,4 +1,4 @@
-"""The one small protocol the registry sync and the executor use for every ad platform.
+"""ad platforms (meta, apple_search_ads, sandbox): the one small protocol the registry sync and the executor use.
 
 A client lists the account's objects, reads one object's live state, and writes a daily budget
 (an ABSOLUTE value in ISO minor units: a retried absolute write is harmless, and none of the

@@ -1,4 +1,4 @@
-"""Meta Marketing API through Meta's own SDK (`facebook-business`).
+"""meta: Meta Marketing API through Meta's own SDK (`facebook-business`), an ad platform client.
 
 The SDK builds every URL from its session's `GRAPH` (facebook_business/api.py `call`: `"/".join((
 url_override or self._session.GRAPH, api_version, path))`), so `base_url` is applied by setting
@@ -45,9 +45,9 @@ from facebook_business.adobjects.campaign import Campaign
 from facebook_business.api import FacebookAdsApi
 from facebook_business.exceptions import FacebookError, FacebookRequestError
 
+from clients.ad_platform import LiveStatus, Retrier
+from clients.egress import Egress
 from clients.http import guard
-from orchestration.adaccounts.client import LiveStatus, Retrier
-from orchestration.syncs.http import process_egress
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError, RateLimited
 from transforms.adaccounts.kinds import ValidConfig
@@ -142,7 +142,12 @@ class MetaClient:
     platform = "meta"
 
     def __init__(
-        self, config: ValidConfig, *, retrier: Retrier | None = None, timeout: tuple[float, float] = (5.0, 60.0)
+        self,
+        config: ValidConfig,
+        *,
+        egress: Egress,
+        retrier: Retrier | None = None,
+        timeout: tuple[float, float] = (5.0, 60.0),
     ) -> None:
         self.account_id: str = config.get("ad_account_id")
         self.api = FacebookAdsApi.init(
@@ -154,7 +159,7 @@ class MetaClient:
         # The SDK reads GRAPH from the session each call; an instance attribute overrides the
         # class default for this client's session only.
         self.api._session.GRAPH = config.get("base_url").rstrip("/")
-        guard(self.api._session.requests, process_egress())  # the egress policy's connections, no redirects
+        guard(self.api._session.requests, egress)  # the egress policy's connections, no redirects
         self.api._session.requests.hooks["response"].append(guard_non_json_errors)
         self.retry = retrier or Retrier()
         self._currency: str | None = None

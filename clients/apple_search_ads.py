@@ -1,4 +1,4 @@
-"""Apple Search Ads Campaign Management API v5 over `requests`.
+"""apple_search_ads: Apple Search Ads Campaign Management API v5 over `requests`, an ad platform client.
 
 Authentication is Apple's OAuth client-credentials flow ("Implementing OAuth for the Apple Search
 Ads API"): the client secret is an ES256 JWT signed with the account's private key (header `kid`
@@ -33,9 +33,9 @@ from typing import Any
 import jwt
 import requests
 
+from clients.ad_platform import LiveStatus, Retrier
+from clients.egress import Egress
 from clients.http import guarded_session, json_or_none, parse_retry_after
-from orchestration.adaccounts.client import LiveStatus, Retrier
-from orchestration.syncs.http import process_egress
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError, RateLimited
 from transforms.adaccounts.kinds import ValidConfig
@@ -92,6 +92,7 @@ class AppleSearchAdsClient:
         self,
         config: ValidConfig,
         *,
+        egress: Egress,
         retrier: Retrier | None = None,
         timeout: tuple[float, float] = (5.0, 60.0),
         clock: Callable[[], float] = time.time,
@@ -106,7 +107,7 @@ class AppleSearchAdsClient:
         self.retry = retrier or Retrier()
         self.timeout = timeout
         self.clock = clock
-        self.session = guarded_session(process_egress())  # the egress policy's connections, no redirects
+        self.session = guarded_session(egress)  # the egress policy's connections, no redirects
         self.session.headers["User-Agent"] = USER_AGENT
         self._token: str | None = None
         self._token_expires = 0.0
