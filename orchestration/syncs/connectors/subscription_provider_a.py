@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import requests
 
 from clients.http import ProviderHttp, RetryRules, body_text
+from clients.s3 import AWS_S3
 from orchestration.syncs import s3
 from orchestration.syncs.connectors import Connector, Log
 from orchestration.syncs.http import ProviderClient
@@ -119,7 +120,7 @@ class RevenueCatClient(ProviderClient):
         if not (self.export_bucket and self.export_access_key_id and self.export_secret_access_key):
             return None
         return RevenueCatExportClient(
-            base_url=self.export_endpoint_url or s3.AWS_S3,
+            base_url=self.export_endpoint_url or AWS_S3,
             bucket=self.export_bucket,
             prefix=self.export_prefix,
             region=self.export_region,

@@ -13,7 +13,7 @@ is read again, landing keeping one copy of each event (ids `adapty:<transaction>
 first sync reads every file in the folder, i.e. the whole history Adapty has delivered. A manual
 export older than the 30-day dedup window is held off by the target's high-water mark.
 
-Retries and S3's errors: `orchestration/syncs/s3.py` (the shared RetryRules, 5 attempts from 1 s).
+Retries and S3's errors: `clients/s3.py` (the shared RetryRules, 5 attempts from 1 s).
 """
 
 from __future__ import annotations
