@@ -16,7 +16,6 @@ does not answer as S3 does (a proxy's page would read as an empty listing) `bad_
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -142,7 +141,7 @@ def call(
     rules: RetryRules,
     log: Callable[[str], None],
     provider: str,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> T:
     """`fn` (one S3 call) with retries by `rules`; a failure it cannot retry, or the last one,
     becomes a `SyncFailure` carrying S3's own code and message."""
@@ -150,7 +149,7 @@ def call(
     for attempt in range(1, rules.attempts + 1):
         if wait:
             log(f"{provider}: waiting {wait:.2f} s before retrying {what} (attempt {attempt})")
-            sleep(wait)
+            (sleep or rules.sleep)(wait)
         last = attempt == rules.attempts
         try:
             return fn()
@@ -169,7 +168,7 @@ def call(
             raise SyncFailure("bad_response", f"{what}: the answer is not S3's (is base_url an S3 endpoint?)") from exc
         except BotoCoreError as exc:
             raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
-        wait = float(min(rules.backoff_s * 2 ** (attempt - 1), rules.max_backoff_s))
+        wait = rules.backoff(attempt)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
