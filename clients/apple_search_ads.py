@@ -92,7 +92,7 @@ class AppleSearchAdsClient:
         self,
         config: ValidConfig,
         *,
-        egress: Egress,
+        egress: Egress | None = None,
         retrier: Retrier | None = None,
         timeout: tuple[float, float] = (5.0, 60.0),
         clock: Callable[[], float] = time.time,

@@ -22,12 +22,13 @@ have their addresses checked when the sync starts (`check_config`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from clients.dns import system_resolver
 from transforms.integrations.kinds import ConfigProblem, Field, ValidConfig
-from transforms.webhooks.urls import InvalidUrl, Resolver, check_form, public_addresses, resolve
+from transforms.webhooks.urls import InvalidUrl, Resolver, check_form, private_hosts, public_addresses, resolve
 
 # Snowflake's address when the config names only the account (the connector's own rule).
 SNOWFLAKE_HOST = "{account}.snowflakecomputing.com"
@@ -45,9 +46,14 @@ class Egress:
     resolver: Resolver = field(default=system_resolver, compare=False)
 
     @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Egress:
+        """The policy of FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS, read when a client is built (a
+        sync runs in a Dagster run process, whose environment is the daemon's, as the Play and App
+        Store connectors read their settings)."""
+        return cls(frozenset(private_hosts(os.environ if env is None else env)))
+
+    @classmethod
     def of(cls, hosts: Iterable[str]) -> Egress:
-        """The policy allowing `hosts` (FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS as Settings parsed it;
-        a Dagster run reads it from its environment: `orchestration.syncs.http.process_egress`)."""
         return cls(frozenset(_host(h) for h in hosts))
 
     def named(self, host: str) -> bool:

@@ -39,13 +39,13 @@ from transforms.webhooks.urls import InvalidUrl
 USER_AGENT = "FloKit-sync/1"
 
 
-def guard(session: requests.Session, egress: Egress) -> requests.Session:
+def guard(session: requests.Session, egress: Egress | None = None) -> requests.Session:
     """`session` made to connect only where the egress policy allows and to follow no redirect.
 
     For sessions an SDK builds itself (Meta's, Stripe's): the same rules as `guarded_session`.
     The environment's proxies and .netrc are not used: a proxy would resolve the host itself, out
     of the policy's sight."""
-    adapter = PinnedAdapter(egress)
+    adapter = PinnedAdapter(egress or Egress.from_env())
     session.mount("https://", adapter)
     session.mount("http://", adapter)
     session.trust_env = False
@@ -54,8 +54,8 @@ def guard(session: requests.Session, egress: Egress) -> requests.Session:
     return session
 
 
-def guarded_session(egress: Egress) -> requests.Session:
-    """A new session under the egress policy (a Dagster run's: `orchestration.syncs.http.process_egress`)."""
+def guarded_session(egress: Egress | None = None) -> requests.Session:
+    """A new session under the egress policy (default: this process's, `Egress.from_env`)."""
     return guard(requests.Session(), egress)
 
 

@@ -145,7 +145,7 @@ class MetaClient:
         self,
         config: ValidConfig,
         *,
-        egress: Egress,
+        egress: Egress | None = None,
         retrier: Retrier | None = None,
         timeout: tuple[float, float] = (5.0, 60.0),
     ) -> None:

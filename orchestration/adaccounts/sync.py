@@ -20,10 +20,9 @@ from datetime import datetime
 
 from clients.ad_platform import AdPlatformClient, Retrier
 from clients.apple_search_ads import AppleSearchAdsClient
-from clients.egress import check_config
+from clients.egress import Egress, check_config
 from clients.meta import MetaClient
 from orchestration.adaccounts.sandbox import SandboxClient
-from orchestration.syncs.http import process_egress
 from transforms.adaccounts.entities import map_labels
 from transforms.adaccounts.errors import PlatformError, ProviderError
 from transforms.adaccounts.kinds import ConfigProblem, ValidConfig, kind_of
@@ -72,13 +71,13 @@ def client_for(
     DNS may have changed)."""
     if account.platform != "sandbox":
         try:
-            check_config(kind_of(account.platform).all_fields(), config, process_egress())
+            check_config(kind_of(account.platform).all_fields(), config, Egress.from_env())
         except ConfigProblem as problem:
             raise ProviderError(f"{account.platform}: {problem}", code="config") from None
     if account.platform == "meta":
-        return MetaClient(config, egress=process_egress(), retrier=retrier)
+        return MetaClient(config, retrier=retrier)
     if account.platform == "apple_search_ads":
-        return AppleSearchAdsClient(config, egress=process_egress(), retrier=retrier)
+        return AppleSearchAdsClient(config, retrier=retrier)
     if account.platform == "sandbox":
         return SandboxClient(database, lake, account, config, now)
     raise ValueError(f"no client for platform {account.platform!r}")

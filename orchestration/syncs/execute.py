@@ -15,9 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from clients.egress import check_config
+from clients.egress import Egress, check_config
 from orchestration.syncs.connectors import connector_for
-from orchestration.syncs.http import process_egress
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ConfigProblem, ValidConfig, kind_of
 from transforms.sealing import SealError
@@ -126,7 +125,7 @@ def check_addresses(integration_type: str, config: ValidConfig) -> None:
     again as each sync starts: DNS may have changed since the integration was connected, and the
     SDK clients (boto3, Snowflake, Google's) open connections the policy cannot see."""
     try:
-        check_config(kind_of(integration_type).all_fields(), config, process_egress())
+        check_config(kind_of(integration_type).all_fields(), config, Egress.from_env())
     except ConfigProblem as problem:
         raise SyncFailure("config", str(problem)) from None
 

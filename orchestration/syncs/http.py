@@ -1,13 +1,11 @@
-"""The Dagster side of provider clients: a resource base that builds a `clients.http.ProviderHttp`,
-and the egress policy of a run process.
+"""The Dagster side of provider clients: a resource base that builds a `clients.http.ProviderHttp`.
 
 The HTTP itself (sessions, retries, pacing, failure classification) is `clients.http`; what is
-left here is what needs Dagster (a configurable resource) or the process's environment.
+left here is what needs Dagster (a configurable resource).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -15,16 +13,7 @@ import dagster as dg
 import requests
 from pydantic import PrivateAttr
 
-from clients.egress import Egress
 from clients.http import USER_AGENT, Pacer, ProviderHttp, RetryRules, guarded_session
-from warehouse.settings import private_hosts
-
-
-def process_egress() -> Egress:
-    """The policy of FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS, read when a client is built (a
-    sync runs in a Dagster run process, whose environment is the daemon's, as the Play and App
-    Store connectors read their settings)."""
-    return Egress.of(private_hosts(os.environ))
 
 
 class ProviderClient(dg.ConfigurableResource):
@@ -50,7 +39,7 @@ class ProviderClient(dg.ConfigurableResource):
 
     def http(self, log: Callable[[str], None] | None = None) -> ProviderHttp:
         if self._http is None:
-            session = guarded_session(process_egress())
+            session = guarded_session()
             session.headers["User-Agent"] = USER_AGENT
             self._authorize(session)
             rate = self.per_minute()

@@ -13,7 +13,8 @@ Which addresses count as public is `transforms.webhooks.addresses.refusal`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import ipaddress
+from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from transforms.webhooks.addresses import refusal
@@ -76,3 +77,25 @@ def check_form(url: str, *, allow_private: bool) -> tuple[str, int]:
     except ValueError as exc:
         raise InvalidUrl(f"bad port: {exc}") from exc
     return parts.hostname, port
+
+
+# The hosts an operator allows integrations and ad accounts to reach on a private network (or over
+# plain http): `clients.egress.Egress.from_env` in a run process, `Settings` everywhere else.
+INTEGRATIONS_PRIVATE_HOSTS_ENV = "FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS"
+
+
+def private_hosts(env: Mapping[str, str], name: str = INTEGRATIONS_PRIVATE_HOSTS_ENV) -> tuple[str, ...]:
+    """Comma-separated host names (or IP literals) as written in URLs, lowercased, without a final dot."""
+    hosts = tuple(dict.fromkeys(h.strip().lower().rstrip(".").strip("[]") for h in env.get(name, "").split(",")))
+    hosts = tuple(h for h in hosts if h)
+    bad = [h for h in hosts if any(c in h for c in "/:@ ") and not _is_ipv6(h)]
+    if bad:
+        raise ValueError(f"{name} must list host names or IP addresses (no scheme, port or path), got {bad[0]!r}")
+    return hosts
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).version == 6
+    except ValueError:
+        return False

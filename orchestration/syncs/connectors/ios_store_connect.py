@@ -44,7 +44,6 @@ from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier, Verif
 
 from clients.http import guarded_session
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import process_egress
 from transforms.entitlements.effects import Effect, Effects
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, code_for_status, truncate
 from transforms.integrations.kinds import ValidConfig, kind_of
@@ -209,7 +208,7 @@ class GuardedAppStoreClient(AppStoreServerAPIClient):
     ) -> requests.Response:
         session = getattr(self, "_guarded", None)
         if session is None:
-            session = self._guarded = guarded_session(process_egress())
+            session = self._guarded = guarded_session()
         return session.request(method, url, params=params, headers=headers, json=json, data=data, timeout=30)
 
 

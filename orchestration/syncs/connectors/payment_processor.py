@@ -40,7 +40,6 @@ import stripe
 
 from clients.http import guarded_session, parse_retry_after
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import process_egress
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, code_for_status, truncate
@@ -107,7 +106,7 @@ class StripeSync:
                 base_addresses={"api": self.base_url},
                 max_network_retries=0,
                 # Our session: the egress policy's connections, no redirects (orchestration/syncs/http.py).
-                http_client=stripe.RequestsClient(timeout=self.timeout_s, session=guarded_session(process_egress())),
+                http_client=stripe.RequestsClient(timeout=self.timeout_s, session=guarded_session()),
             )
         return self._client
 

@@ -11,7 +11,6 @@ import pytest
 
 from clients.ad_platform import Retrier
 from clients.apple_search_ads import AppleSearchAdsClient
-from orchestration.syncs.http import process_egress
 from tests.providers.apple_search_ads_fake import (
     CLIENT_ID,
     KEY_ID,
@@ -46,9 +45,7 @@ def config(fake: AppleSearchAdsFake, **extra: Any) -> Any:
 
 def client(fake: AppleSearchAdsFake, sleeps: list[float] | None = None, **extra: Any) -> AppleSearchAdsClient:
     return AppleSearchAdsClient(
-        config(fake, **extra),
-        egress=process_egress(),
-        retrier=Retrier(sleep=(sleeps if sleeps is not None else []).append),
+        config(fake, **extra), retrier=Retrier(sleep=(sleeps if sleeps is not None else []).append)
     )
 
 

@@ -10,7 +10,6 @@ import pytest
 
 from clients.ad_platform import Retrier
 from clients.meta import MetaClient
-from orchestration.syncs.http import process_egress
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
 from transforms.adaccounts.errors import AuthError, RateLimited
 from transforms.adaccounts.kinds import validate_config
@@ -32,9 +31,7 @@ def fake() -> Iterator[MetaGraphFake]:
 
 def client(fake: MetaGraphFake, *, token: str = TOKEN, sleeps: list[float] | None = None) -> MetaClient:
     config = validate_config("meta", {"access_token": token, "ad_account_id": ACCOUNT, "base_url": fake.url})
-    return MetaClient(
-        config, egress=process_egress(), retrier=Retrier(sleep=(sleeps if sleeps is not None else []).append)
-    )
+    return MetaClient(config, retrier=Retrier(sleep=(sleeps if sleeps is not None else []).append))
 
 
 def test_every_object_of_every_page_with_budgets_in_minor_units(fake: MetaGraphFake) -> None:
