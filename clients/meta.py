@@ -122,7 +122,7 @@ def _time(value: object) -> datetime | None:
 
 def guard_non_json_errors(response: requests.Response, *_args: Any, **_kwargs: Any) -> requests.Response:
     """A `requests` response hook: an HTTP error without Meta's JSON error body is classified here,
-    a redirect too (it is not followed: orchestration/syncs/http.py `guard`)."""
+    a redirect too (it is not followed: clients/http.py `guard`)."""
     if response.status_code < 300 or response.status_code == 304:
         return response
     try:

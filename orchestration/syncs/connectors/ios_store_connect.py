@@ -195,7 +195,7 @@ class AppStoreConnect:
 
 class GuardedAppStoreClient(AppStoreServerAPIClient):
     """Apple's client whose requests go through a session under the egress policy and follow no
-    redirect (orchestration/syncs/http.py), instead of the library's module-level `requests`."""
+    redirect (clients/http.py), instead of the library's module-level `requests`."""
 
     def _execute_request(
         self,

@@ -105,7 +105,7 @@ class StripeSync:
                 self.secret_key,
                 base_addresses={"api": self.base_url},
                 max_network_retries=0,
-                # Our session: the egress policy's connections, no redirects (orchestration/syncs/http.py).
+                # Our session: the egress policy's connections, no redirects (clients/http.py).
                 http_client=stripe.RequestsClient(timeout=self.timeout_s, session=guarded_session()),
             )
         return self._client

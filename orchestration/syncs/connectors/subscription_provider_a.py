@@ -36,11 +36,9 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 import requests
 
-from clients.http import ProviderHttp, RetryRules, body_text
-from clients.s3 import AWS_S3
-from orchestration.syncs import s3
+from clients import s3
+from clients.http import ProviderClient, ProviderHttp, RetryRules, body_text
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import ProviderClient
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.subscription_provider_a import STORES_WITH_TRANSACTIONS, Mapper
@@ -120,7 +118,7 @@ class RevenueCatClient(ProviderClient):
         if not (self.export_bucket and self.export_access_key_id and self.export_secret_access_key):
             return None
         return RevenueCatExportClient(
-            base_url=self.export_endpoint_url or AWS_S3,
+            base_url=self.export_endpoint_url or s3.AWS_S3,
             bucket=self.export_bucket,
             prefix=self.export_prefix,
             region=self.export_region,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import ClassVar, TypeVar
 
-from orchestration.syncs import s3
+from clients import s3
 from orchestration.syncs.connectors import Connector, Log
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig

@@ -32,7 +32,7 @@ import polars as pl
 import snowflake.connector
 import snowflake.connector.errors as sf_errors
 
-from orchestration.syncs import s3
+from clients import s3
 from orchestration.syncs.connectors import Connector, Log
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig
