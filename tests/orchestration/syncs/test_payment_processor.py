@@ -15,8 +15,9 @@ import pytest
 import stripe
 from flask.testing import FlaskClient
 
+from clients.stripe import StripeSync, retry_after
 from orchestration.syncs.connectors import connector_for
-from orchestration.syncs.connectors.payment_processor import CONNECTOR, StripeSync, retry_after
+from orchestration.syncs.connectors.payment_processor import CONNECTOR
 from orchestration.syncs.execute import SyncOutcome, execute_sync
 from tests.api.notifications_support import KEY as NOTIFICATIONS_KEY
 from tests.api.notifications_support import connect, landed, localstripe, settings
