@@ -24,6 +24,7 @@ from google.oauth2 import service_account
 from googleapiclient import discovery  # type: ignore[import-untyped]
 from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
 
+from clients.errors import AuthFailed, ProviderFailed, Unavailable
 from clients.http import Pacer
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, SyncFailure, truncate
 
@@ -83,6 +84,82 @@ def google_words(error: HttpError) -> str:
     except Exception:  # the client parses the body lazily; a proxy's page has no message
         reason = None
     return truncate(str(reason or error.resp.reason or error.resp.status), MAX_PROVIDER_TEXT)
+
+
+@dataclass
+class PurchasesApi:
+    """One app's Play Developer API for the gateway (receipts, notifications): the service built
+    once, credentials refreshed as needed, no retries (the gateway's answer is the retry).
+
+    400/404/410 (a token Google does not know for this app, or one past its 60 days after
+    expiry) is `NotFound`; a refused service account `AuthFailed`; no answer in time
+    `Unavailable(timed_out=True)`; a refused connection, a 5xx or a 429 `Unavailable` or
+    `ProviderFailed`."""
+
+    package: str
+    service: Any
+    credentials: service_account.Credentials
+    timeout: float
+
+    def _http(self) -> Any:
+        return authorized_http(self.credentials, self.timeout)
+
+    def call(self, request: Any) -> dict[str, Any]:
+        """Execute one API request: the store's answer, or the error it maps to."""
+        try:
+            answer: dict[str, Any] = request.execute(http=self._http(), num_retries=0)
+        except HttpError as e:
+            status = int(e.resp.status)
+            if status in NOT_FOUND:
+                raise NotFound(e.reason or str(status)) from None
+            if status in (401, 403):
+                raise AuthFailed(
+                    f"Google Play refused the app's service account ({status}): grant it access to the app in "
+                    "Play Console (Users and permissions)",
+                    status=status,
+                ) from None
+            raise ProviderFailed(f"Google Play answered {status}", status=status) from None
+        except TimeoutError:  # socket.timeout
+            raise Unavailable(f"Google Play did not answer within {self.timeout:g} s", timed_out=True) from None
+        except auth_exceptions.RefreshError as e:
+            raise AuthFailed(f"Google's token endpoint refused the app's service account: {e}") from None
+        except auth_exceptions.TransportError as e:
+            if isinstance(e.__cause__ or e.__context__, TimeoutError):
+                raise Unavailable(f"Google did not answer within {self.timeout:g} s", timed_out=True) from None
+            raise Unavailable(f"Google is unreachable: {e}") from None
+        except (OSError, httplib2.HttpLib2Error, http.client.HTTPException) as e:
+            raise Unavailable(f"Google Play is unreachable: {type(e).__name__}") from None
+        return answer
+
+    def subscription(self, token: str) -> dict[str, Any]:
+        purchases = self.service.purchases().subscriptionsv2()
+        return self.call(purchases.get(packageName=self.package, token=token))
+
+    def product(self, product_id: str, token: str) -> dict[str, Any]:
+        purchases = self.service.purchases().products()
+        return self.call(purchases.get(packageName=self.package, productId=product_id, token=token))
+
+    def voided_page(self, *, start: datetime, page: str | None) -> dict[str, Any]:
+        """One page of `voidedpurchases.list` since `start`: subscriptions too (`type=1`), and
+        quantity-based partial refunds (which a notification may announce as well)."""
+        params: dict[str, Any] = {"packageName": self.package, "type": 1, "maxResults": PAGE_SIZE,
+                                  "includeQuantityBasedPartialRefund": True}  # fmt: skip
+        if page is None:
+            params["startTime"] = str(int(start.timestamp() * 1000))
+        else:
+            params["token"] = page
+        try:
+            return self.call(self.service.purchases().voidedpurchases().list(**params))
+        except NotFound as e:  # a 400 or 404 here is about the request, not a token
+            raise ProviderFailed(f"Google Play refused listing the app's voided purchases: {e}") from None
+
+    def acknowledge_subscription(self, product_id: str, token: str) -> None:
+        purchases = self.service.purchases().subscriptions()
+        self.call(purchases.acknowledge(packageName=self.package, subscriptionId=product_id, token=token, body={}))
+
+    def acknowledge_product(self, product_id: str, token: str) -> None:
+        purchases = self.service.purchases().products()
+        self.call(purchases.acknowledge(packageName=self.package, productId=product_id, token=token, body={}))
 
 
 class NotFound(Exception):

@@ -19,8 +19,7 @@ state. The mapping and its conventions: `transforms.stores.stripe`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,14 +30,13 @@ from api.processor.framework import (
     Handler,
     Incoming,
     Malformed,
-    StoreTimeout,
     StoreUnavailable,
     Unverified,
     Verified,
+    store_errors,
 )
 from api.processor.tenant import integration_tenant, tenant_of
 from clients import stripe as stripe_api
-from clients.errors import ClientError, Unavailable
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
 from transforms.stores import stripe as mapping
@@ -135,17 +133,6 @@ def _client(ctx: Context, verified: Verified) -> stripe.StripeClient | None:
     return stripe_api.reader(key, base if isinstance(base, str) and base else None)
 
 
-@contextmanager
-def _asking() -> Iterator[None]:
-    """The client's failures as the processor's: unreachable or refusing is 502, too slow 504."""
-    try:
-        yield
-    except Unavailable as e:
-        raise (StoreTimeout if e.timed_out else StoreUnavailable)(e.message) from None
-    except ClientError as e:
-        raise StoreUnavailable(e.message) from None
-
-
 def _customer_user(ctx: Context, verified: Verified, customer: str) -> str | None:
     """The user a Customer's metadata names, read from Stripe with the integration's secret key
     (only for a subscription not linked to a user yet, whose own metadata names none). A deleted
@@ -153,7 +140,7 @@ def _customer_user(ctx: Context, verified: Verified, customer: str) -> str | Non
     client = _client(ctx, verified)
     if client is None:
         return None
-    with _asking():
+    with store_errors():
         found = stripe_api.customer(client, customer)
     return mapping.subscription_user({"customer": found}) if found is not None else None
 
@@ -165,7 +152,7 @@ def _invoice_payments(ctx: Context, verified: Verified, invoice: str) -> list[di
     client = _client(ctx, verified)
     if client is None:
         raise StoreUnavailable(f"Integration {verified.integration_id} has no secret_key to read invoice {invoice}")
-    with _asking():
+    with store_errors():
         return stripe_api.invoice_payments(client, invoice)
 
 
