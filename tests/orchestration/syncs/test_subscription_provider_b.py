@@ -11,8 +11,9 @@ import pytest
 import sqlalchemy as sa
 from pytest_httpserver import HTTPServer
 
+from clients.adapty import AdaptyExportClient
 from orchestration.syncs.connectors import connector_for
-from orchestration.syncs.connectors.subscription_provider_b import CONNECTOR, AdaptyExportClient
+from orchestration.syncs.connectors.subscription_provider_b import CONNECTOR
 from tests.money_support import RATES, reporting
 from tests.providers import s3_fake
 from tests.providers.s3_fake import S3Fake
