@@ -1,5 +1,5 @@
 """The `flokit` command as an operator runs it: JSON out, real database. The commands run in-process
-(`tests.cli_support`); the last test runs the installed `flokit` itself, for its exit status."""
+(`tests.support.cli`); the last test runs the installed `flokit` itself, for its exit status."""
 
 import json
 import os
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from api.app import create_app
-from tests.cli_support import Ran, flokit_in_process
-from tests.conftest import bearer
+from tests.support import bearer
+from tests.support.cli import Ran, flokit_in_process
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e

@@ -7,7 +7,7 @@ import pytest
 
 from api.app import create_app
 from tests.e2e.test_cli import run, run_json
-from tests.transforms.test_paywall import document
+from tests.support.paywalls import document
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e
