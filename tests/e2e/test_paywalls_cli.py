@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from api.app import create_app
-from tests.e2e.test_cli import run, run_json
+from tests.support.cli import run, run_json
 from tests.support.paywalls import document
 from warehouse.settings import Settings
 

@@ -13,9 +13,9 @@ from datetime import timedelta
 import pytest
 from flask.testing import FlaskClient
 
-from tests.api.dashboard.conftest import OPERATOR
 from tests.support import bearer
 from tests.support.actions import literal_content, seed_queue
+from tests.support.dashboard import OPERATOR
 from tests.support.engine import WORLD, connect_registry
 from transforms.actions.consequences import approve_consequence, impact_sentence, rollback_consequence
 from warehouse.actions import repository as repo

@@ -15,7 +15,7 @@ import re
 
 from flask.testing import FlaskClient
 
-from tests.api.dashboard.conftest import OPERATOR
+from tests.support.dashboard import OPERATOR
 from tests.support.engine import WORLD, connect_registry
 from warehouse.adaccounts import repository as accounts
 from warehouse.adaccounts import sync_requests as requests

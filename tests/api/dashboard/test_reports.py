@@ -24,8 +24,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests.api.dashboard.conftest import sign_in
 from tests.support import bearer
+from tests.support.dashboard import sign_in
 from tests.support.money import reports_database
 from tests.support.reports import refresh, seed_lake
 from warehouse.bootstrap import bootstrap
