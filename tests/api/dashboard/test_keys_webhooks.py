@@ -17,9 +17,8 @@ import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
-from tests.api.dashboard.conftest import OPERATOR, csrf_of, sign_in
-from tests.conftest import bearer
-from tests.support import WEBHOOK_KEY
+from tests.support import WEBHOOK_KEY, bearer
+from tests.support.dashboard import OPERATOR, csrf_of, sign_in
 from warehouse import audit, migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow

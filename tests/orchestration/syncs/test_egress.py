@@ -27,8 +27,8 @@ from clients.http import ProviderHttp, RetryRules, guarded_session
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from orchestration.syncs.connectors.attribution_provider_a import CONNECTOR, client_for
 from orchestration.syncs.jobs import SYNC_TAG, integration_sync_job, sync_run_config
-from tests.conftest import bearer
 from tests.providers.apple_search_ads_fake import new_private_key
+from tests.support import bearer
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
