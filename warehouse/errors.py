@@ -8,6 +8,8 @@ The named refusals below the bases belong to one repository each but live here, 
 every refusal in one file. Each keeps the builtin base its callers caught before (ValueError,
 LookupError), so an `except ValueError` written against it still holds. `Invalid` has no status in
 `api/errors.py`: every surface that can meet one catches it and answers in its own words.
+`InvalidUrl` is the one refusal not here: the pure URL check in `transforms/webhooks/urls.py`
+raises it, and transforms may not import warehouse.
 """
 
 from __future__ import annotations
@@ -39,10 +41,6 @@ class TransitionRefused(Conflict):
 
 class Invalid(WarehouseError, ValueError):
     """The values asked for are not acceptable (a malformed URL, CIDR or name); the message says why."""
-
-
-class InvalidUrl(Invalid):
-    """The URL is not acceptable as a webhook endpoint (`warehouse/webhooks/urls.py`); the message says why."""
 
 
 class InvalidIngestConfig(Invalid):
