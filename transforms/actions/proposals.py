@@ -48,6 +48,7 @@ from transforms.actions import decisions as dec
 from transforms.actions import statistics as st
 from transforms.actions.policy import Policy
 from transforms.actions.rules import RollbackRule
+from transforms.currencies import exponent
 from transforms.reports.schemas import NONE_LABEL, ORGANIC
 
 # Recorded in every evaluation; bump when a rule or a threshold changes what is proposed.
@@ -96,15 +97,8 @@ class RegistryCampaign:
     def budget(self) -> float | None:
         if self.daily_budget_minor is None or self.currency is None:
             return None
-        return self.daily_budget_minor / 10 ** minor_digits(self.currency)
-
-
-# ISO 4217 currencies without minor units (the registry stores budgets in minor units).
-_ZERO_DECIMAL = frozenset({"JPY", "KRW", "CLP", "ISK", "HUF", "TWD", "VND", "XAF", "XOF", "UGX", "PYG"})
-
-
-def minor_digits(currency: str) -> int:
-    return 0 if currency.upper() in _ZERO_DECIMAL else 2
+        # The registry's ISO minor units, read with the one exponent table the executor writes with.
+        return self.daily_budget_minor / 10 ** exponent(self.currency)
 
 
 @dataclass(frozen=True)
