@@ -36,6 +36,7 @@ from typing import Any
 from orchestration.adaccounts.client import AdPlatformClient, Retrier
 from orchestration.adaccounts.sync import client_for
 from transforms.actions import execution as plan
+from transforms.actions import steps
 from transforms.actions.execution import Leg, Plan, Refusal, RegistryObject
 from transforms.adaccounts.errors import PlatformError
 from transforms.paywall import PaywallDocument, Variant
@@ -262,12 +263,9 @@ def _preflight(
             return _refuse(database, action, reason, made.checks, now, evaluate=True)
         live.append({"leg": leg.leg, "object": f"{leg.object_type} {leg.object_id}", "registry": leg.before,
                      "live": value, "target": leg.after})  # fmt: skip
-        if value != leg.before:
-            reason = (
-                f"{leg.label or leg.object_id}: the live {leg.field} on {leg.platform} is {value}, not the "
-                f"{leg.before} the registry synced; someone changed it since the engine read it"
-            )
-            return _refuse(database, action, reason, {**made.checks, "legs": live}, now, evaluate=True)
+        refusal = steps.preflight_refusal(leg, value)
+        if refusal is not None:
+            return _refuse(database, action, refusal, {**made.checks, "legs": live}, now, evaluate=True)
     with database.write() as conn:
         repo.record_evaluation(
             conn, action_id=action.id, kind="preflight", outcome="passed", engine_version=ENGINE_VERSION,
@@ -300,9 +298,10 @@ def _run_legs(
             continue
         try:
             live = _live(client, leg, leg.parent_id)
-            if live == row.after:
+            step = steps.leg_step(live, row.before, row.after)
+            if step == "skip":
                 _mark(database, row.id, "verified", now, response="the live value already equals the target")
-            elif live == row.before:
+            elif step == "apply":
                 _mark(database, row.id, "sent", now, attempted=True, request=_request(leg, row.after, leg.currency))
                 _write(client, leg, row.after, leg.parent_id, leg.currency or "")
                 writes += 1
@@ -313,10 +312,7 @@ def _run_legs(
                 _mark(database, row.id, "verified", now, response=f"read back {back}")
             else:
                 _mark(database, row.id, "conflict", now, response=f"live {live}: neither before nor after")
-                reason = (
-                    f"leg {leg.leg} ({leg.label or leg.object_id}): the live {leg.field} is {live}, neither the "
-                    f"{row.before} FloKit read nor the {row.after} it sets; someone else changed it"
-                )
+                reason = steps.apply_conflict(leg, live, row.before, row.after)
                 return _give_up(database, clients, action, verified, reason, now)
         except PlatformError as error:
             _auth_failed(database, leg.ad_account_id, error, now)
@@ -389,7 +385,7 @@ def _give_up(
         client = clients.get(leg.ad_account_id)
         try:
             live = _live(client, leg, leg.parent_id)
-            if live != row.after:
+            if steps.compensation_step(live, row.after) == "conflict":
                 notes.append(f"leg {leg.leg} not compensated: its live value {live} is no longer FloKit's {row.after}")
                 continue
             _write(client, leg, row.before, leg.parent_id, leg.currency or "")
@@ -428,9 +424,10 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
         client = clients.get(leg.ad_account_id)
         try:
             live = _live(client, leg, leg.parent_id)
-            if live == row.after:
+            step = steps.leg_step(live, source.after, row.after)  # source.after: what FloKit set
+            if step == "skip":
                 _mark(database, row.id, "verified", now, response="the live value is already the one before")
-            elif live == source.after:
+            elif step == "apply":
                 _mark(database, row.id, "sent", now, attempted=True, request=_request(leg, row.after, leg.currency))
                 _write(client, leg, row.after, leg.parent_id, leg.currency or "")
                 writes += 1
@@ -464,11 +461,7 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
 def _conflict(
     database: Database, action: repo.Action, row: ledger.Execution, leg: Leg, live: Any, now: datetime
 ) -> None:
-    detail = (
-        f"Revert of {leg.label or leg.object_type + ' ' + leg.object_id} on {leg.platform} left alone: its live "
-        f"{leg.field} is {live}, not the {leg.before} FloKit set, so someone changed it since; FloKit would have "
-        f"written back {leg.after}"
-    )
+    detail = steps.revert_conflict(leg, live)
     with database.write() as conn:
         ledger.update(conn, row.id, state="conflict", response=f"live {live}", now=now)
         current = repo.get_action(conn, workspace_id=action.workspace_id, action_id=action.id)
@@ -568,10 +561,12 @@ def _apply_offer_test(database: Database, action: repo.Action, now: datetime) ->
                 continue
             current = configs.live(conn, app_id=published.app_id, paywall_id=paywall_id)
             version = current.version if current else 0
-            if version == row.after["version"] and current is not None and current.published_by == EXECUTOR:
+            published_by = current.published_by if current is not None else None
+            step = steps.offer_test_step(version, published_by, row.before["version"], row.after["version"], EXECUTOR)
+            if step == "skip":
                 ledger.update(conn, row.id, state="verified", response=f"version {version} already live", now=now)
                 continue
-            if version != row.before["version"]:
+            if step == "conflict":
                 ledger.update(conn, row.id, state="conflict", response=f"live version {version}", now=now)
                 conflict = f"{published.app_id}/{paywall_id}: version {version} was published meanwhile"
             else:
@@ -619,10 +614,11 @@ def finish_offer_test(
             if finished.state != "intent":
                 continue
             current = configs.live(conn, app_id=app_id, paywall_id=paywall_id)
-            if current is None or current.version != row.after["version"]:
+            if steps.offer_finish_step(current.version if current else None, row.after["version"]) == "conflict":
                 ledger.update(conn, finished.id, state="conflict", now=now,
                               response=f"live version {current.version if current else None}")  # fmt: skip
                 continue
+            assert current is not None  # the test version is live
             if publish == "control":
                 previous = configs.version(conn, app_id=app_id, paywall_id=paywall_id, version=row.before["version"])
                 assert previous is not None, "a published version is never deleted"

@@ -25,7 +25,6 @@ checked, since time passes without new data.
 
 # No `from __future__ import annotations`: Dagster reads the op's config annotation at runtime.
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -36,9 +35,9 @@ import polars as pl
 
 from orchestration.actions import executor
 from orchestration.resources import DatabaseResource, DataDirResource
-from transforms.actions import ROLLBACK_TYPES
 from transforms.actions.monitoring import Outcome, evaluate, observation_over
-from transforms.actions.rules import RollbackRule, render, rules_from_dicts
+from transforms.actions.rules import RollbackRule, rules_from_dicts
+from transforms.actions.verdict import breach_note, decide
 from transforms.webhooks import payloads
 from warehouse.actions import repository
 from warehouse.actions.policy import policy_for
@@ -201,7 +200,7 @@ def _check(
                     data=payloads.guardrail_triggered(
                         guardrail=GUARDRAIL,
                         action=action.webhook_data()["action"],
-                        detail=_note(rule, detail),
+                        detail=breach_note(rule, detail),
                         rule=rule.to_dict(),
                         observed=detail["observed"],
                         bound=detail["bound"],
@@ -211,56 +210,23 @@ def _check(
                 )
                 check.webhooks += 1
         policy = policy_for(conn, workspace_id=action.workspace_id)
-        stopping = [(r, d) for r, _o, d in breaches if r.on_breach == "rollback"]
-        try:
-            if stopping and policy.auto_rollback:
-                rule, detail = stopping[0]
-                if action.type in ROLLBACK_TYPES:
-                    trigger, note = "rollback", _note(rule, detail)
-                else:
-                    trigger, note = "complete", f"Stopped (an offer test is not rolled back): {_note(rule, detail)}"
+        window_over = observation_over(action.effective_at, now, policy.observation_days)
+        decision = decide([(r, d) for r, _o, d in breaches], policy, action.type, window_over)
+        if decision.trigger is not None:
+            try:
                 repository.transition(
                     conn,
                     workspace_id=action.workspace_id,
                     action_id=action.id,
-                    trigger=trigger,
+                    trigger=decision.trigger,
                     actor=ACTOR,
-                    note=note,
+                    note=decision.note,
                     at=now,
                 )
-                check.transition = trigger
-            elif not stopping and observation_over(action.effective_at, now, policy.observation_days):
-                repository.transition(
-                    conn,
-                    workspace_id=action.workspace_id,
-                    action_id=action.id,
-                    trigger="complete",
-                    actor=ACTOR,
-                    note=f"Observation window of {policy.observation_days} days ended with no breach",
-                    at=now,
-                )
-                check.transition = "complete"
-        except TransitionRefused:
-            # Someone (an operator's rollback) moved it since it was read: their decision stands.
-            check.transition = None
+                check.transition = decision.trigger
+            except TransitionRefused:
+                pass  # someone (an operator's rollback) moved it since it was read: their decision stands
     return check
-
-
-def _note(rule: RollbackRule, detail: dict[str, Any]) -> str:
-    """The rendered rule with the numbers that breached it (the transition note, the webhook detail)."""
-    parts = [f"observed {_num(detail.get('observed'))}"]
-    if detail.get("bound") is not None:
-        parts.append(f"bound {_num(detail.get('bound'))}")
-    parts.append(f"threshold {_num(detail.get('threshold'))}")
-    if detail.get("baseline") is not None:
-        parts.append(f"baseline {_num(detail.get('baseline'))}")
-    return f"{render(rule)}: {', '.join(parts)}"
-
-
-def _num(value: object) -> str:
-    if not isinstance(value, int | float) or not math.isfinite(value):
-        return "n/a"
-    return f"{value:.4g}"
 
 
 # --------------------------------------------------------------------------------- Dagster
