@@ -33,7 +33,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from orchestration.actions import executor
+from orchestration.actions.offer_gateway import finish_offer_test as publish_back
 from orchestration.resources import DatabaseResource, DataDirResource
 from transforms.actions.monitoring import Outcome, evaluate, observation_over
 from transforms.actions.rules import RollbackRule, rules_from_dicts
@@ -243,7 +243,7 @@ def monitor_actions(
     db = database.database()
 
     def finish(action: repository.Action, publish: str) -> None:
-        executor.finish_offer_test(db, action, publish=publish)
+        publish_back(db, action, publish=publish)
 
     checks = monitor_all(db, data_dir.paths.lake(), run_key=config.run_key, finish_offer_test=finish)
     for c in checks:
