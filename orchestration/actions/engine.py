@@ -30,7 +30,7 @@ import polars as pl
 from transforms.actions import proposals as gen
 from transforms.actions.proposals import entities_of, evaluate
 from warehouse.actions import repository as repo
-from warehouse.actions.engine_inputs import evaluation_details, load, open_actions, workspace_ids
+from warehouse.actions.engine_inputs import evaluation_details, load, open_actions, workspace_ids_for_operator
 from warehouse.db import Connection, Database, utcnow
 from warehouse.lake import Lake
 
@@ -106,6 +106,7 @@ def run_workspace(conn: Connection, lake: Lake, workspace_id: str, now: datetime
             repo.record_evaluation(
                 conn,
                 action_id=held.action_id,
+                workspace_id=workspace_id,
                 kind="revalidation",
                 outcome="passed" if proposal.guardrails_pass else "failed",
                 detail=gen.evaluation_detail(proposal, f"Engine re-evaluation: {gen.confidence_line(proposal)}"),
@@ -118,6 +119,7 @@ def run_workspace(conn: Connection, lake: Lake, workspace_id: str, now: datetime
         repo.record_evaluation(
             conn,
             action_id=action.id,
+            workspace_id=action.workspace_id,
             kind="proposal",
             outcome="proposed",
             detail=gen.evaluation_detail(proposal, f"Engine proposal: {gen.confidence_line(proposal)}"),
@@ -149,6 +151,7 @@ def _revalidate(
         repo.record_evaluation(
             conn,
             action_id=action.id,
+            workspace_id=action.workspace_id,
             kind="revalidation",
             outcome="faded" if stale else "inconclusive",
             detail={"summary": "Engine re-evaluation: the data no longer covers this subject", "confidence": None},
@@ -175,6 +178,7 @@ def _revalidate(
     repo.record_evaluation(
         conn,
         action_id=action.id,
+        workspace_id=action.workspace_id,
         kind="revalidation",
         outcome=outcome,
         detail=gen.evaluation_detail(evaluation, f"Engine re-evaluation: {gen.confidence_line(evaluation)}"),
@@ -225,7 +229,8 @@ def run_engine(
     """The engine over every workspace (or one); one transaction per workspace."""
     now = now or utcnow()
     with database.read() as conn:
-        ids = workspace_ids(conn, workspace_id)
+        every = workspace_ids_for_operator(conn)
+    ids = every if workspace_id is None else [ws for ws in every if ws == workspace_id]
     results = []
     for ws in ids:
         with database.write() as conn:

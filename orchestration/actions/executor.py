@@ -166,7 +166,8 @@ def _apply(database: Database, clients: _Clients, action: repo.Action, now: date
     if not action.parameters:
         with database.write() as conn:
             repo.record_evaluation(
-                conn, action_id=action.id, kind="preflight", outcome="pending", engine_version=ENGINE_VERSION,
+                conn, action_id=action.id, workspace_id=action.workspace_id, kind="preflight",
+                outcome="pending", engine_version=ENGINE_VERSION,
                 data_as_of=None, at=now,
                 detail={"summary": "Nothing FloKit can apply: this action has no parameters; carry it out yourself."},
             )  # fmt: skip
@@ -228,7 +229,8 @@ def _preflight(
             return refuse(database, action, refusal, {**made.checks, "legs": live}, now, evaluate=True)
     with database.write() as conn:
         repo.record_evaluation(
-            conn, action_id=action.id, kind="preflight", outcome="passed", engine_version=ENGINE_VERSION,
+            conn, action_id=action.id, workspace_id=action.workspace_id, kind="preflight",
+            outcome="passed", engine_version=ENGINE_VERSION,
             data_as_of=None, at=now,
             detail={**made.checks, "legs": live, "summary": f"Executor preflight passed: {made.summary}"},
         )  # fmt: skip

@@ -86,7 +86,7 @@ def monitor_all(
 ) -> list[ActionCheck]:
     """Every workspace that has running actions, one after the other."""
     with database.read() as conn:
-        workspaces = sorted({a.workspace_id for a in repository.running_actions(conn)})
+        workspaces = sorted({a.workspace_id for a in repository.running_actions_for_operator(conn)})
     checks: list[ActionCheck] = []
     for workspace_id in workspaces:
         checks += monitor_workspace(

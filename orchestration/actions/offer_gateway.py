@@ -45,7 +45,8 @@ def apply_offer_test(database: Database, action: repo.Action, now: datetime) -> 
     if not done:
         with database.write() as conn:
             repo.record_evaluation(
-                conn, action_id=action.id, kind="preflight", outcome="passed", engine_version=ENGINE_VERSION,
+                conn, action_id=action.id, workspace_id=action.workspace_id, kind="preflight",
+                outcome="passed", engine_version=ENGINE_VERSION,
                 data_as_of=None, at=now,
                 detail={"summary": f"Executor preflight passed: test {params.get('treatment_offer')} against "
                         f"{params.get('control_offer')} on paywall {paywall_id} in {len(planned)} app(s), "

@@ -40,7 +40,8 @@ def refuse(
     with database.write() as conn:
         if evaluate:
             repo.record_evaluation(
-                conn, action_id=action.id, kind="preflight", outcome="refused",
+                conn, action_id=action.id, workspace_id=action.workspace_id, kind="preflight",
+                outcome="refused",
                 detail={**detail, "summary": f"Executor preflight refused: {reason}"},
                 engine_version=ENGINE_VERSION, data_as_of=None, at=now,
             )  # fmt: skip
