@@ -1,7 +1,8 @@
 """The executor: an approved action applied on its ad platform, and a rolled-back one reverted
 (offer tests on FloKit's own paywall gateway are `offer_gateway`'s; each leg's step, apply, skip
-or conflict, is `transforms.actions.steps`'s). Run by the job `execute_action` (orchestration/actions/jobs.py),
-one run per approval and per rollback (the sensor `action_executor`).
+or conflict, is `transforms.actions.steps`'s).
+Run by the job `execute_action_job` (orchestration/actions/jobs.py), one run per approval and
+per rollback (the sensor `execute_action_sensor`).
 
 Apply (`kind=apply`), docs/actions-engine.md "Executor":
 1. plan (`transforms.actions.execution`): the legs from the parameters, the registry and the
@@ -412,7 +413,7 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
             failed.append(leg.leg)
     if failed:
         # The rollback is recorded but the platform still carries FloKit's change on these legs: the
-        # job fails the run on this result, so `action_executor_retry` asks again (the ledger skips
+        # job fails the run on this result, so `execute_action_failure_sensor` asks again (the ledger skips
         # the legs already done) rather than the revert ending quietly half done.
         message = f"{writes} write(s); legs {failed} failed, to be retried; conflicts on legs {conflicts}"
         return Outcome(action.id, "revert", "incomplete", message, writes, conflicts)

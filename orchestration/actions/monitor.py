@@ -251,7 +251,7 @@ def monitor_actions(
         context.log.info(f"{c.action_id}: {verdicts}; {c.transition or 'still running'}")
 
 
-@dg.job(description="The monitor of running growth actions (requested by action_monitor_sensor and flokit refresh).")
+@dg.job(description="The monitor of running growth actions (requested by monitor_actions_sensor and flokit refresh).")
 def monitor_actions_job() -> None:
     monitor_actions()
 
@@ -262,12 +262,12 @@ def monitor_run_config(run_key: str) -> dict[str, Any]:
 
 @dg.sensor(
     job=monitor_actions_job,
-    name="action_monitor_sensor",
+    name="monitor_actions_sensor",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="After each action_signals materialization, checks the running actions' rollback rules.",
 )
-def action_monitor_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+def monitor_actions_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     """One run per materialization, keyed by its storage id (an asset sensor does not expose it);
     materializations that land while a run is pending are covered by the next one, which reads the
     lake as it is then. The cursor is the last storage id requested."""

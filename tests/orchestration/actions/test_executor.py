@@ -20,7 +20,7 @@ from flask.testing import FlaskClient
 
 from orchestration.actions.executor import EXECUTOR, execute, finish_offer_test
 from orchestration.actions.jobs import execute_action_job, execute_run_config
-from orchestration.actions.sensors import action_executor_retry, build_action_executor_sensor
+from orchestration.actions.sensors import build_execute_action_sensor, execute_action_failure_sensor
 from orchestration.adaccounts.client import Retrier
 from orchestration.adaccounts.sync import client_for, sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
@@ -140,7 +140,7 @@ def tick(settings: Settings, instance: dg.DagsterInstance, cursor: str | None) -
     context = dg.build_sensor_context(
         instance=instance, cursor=cursor, resources={"database": DatabaseResource(url=settings.database_url)}
     )
-    result = build_action_executor_sensor(5)(context)
+    result = build_execute_action_sensor(5)(context)
     assert isinstance(result, dg.SensorResult | dg.SkipReason)
     return result
 
@@ -174,16 +174,16 @@ def sensor_runs_once(settings: Settings, instance: dg.DagsterInstance, cursor: s
 
 
 def retry_of(settings: Settings, instance: dg.DagsterInstance, run_id: str) -> dg.RunRequest | dg.SkipReason:
-    """What `action_executor_retry` answers to the failed run `run_id`."""
+    """What `execute_action_failure_sensor` answers to the failed run `run_id`."""
     run_record = instance.get_run_by_id(run_id)
     assert run_record is not None
     [failure] = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
     context = dg.build_run_status_sensor_context(
-        sensor_name="action_executor_retry", dagster_instance=instance, dagster_run=run_record,
+        sensor_name="execute_action_failure_sensor", dagster_instance=instance, dagster_run=run_record,
         dagster_event=failure.dagster_event,  # type: ignore[arg-type]
         resources={"database": DatabaseResource(url=settings.database_url)},
     ).for_run_failure()  # fmt: skip
-    result = action_executor_retry(context)
+    result = execute_action_failure_sensor(context)
     assert isinstance(result, dg.RunRequest | dg.SkipReason)
     return result
 
