@@ -21,6 +21,7 @@ from transforms.actions.evidence import (
     ENGINE_VERSION,
     Context,
     Evaluation,
+    RegistryCampaign,
     common_checks,
     entity,
     fingerprint,
@@ -167,6 +168,154 @@ def evaluate_budget_shift(
     """A budget shift S → T evaluated (§5.2): None when it cannot be (no budget known for either side,
     different currencies, or no country where both have data); with `amount` (a client's), that amount
     is checked instead of sized."""
+    m = _measure(signals, ctx, source, target)
+    if m is None:
+        return None
+    policy = ctx.policy
+
+    # Size: min(leg cap of either budget, portfolio cap), floored to a whole currency unit.
+    managed = sum(c.budget or 0.0 for c in ctx.registry.values() if c.currency == m.currency and c.status == "active")
+    cap = min(policy.max_leg_change * m.budget_s, policy.max_leg_change * m.budget_t)
+    cap = min(cap, policy.max_portfolio_change * managed)
+    sized = float(math.floor(cap)) if amount is None else float(amount)
+    floor_amount = MIN_SHIFT_SHARE_OF_TARGET * m.budget_t
+    leg_s, leg_t = sized / m.budget_s, sized / m.budget_t
+    portfolio = sized / managed if managed > 0 else math.inf
+
+    # minimum_cohort_size: the installs that could detect the claimed lift at 80 % power.
+    claimed = max(m.lift, 0.0)
+    spend_ok = all(
+        x.spend >= SHIFT_MIN_SPEND_CPIS * (x.spend / x.installs) if x.installs else False for x in (m.s, m.t)
+    )
+    label = f"ROAS {m.h}d"
+    needed_txt = (
+        "no lift is claimed" if not math.isfinite(m.needed) else f"a {signed_pct(claimed)} gap needs ≥ {m.needed:.0f}"
+    )
+    checks = [
+        guardrail(
+            "minimum_cohort_size",
+            m.size_ok and spend_ok,
+            f"{m.s.installs} installs in {source} and {m.t.installs} in {target} with {m.h} complete days "
+            f"({needed_txt}; floor {dec.SHIFT_MIN_INSTALLS})",
+        ),
+        guardrail(
+            "statistical_confidence",
+            m.ctw >= m.bar and m.risk <= dec.MAX_RISK,
+            f"{pct(m.ctw)} probability {target}'s {label} exceeds {source}'s "
+            f"({signed_pct(m.lift)}, log-lift {m.mean:.2f} ± {m.sd:.2f}, prior N(0, 0.3²); risk {m.risk:.3f}); "
+            f"needs {pct(m.bar)} and risk ≤ {dec.MAX_RISK}",
+        ),
+        guardrail(
+            "spend_change_within_limit",
+            sized > 0
+            and leg_s <= policy.max_leg_change + 1e-9
+            and leg_t <= policy.max_leg_change + 1e-9
+            and portfolio <= policy.max_portfolio_change + 1e-9
+            and sized >= floor_amount,
+            f"moves {money_text(sized, m.currency)}/day: {pct(leg_s, 0)} of {source}, {pct(leg_t, 0)} of {target}, "
+            f"{pct(portfolio, 0)} of managed spend (limits {pct(policy.max_leg_change, 0)}/"
+            f"{pct(policy.max_leg_change, 0)}/{pct(policy.max_portfolio_change, 0)}; "
+            f"at least {money_text(floor_amount, m.currency)})",
+        ),
+    ]
+    subject = (source, target)
+    fp = fingerprint(ctx.workspace_id, "budget_shift", subject, "increase_target")
+    entities = frozenset({entity("campaign", source), entity("campaign", target)})
+    checks += common_checks(ctx, entities, fp, own_id)
+    checks.append(learning_check(ctx, (m.reg_s, m.reg_t)))
+    impact = sized * (m.t.roas - m.s.roas) * IMPACT_HAIRCUT / managed if managed > 0 else 0.0
+    parameters = {"from_campaign": source, "to_campaign": target, "amount_per_day": sized, "currency": m.currency}
+    content = ActionContent(
+        title=f"Shift {money_text(sized, m.currency)}/day from {source} to {target}",
+        rationale=(
+            f"{target} returns {m.t.roas:.2f} of its spend by day {m.h} against {source}'s {m.s.roas:.2f} "
+            f"(cohorts {(m.newest - timedelta(days=COMPARE_WINDOW_DAYS - 1)).isoformat()}..{m.newest.isoformat()}, "
+            f"country-standardised {m.t.std_roas:.2f} vs {m.s.std_roas:.2f}); moving budget toward the faster payback."
+        ),
+        expected_impact={"metric": f"roas_{m.h}d", "direction": "increase", "magnitude": round(impact, 6)},
+        data_signals=[
+            {"label": f"{label}, {source}", "value": f"{m.s.roas:.2f}"},
+            {"label": f"{label}, {target}", "value": f"{m.t.roas:.2f}"},
+            {"label": f"{label} country-standardised, {source}", "value": f"{m.s.std_roas:.2f}"},
+            {"label": f"{label} country-standardised, {target}", "value": f"{m.t.std_roas:.2f}"},
+            {"label": f"Installs, {source}", "value": str(m.s.installs)},
+            {"label": f"Installs, {target}", "value": str(m.t.installs)},
+            {"label": f"Spend, {source}", "value": money_text(m.s.spend, m.currency)},
+            {"label": f"Spend, {target}", "value": money_text(m.t.spend, m.currency)},
+            {"label": f"Daily budget, {source}", "value": money_text(m.budget_s, m.currency)},
+            {"label": f"Daily budget, {target}", "value": money_text(m.budget_t, m.currency)},
+            {"label": "Probability the shift pays back faster", "value": pct(m.ctw)},
+        ],
+        guardrail_checks=checks,
+    )
+    return Evaluation(
+        action_type="budget_shift",
+        parameters=parameters,
+        fingerprint=fp,
+        entities=entities,
+        content=content,
+        rollback_rules=shift_rollback_rules(target, 14, policy.observation_days),
+        evidence=json_safe(_evidence(ctx, m, managed)),
+        signal=bool(m.decision.signal) and sized > 0,
+        confidence=m.ctw if math.isfinite(m.ctw) else 0.0,
+        sample=min(m.s.installs, m.t.installs),
+        score=impact,
+    )
+
+
+@dataclass(frozen=True)
+class _Shift:
+    """What a budget shift S → T is decided on: both registry campaigns and budgets (major units),
+    the horizon and newest cohort, both sides, the country weights and the decision."""
+
+    reg_s: RegistryCampaign
+    reg_t: RegistryCampaign
+    budget_s: float
+    budget_t: float
+    currency: str
+    h: int
+    newest: date
+    s: _Side
+    t: _Side
+    weights: dict[str, float]
+    decision: Any
+
+    @property
+    def bar(self) -> Any:
+        return self.decision.bar
+
+    @property
+    def ctw(self) -> float:
+        return float(self.decision.chance_to_win)
+
+    @property
+    def mean(self) -> float:
+        return float(self.decision.log_lift_mean)
+
+    @property
+    def sd(self) -> float:
+        return float(self.decision.log_lift_sd)
+
+    @property
+    def risk(self) -> float:
+        return float(self.decision.risk)
+
+    @property
+    def lift(self) -> float:
+        return float(self.decision.lift)
+
+    @property
+    def needed(self) -> float:
+        return float(self.decision.needed)
+
+    @property
+    def size_ok(self) -> bool:
+        return bool(self.decision.sample_ok)
+
+
+def _measure(signals: pl.DataFrame, ctx: Context, source: str, target: str) -> _Shift | None:
+    """Both sides' country-standardised ROAS and the decision on them: None when the shift cannot be
+    evaluated (no budget known for either side, different currencies or accounts, no common country)."""
     reg_s, reg_t = ctx.registry.get(source), ctx.registry.get(target)
     if reg_s is None or reg_t is None or reg_s.budget is None or reg_t.budget is None:
         return None  # nothing to size from and nothing the executor could change
@@ -182,131 +331,50 @@ def evaluate_budget_shift(
     if sides is None:
         return None
     s, t, weights = sides
-    policy = ctx.policy
     decision = dec.budget_shift(
-        s.std_roas, s.std_var, s.installs, t.std_roas, t.std_var, t.installs, policy.p_decision, h
+        s.std_roas, s.std_var, s.installs, t.std_roas, t.std_var, t.installs, ctx.policy.p_decision, h
     )
-    bar = decision.bar
-    ctw, mean, sd = float(decision.chance_to_win), float(decision.log_lift_mean), float(decision.log_lift_sd)
-    risk, lift = float(decision.risk), float(decision.lift)
+    return _Shift(reg_s, reg_t, reg_s.budget, reg_t.budget, currency, h, newest, s, t, weights, decision)
 
-    # Size: min(leg cap of either budget, portfolio cap), floored to a whole currency unit.
-    managed = sum(c.budget or 0.0 for c in ctx.registry.values() if c.currency == currency and c.status == "active")
-    cap = min(policy.max_leg_change * reg_s.budget, policy.max_leg_change * reg_t.budget)
-    cap = min(cap, policy.max_portfolio_change * managed)
-    sized = float(math.floor(cap)) if amount is None else float(amount)
-    floor_amount = MIN_SHIFT_SHARE_OF_TARGET * reg_t.budget
-    leg_s, leg_t = sized / reg_s.budget, sized / reg_t.budget
-    portfolio = sized / managed if managed > 0 else math.inf
 
-    # minimum_cohort_size: the installs that could detect the claimed lift at 80 % power.
-    claimed = max(lift, 0.0)
-    needed = float(decision.needed)
-    size_ok = bool(decision.sample_ok)
-    spend_ok = all(x.spend >= SHIFT_MIN_SPEND_CPIS * (x.spend / x.installs) if x.installs else False for x in (s, t))
-    label = f"ROAS {h}d"
-    needed_txt = (
-        "no lift is claimed" if not math.isfinite(needed) else f"a {signed_pct(claimed)} gap needs ≥ {needed:.0f}"
-    )
-    checks = [
-        guardrail(
-            "minimum_cohort_size",
-            size_ok and spend_ok,
-            f"{s.installs} installs in {source} and {t.installs} in {target} with {h} complete days "
-            f"({needed_txt}; floor {dec.SHIFT_MIN_INSTALLS})",
-        ),
-        guardrail(
-            "statistical_confidence",
-            ctw >= bar and risk <= dec.MAX_RISK,
-            f"{pct(ctw)} probability {target}'s {label} exceeds {source}'s "
-            f"({signed_pct(lift)}, log-lift {mean:.2f} ± {sd:.2f}, prior N(0, 0.3²); risk {risk:.3f}); "
-            f"needs {pct(bar)} and risk ≤ {dec.MAX_RISK}",
-        ),
-        guardrail(
-            "spend_change_within_limit",
-            sized > 0
-            and leg_s <= policy.max_leg_change + 1e-9
-            and leg_t <= policy.max_leg_change + 1e-9
-            and portfolio <= policy.max_portfolio_change + 1e-9
-            and sized >= floor_amount,
-            f"moves {money_text(sized, currency)}/day: {pct(leg_s, 0)} of {source}, {pct(leg_t, 0)} of {target}, "
-            f"{pct(portfolio, 0)} of managed spend (limits {pct(policy.max_leg_change, 0)}/"
-            f"{pct(policy.max_leg_change, 0)}/{pct(policy.max_portfolio_change, 0)}; "
-            f"at least {money_text(floor_amount, currency)})",
-        ),
-    ]
-    subject = (source, target)
-    fp = fingerprint(ctx.workspace_id, "budget_shift", subject, "increase_target")
-    entities = frozenset({entity("campaign", source), entity("campaign", target)})
-    checks += common_checks(ctx, entities, fp, own_id)
-    checks.append(learning_check(ctx, (reg_s, reg_t)))
-    impact = sized * (t.roas - s.roas) * IMPACT_HAIRCUT / managed if managed > 0 else 0.0
-    parameters = {"from_campaign": source, "to_campaign": target, "amount_per_day": sized, "currency": currency}
-    content = ActionContent(
-        title=f"Shift {money_text(sized, currency)}/day from {source} to {target}",
-        rationale=(
-            f"{target} returns {t.roas:.2f} of its spend by day {h} against {source}'s {s.roas:.2f} "
-            f"(cohorts {(newest - timedelta(days=COMPARE_WINDOW_DAYS - 1)).isoformat()}..{newest.isoformat()}, "
-            f"country-standardised {t.std_roas:.2f} vs {s.std_roas:.2f}); moving budget toward the faster payback."
-        ),
-        expected_impact={"metric": f"roas_{h}d", "direction": "increase", "magnitude": round(impact, 6)},
-        data_signals=[
-            {"label": f"{label}, {source}", "value": f"{s.roas:.2f}"},
-            {"label": f"{label}, {target}", "value": f"{t.roas:.2f}"},
-            {"label": f"{label} country-standardised, {source}", "value": f"{s.std_roas:.2f}"},
-            {"label": f"{label} country-standardised, {target}", "value": f"{t.std_roas:.2f}"},
-            {"label": f"Installs, {source}", "value": str(s.installs)},
-            {"label": f"Installs, {target}", "value": str(t.installs)},
-            {"label": f"Spend, {source}", "value": money_text(s.spend, currency)},
-            {"label": f"Spend, {target}", "value": money_text(t.spend, currency)},
-            {"label": f"Daily budget, {source}", "value": money_text(reg_s.budget, currency)},
-            {"label": f"Daily budget, {target}", "value": money_text(reg_t.budget, currency)},
-            {"label": "Probability the shift pays back faster", "value": pct(ctw)},
-        ],
-        guardrail_checks=checks,
-    )
-    evidence = {
+def _evidence(ctx: Context, m: _Shift, managed: float) -> dict[str, Any]:
+    """The sufficient statistics a budget shift was decided on (a test recomputes every number from them)."""
+    policy = ctx.policy
+    return {
         "engine_version": ENGINE_VERSION,
         "data_through": ctx.data_through.isoformat(),
         "as_of": ctx.as_of.isoformat(),
-        "horizon_days": h,
-        "cohorts": [(newest - timedelta(days=COMPARE_WINDOW_DAYS - 1)).isoformat(), newest.isoformat()],
-        "country_weights": weights,
+        "horizon_days": m.h,
+        "cohorts": [(m.newest - timedelta(days=COMPARE_WINDOW_DAYS - 1)).isoformat(), m.newest.isoformat()],
+        "country_weights": m.weights,
         "source": {
-            "installs": s.installs,
-            "spend": s.spend,
-            "net": s.net,
-            "std_roas": s.std_roas,
-            "std_var": s.std_var,
+            "installs": m.s.installs,
+            "spend": m.s.spend,
+            "net": m.s.net,
+            "std_roas": m.s.std_roas,
+            "std_var": m.s.std_var,
         },
         "target": {
-            "installs": t.installs,
-            "spend": t.spend,
-            "net": t.net,
-            "std_roas": t.std_roas,
-            "std_var": t.std_var,
+            "installs": m.t.installs,
+            "spend": m.t.spend,
+            "net": m.t.net,
+            "std_roas": m.t.std_roas,
+            "std_var": m.t.std_var,
         },
-        "posterior": {"chance_to_win": ctw, "log_lift_mean": mean, "log_lift_sd": sd, "risk": risk, "lift": lift},
+        "posterior": {
+            "chance_to_win": m.ctw,
+            "log_lift_mean": m.mean,
+            "log_lift_sd": m.sd,
+            "risk": m.risk,
+            "lift": m.lift,
+        },
         "thresholds": {
-            "bar": bar,
+            "bar": m.bar,
             "min_lift": dec.SHIFT_MIN_LIFT,
             "max_risk": dec.MAX_RISK,
             "min_installs": dec.SHIFT_MIN_INSTALLS,
-            "needed_installs": needed if math.isfinite(needed) else None,
+            "needed_installs": m.needed if math.isfinite(m.needed) else None,
         },
-        "budgets": {"source": reg_s.budget, "target": reg_t.budget, "managed": managed, "currency": currency},
+        "budgets": {"source": m.budget_s, "target": m.budget_t, "managed": managed, "currency": m.currency},
         "policy": policy.to_dict(),
     }
-    return Evaluation(
-        action_type="budget_shift",
-        parameters=parameters,
-        fingerprint=fp,
-        entities=entities,
-        content=content,
-        rollback_rules=shift_rollback_rules(target, 14, policy.observation_days),
-        evidence=json_safe(evidence),
-        signal=bool(decision.signal) and sized > 0,
-        confidence=ctw if math.isfinite(ctw) else 0.0,
-        sample=min(s.installs, t.installs),
-        score=impact,
-    )
