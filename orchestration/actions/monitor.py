@@ -37,7 +37,7 @@ from orchestration.actions.offer_gateway import finish_offer_test as publish_bac
 from orchestration.resources import DatabaseResource, DataDirResource
 from transforms.actions.monitoring import Outcome, evaluate, observation_over
 from transforms.actions.rules import RollbackRule, rules_from_dicts
-from transforms.actions.verdict import breach_note, decide
+from transforms.actions.verdict import announce, breach_note, decide, publishes_control_back
 from transforms.webhooks import payloads
 from warehouse.actions import repository
 from warehouse.actions.policy import policy_for
@@ -123,7 +123,7 @@ def monitor_workspace(
         spend_rows = spend.filter(pl.col("spend_date") >= since).collect()
         check = _check(database, action, rules, frame, spend_rows, at, run_key, currency)
         checks.append(check)
-        if check.transition == "complete" and action.type == "offer_test" and finish_offer_test is not None:
+        if publishes_control_back(check.transition, action.type) and finish_offer_test is not None:
             finish_offer_test(action, "control")
     return checks
 
@@ -191,7 +191,7 @@ def _check(
                 if outcome.status != "breach":
                     continue
                 breaches.append((rule, outcome, detail))
-                if earlier and earlier[-1].outcome == "breach":
+                if not announce(earlier[-1].outcome if earlier else None):
                     continue  # this episode was announced at its first breach
                 emit_event(
                     conn,

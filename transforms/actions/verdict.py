@@ -43,6 +43,18 @@ def decide(
     return Decision(None)
 
 
+def announce(previous_outcome: str | None) -> bool:
+    """A breach emits `guardrail.triggered` once per episode: when the rule's previous check was not
+    a breach (with `auto_rollback` off, an action that stays in breach is not re-announced)."""
+    return previous_outcome != "breach"
+
+
+def publishes_control_back(transition: str | None, action_type: str) -> bool:
+    """An offer test the monitor completes (stopped by a breach or at the window's end) gets its
+    control published back on the gateway; the operator may publish the winner later."""
+    return transition == "complete" and action_type == "offer_test"
+
+
 def breach_note(rule: RollbackRule, detail: Mapping[str, Any]) -> str:
     """The rendered rule with the numbers that breached it (the transition note, the webhook detail)."""
     parts = [f"observed {_num(detail.get('observed'))}"]

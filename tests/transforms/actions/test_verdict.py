@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from transforms.actions.policy import DEFAULT
 from transforms.actions.proposals import shift_rollback_rules
-from transforms.actions.verdict import decide
+from transforms.actions.verdict import announce, decide, publishes_control_back
 
 CPI, _TRIAL, _ROAS, SPEND = shift_rollback_rules("meta_uac", 14, 7)
 DETAIL = {"observed": 2.5, "bound": 2.1, "threshold": 1.9, "baseline": 1.5}
@@ -40,3 +40,15 @@ def test_the_window_ends_in_completion_unless_a_rollback_rule_is_in_breach() -> 
     assert decide([(SPEND, DETAIL)], ON, "budget_shift", window_over=True).trigger == "complete"
     assert decide([(CPI, DETAIL)], OFF, "budget_shift", window_over=True).trigger is None
     assert decide([], ON, "budget_shift", window_over=False).trigger is None
+
+
+def test_a_breach_is_announced_once_per_episode() -> None:
+    assert announce(None) and announce("ok") and announce("inconclusive")
+    assert not announce("breach")
+
+
+def test_only_a_completed_offer_test_publishes_its_control_back() -> None:
+    assert publishes_control_back("complete", "offer_test")
+    assert not publishes_control_back("rollback", "offer_test")
+    assert not publishes_control_back("complete", "budget_shift")
+    assert not publishes_control_back(None, "offer_test")
