@@ -17,10 +17,10 @@ from typing import Any
 import click
 
 from cli.context import App, json_option, pass_app
+from clients.egress import Egress, check_config
 from transforms.adaccounts.kinds import PLATFORMS, ConfigProblem, kind_of, validate_config
 from transforms.timefmt import iso_z
 from warehouse.adaccounts import repository as repo
-from warehouse.egress import Egress, check_config
 from warehouse.errors import AlreadyExists, NotFound, TransitionRefused
 
 ACTOR = "cli"

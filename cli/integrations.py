@@ -16,10 +16,10 @@ from typing import Any
 import click
 
 from cli.context import App, json_option, pass_app
+from clients import egress as addresses
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import INTEGRATION_TYPES, ConfigProblem, ValidConfig, kind_of, validate_config
 from transforms.timefmt import iso_z
-from warehouse import egress as addresses
 from warehouse.db import utcnow
 from warehouse.errors import Conflict, NotFound, TransitionRefused
 from warehouse.integrations import repository as repo

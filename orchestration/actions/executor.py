@@ -33,9 +33,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from clients.ad_platform import AdPlatformClient, Retrier
 from orchestration.actions.offer_gateway import apply_offer_test, finish_offer_test
 from orchestration.actions.outcome import ENGINE_VERSION, EXECUTOR, Outcome, after, refuse
-from orchestration.adaccounts.client import AdPlatformClient, Retrier
 from orchestration.adaccounts.sync import client_for
 from transforms.actions import execution as plan
 from transforms.actions import steps

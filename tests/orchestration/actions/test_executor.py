@@ -18,14 +18,12 @@ import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
+from clients.ad_platform import Retrier
 from orchestration.actions.executor import EXECUTOR, execute, finish_offer_test
 from orchestration.actions.jobs import execute_action_job, execute_run_config
 from orchestration.actions.sensors import build_execute_action_sensor, execute_action_failure_sensor
-from orchestration.adaccounts.client import Retrier
 from orchestration.adaccounts.sync import client_for, sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
-from tests.conftest import bearer
-from tests.engine_support import Campaign, signal_rows, write_lake
 from tests.providers.apple_search_ads_fake import (
     CLIENT_ID,
     KEY_ID,
@@ -35,6 +33,8 @@ from tests.providers.apple_search_ads_fake import (
     new_private_key,
 )
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
+from tests.support import bearer
+from tests.support.engine import Campaign, signal_rows, write_lake
 from transforms.actions import ActionContent
 from transforms.actions import proposals as gen
 from transforms.adaccounts.kinds import validate_config
