@@ -14,7 +14,7 @@ import os
 import dagster as dg
 
 from orchestration.actions.definitions import defs as actions_defs
-from orchestration.actions.sensors import build_action_executor_sensor
+from orchestration.actions.sensors import build_execute_action_sensor
 from orchestration.adaccounts.definitions import defs as adaccounts_defs
 from orchestration.adaccounts.sensors import build_sync_requests_sensor
 from orchestration.catalog.definitions import defs as catalog_defs
@@ -60,7 +60,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
                 build_webhook_sensor(settings.sensor_interval_s),
                 build_sync_sensor(settings.sensor_interval_s),
                 build_sync_requests_sensor(settings.sensor_interval_s),
-                build_action_executor_sensor(settings.sensor_interval_s),
+                build_execute_action_sensor(settings.sensor_interval_s),
             ],
             resources={
                 "database": DatabaseResource(url=database_url),

@@ -46,7 +46,7 @@ from orchestration.partitions import range_label
 from orchestration.reports.jobs import refresh_reports
 from orchestration.syncs.jobs import integration_sync_job, sync_run_config
 from orchestration.syncs.sensors import fail_abandoned, sync_run_request
-from warehouse.actions.repository import running_actions
+from warehouse.actions.repository import running_actions_for_operator
 from warehouse.adaccounts.repository import list_accounts, live_accounts
 from warehouse.db import Database
 from warehouse.errors import TransitionRefused
@@ -181,7 +181,7 @@ def refresh(
     # when there is one, comes before it). One run keyed like the sensor's, so the daemon's
     # sensor seeing the same materialization records nothing twice.
     with database.read() as conn:
-        running = running_actions(conn)
+        running = running_actions_for_operator(conn)
     progress(f"{len(running)} running growth action(s) to check")
     if not running:
         return outcomes

@@ -15,12 +15,12 @@ from api.responses import respond
 from api.v1 import blueprint
 from api.validators import Id, path_id
 from transforms import actions as rules
-from transforms.actions import proposals
-from transforms.actions.rules import NAME_MAX, RollbackRule
+from transforms.actions import creation
+from transforms.actions.rules import NAME_MAX
 from transforms.timefmt import iso_z
 from warehouse.actions import executions
 from warehouse.actions import repository as repo
-from warehouse.actions.engine_inputs import load
+from warehouse.actions.creation import create_evaluated, evaluate_subject
 from warehouse.actions.timeline import timeline
 from warehouse.db import utcnow
 
@@ -456,8 +456,7 @@ def create_action(body: CreateBody) -> Response:
             reason=body.reason,
             key_id=who.key_id,
         )
-    label = rules.CREATED_STATUS_LABEL if action.status == "ready" else action.status
-    return respond(Created(id=action.id, status=label), 201, headers={"Location": f"/v1/actions/{action.id}"})
+    return _created(action)
 
 
 def _parameters(action_type: str, raw: dict[str, Any]) -> dict[str, Any]:
@@ -475,77 +474,26 @@ def _parameters(action_type: str, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _create_with_parameters(body: CreateBody, action_type: rules.ActionType) -> Response:
-    """A client's subject, evaluated by the engine's own function for its type on the workspace's data
-    (`transforms.actions.proposals.evaluate`): its content, rollback rules and guardrail checks are the
-    engine's; the evidence is stored as a `create` evaluation. `ready_for_approval` when every check
-    passes, else `draft`. When the data cannot speak about the subject at all (no signals yet, no
-    registry budget for a campaign, no such ad), the action is a draft whose one check says so."""
-    who = principal()
+    """A client's subject, evaluated by the engine's own function for its type on the workspace's
+    data; what it becomes is `transforms.actions.creation`'s, the writes `warehouse.actions.creation`'s."""
+    who, app, now = principal(), state(), utcnow()
     assert body.parameters is not None
     parameters = _parameters(action_type, body.parameters)
-    app = state()
-    now = utcnow()
     with app.db.write() as conn:
-        loaded = load(conn, app.settings.paths.lake(), who.workspace_id, now)
-        evaluation = None if loaded is None else proposals.evaluate(loaded[0], loaded[1], action_type, parameters)
-        # The engine sizes in the registry's currency; a client's amount in another one cannot be checked.
-        if (
-            evaluation is not None
-            and action_type == "budget_shift"
-            and evaluation.parameters["currency"] != parameters["currency"]
-        ):
-            raise ApiError(
-                400,
-                f"parameters.currency: the campaigns' budgets are in {evaluation.parameters['currency']}, "
-                f"not {parameters['currency']}",
-            )
-        if evaluation is None:
-            content = rules.ActionContent(
-                title=f"{rules.TYPE_LABELS[action_type]} proposed by API key {who.key_id}",
-                rationale=body.reason or f"{rules.TYPE_LABELS[action_type]} proposed by API key {who.key_id}.",
-                expected_impact=dict(rules.NOT_ESTIMATED),
-                guardrail_checks=[
-                    {
-                        "check": "minimum_cohort_size",
-                        "passed": False,
-                        "detail": (
-                            "the workspace's action signals and ad-account registry hold no data this subject "
-                            "can be evaluated on (no signals yet, no known budget, or no such active ad)"
-                        ),
-                    }
-                ],
-            )
-            fingerprint, detail = None, {"summary": "Evaluation at creation: no data for this subject"}
-            rollback: tuple[RollbackRule, ...] = ()
-        else:
-            content = evaluation.content
-            fingerprint, rollback = evaluation.fingerprint, evaluation.rollback_rules
-            detail = proposals.evaluation_detail(
-                evaluation, "Evaluation at creation: " + proposals.confidence_line(evaluation)
-            )
-        action = repo.create_action(
-            conn,
-            workspace_id=who.workspace_id,
-            action_type=action_type,
-            content=content,
-            actor=who.key_id,
-            origin="api",
-            reason=body.reason,
-            key_id=who.key_id,
-            at=now,
-            parameters=parameters,
-            fingerprint=fingerprint,
-            rollback_rules=rollback,
-        )
-        repo.record_evaluation(
-            conn,
-            action_id=action.id,
-            kind="create",
-            outcome="passed" if content.guardrails_pass else "failed",
-            detail=detail,
-            engine_version=proposals.ENGINE_VERSION,
-            data_as_of=None if loaded is None else proposals.data_as_of(loaded[1].data_through),
-            at=now,
-        )
+        evaluation, data_as_of = evaluate_subject(conn, app.settings.paths.lake(), who.workspace_id, action_type,
+                                                  parameters, now)  # fmt: skip
+        refusal = creation.currency_refusal(evaluation, action_type, parameters)
+        if refusal is not None:
+            raise ApiError(400, refusal)
+        made = creation.creation(evaluation, action_type, proposed_by=f"API key {who.key_id}", reason=body.reason)
+        action = create_evaluated(
+            conn, workspace_id=who.workspace_id, action_type=action_type, parameters=parameters, made=made,
+            actor=who.key_id, reason=body.reason, key_id=who.key_id, data_as_of=data_as_of, at=now,
+        )  # fmt: skip
+    return _created(action)
+
+
+def _created(action: repo.Action) -> Response:
+    """201 with the new action's id and its status as the API names it, and its location."""
     label = rules.CREATED_STATUS_LABEL if action.status == "ready" else action.status
     return respond(Created(id=action.id, status=label), 201, headers={"Location": f"/v1/actions/{action.id}"})

@@ -7,10 +7,10 @@ import dagster as dg
 
 from orchestration.actions.engine_jobs import actions_engine_job, actions_engine_sensor
 from orchestration.actions.jobs import execute_action_job
-from orchestration.actions.monitor import action_monitor_sensor, monitor_actions_job
-from orchestration.actions.sensors import action_executor_retry
+from orchestration.actions.monitor import monitor_actions_job, monitor_actions_sensor
+from orchestration.actions.sensors import execute_action_failure_sensor
 
 defs = dg.Definitions(
     jobs=[actions_engine_job, execute_action_job, monitor_actions_job],
-    sensors=[actions_engine_sensor, action_executor_retry, action_monitor_sensor],
+    sensors=[actions_engine_sensor, execute_action_failure_sensor, monitor_actions_sensor],
 )

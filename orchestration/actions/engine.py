@@ -8,8 +8,8 @@ materialization) and at the end of `flokit refresh`. For each workspace:
 2. re-evaluates every open `draft`/`ready` action that has parameters, through the same pure
    function that proposed it: a `revalidation` evaluation with the fresh statistics; a draft
    whose guardrails now pass moves to `ready` (`guardrails_passed`); an action whose confidence
-   stayed under `FADE_BELOW` on two consecutive evaluations, or whose subject the data no longer
-   speaks about for more than `STALE_HOURS`, is rejected by `flokit engine` (`expire`);
+   stayed under `revalidation.FADE_BELOW` on two consecutive evaluations, or whose subject the data no longer
+   speaks about for more than `revalidation.STALE_HOURS`, is rejected by `flokit engine` (`expire`);
 3. opens the new proposals (`transforms.actions.proposals.propose`: ranked, capped, suppressed
    after a human's rejection), each with its `proposal` evaluation holding the evidence.
    `repository.create_action` emits `action.created`.
@@ -23,22 +23,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 
 import polars as pl
 
 from transforms.actions import proposals as gen
+from transforms.actions import revalidation
 from transforms.actions.proposals import entities_of, evaluate
 from warehouse.actions import repository as repo
-from warehouse.actions.engine_inputs import evaluation_details, load, open_actions, workspace_ids
+from warehouse.actions.engine_inputs import evaluation_details, load, open_actions, workspace_ids_for_operator
 from warehouse.db import Connection, Database, utcnow
 from warehouse.lake import Lake
 
 ACTOR = "flokit engine"
-# Hysteresis (§5.4): propose at p_decision, expire only under this on two consecutive evaluations.
-FADE_BELOW = 0.80
-# An open action whose subject has had no evaluable data for longer than this is expired.
-STALE_HOURS = 72
 
 
 @dataclass
@@ -106,6 +103,7 @@ def run_workspace(conn: Connection, lake: Lake, workspace_id: str, now: datetime
             repo.record_evaluation(
                 conn,
                 action_id=held.action_id,
+                workspace_id=workspace_id,
                 kind="revalidation",
                 outcome="passed" if proposal.guardrails_pass else "failed",
                 detail=gen.evaluation_detail(proposal, f"Engine re-evaluation: {gen.confidence_line(proposal)}"),
@@ -118,6 +116,7 @@ def run_workspace(conn: Connection, lake: Lake, workspace_id: str, now: datetime
         repo.record_evaluation(
             conn,
             action_id=action.id,
+            workspace_id=action.workspace_id,
             kind="proposal",
             outcome="proposed",
             detail=gen.evaluation_detail(proposal, f"Engine proposal: {gen.confidence_line(proposal)}"),
@@ -138,80 +137,48 @@ def _revalidate(
     now: datetime,
     result: EngineResult,
 ) -> str:
-    """Re-evaluate one open draft/ready action; returns `expired`, `promoted` or `kept`."""
+    """Re-evaluate one open draft/ready action (`transforms.actions.revalidation` decides);
+    returns `expired`, `promoted` or `kept`."""
     assert action.parameters is not None
     previous = evaluation_details(conn, action.id)
     evaluation = evaluate(signals, ctx, action.type, action.parameters, own_id=action.id)
     if evaluation is None:
         # Since the last evaluation that had data (or since the action was made, if none ever had).
         last_data = next((d["_data_as_of"] for d in previous if d.get("confidence") is not None), None)
-        stale = as_of_data - (last_data or action.created_at) > timedelta(hours=STALE_HOURS)
-        repo.record_evaluation(
-            conn,
-            action_id=action.id,
-            kind="revalidation",
-            outcome="faded" if stale else "inconclusive",
-            detail={"summary": "Engine re-evaluation: the data no longer covers this subject", "confidence": None},
-            engine_version=gen.ENGINE_VERSION,
-            data_as_of=as_of_data,
-            at=now,
-        )
-        result.revalidated.append(action.id)
-        if stale:
-            repo.transition(
-                conn,
-                workspace_id=action.workspace_id,
-                action_id=action.id,
-                trigger="expire",
-                actor=ACTOR,
-                note=f"signal faded: no evaluable data for more than {STALE_HOURS} h",
-                at=now,
-            )
-            result.expired.append(action.id)
-            return "expired"
-        return "kept"
-    faded = evaluation.confidence < FADE_BELOW
-    outcome = "faded" if faded else ("passed" if evaluation.guardrails_pass else "failed")
+        verdict = revalidation.without_data(as_of_data, last_data or action.created_at)
+        detail = {"summary": "Engine re-evaluation: the data no longer covers this subject", "confidence": None}
+    else:
+        before = next((d.get("confidence") for d in previous), None)
+        verdict = revalidation.with_data(evaluation.confidence, evaluation.guardrails_pass, action.status, before)
+        detail = gen.evaluation_detail(evaluation, f"Engine re-evaluation: {gen.confidence_line(evaluation)}")
     repo.record_evaluation(
         conn,
         action_id=action.id,
+        workspace_id=action.workspace_id,
         kind="revalidation",
-        outcome=outcome,
-        detail=gen.evaluation_detail(evaluation, f"Engine re-evaluation: {gen.confidence_line(evaluation)}"),
+        outcome=verdict.outcome,
+        detail=detail,
         engine_version=gen.ENGINE_VERSION,
         data_as_of=as_of_data,
         at=now,
     )
     result.revalidated.append(action.id)
-    before = next((d.get("confidence") for d in previous), None)
-    if faded and isinstance(before, float | int) and before < FADE_BELOW:
-        repo.transition(
-            conn,
-            workspace_id=action.workspace_id,
-            action_id=action.id,
-            trigger="expire",
-            actor=ACTOR,
-            note=(
-                f"signal faded: confidence {before * 100:.1f} % then {evaluation.confidence * 100:.1f} %, "
-                f"under {FADE_BELOW * 100:.0f} % on two consecutive evaluations"
-            ),
-            at=now,
-        )
+    if verdict.trigger is None:
+        return "kept"
+    repo.transition(
+        conn,
+        workspace_id=action.workspace_id,
+        action_id=action.id,
+        trigger=verdict.trigger,
+        actor=ACTOR,
+        note=verdict.note,
+        at=now,
+    )
+    if verdict.trigger == "expire":
         result.expired.append(action.id)
         return "expired"
-    if action.status == "draft" and evaluation.guardrails_pass:
-        repo.transition(
-            conn,
-            workspace_id=action.workspace_id,
-            action_id=action.id,
-            trigger="guardrails_passed",
-            actor=ACTOR,
-            note="every guardrail check passes on the latest data",
-            at=now,
-        )
-        result.promoted.append(action.id)
-        return "promoted"
-    return "kept"
+    result.promoted.append(action.id)
+    return "promoted"
 
 
 def run_engine(
@@ -225,7 +192,8 @@ def run_engine(
     """The engine over every workspace (or one); one transaction per workspace."""
     now = now or utcnow()
     with database.read() as conn:
-        ids = workspace_ids(conn, workspace_id)
+        every = workspace_ids_for_operator(conn)
+    ids = every if workspace_id is None else [ws for ws in every if ws == workspace_id]
     results = []
     for ws in ids:
         with database.write() as conn:

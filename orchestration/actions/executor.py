@@ -1,6 +1,8 @@
-"""The executor: an approved action applied on its ad platform (or FloKit's paywall gateway),
-and a rolled-back one reverted. Run by the job `execute_action` (orchestration/actions/jobs.py),
-one run per approval and per rollback (the sensor `action_executor`).
+"""The executor: an approved action applied on its ad platform, and a rolled-back one reverted
+(offer tests on FloKit's own paywall gateway are `offer_gateway`'s; each leg's step, apply, skip
+or conflict, is `transforms.actions.steps`'s).
+Run by the job `execute_action_job` (orchestration/actions/jobs.py), one run per approval and
+per rollback (the sensor `execute_action_sensor`).
 
 Apply (`kind=apply`), docs/actions-engine.md "Executor":
 1. plan (`transforms.actions.execution`): the legs from the parameters, the registry and the
@@ -27,44 +29,30 @@ is left as the operator set it.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from clients.ad_platform import AdPlatformClient, Retrier
+from orchestration.actions.offer_gateway import apply_offer_test, finish_offer_test
+from orchestration.actions.outcome import ENGINE_VERSION, EXECUTOR, Outcome, after, refuse
 from orchestration.adaccounts.sync import client_for
 from transforms.actions import execution as plan
+from transforms.actions import steps
 from transforms.actions.execution import Leg, Plan, Refusal, RegistryObject
 from transforms.adaccounts.errors import PlatformError
-from transforms.paywall import PaywallDocument, Variant
 from transforms.webhooks import payloads
 from warehouse.actions import executions as ledger
 from warehouse.actions import repository as repo
 from warehouse.actions.policy import policy_for
 from warehouse.adaccounts import repository as accounts
 from warehouse.db import Database, utcnow
-from warehouse.errors import TransitionRefused
 from warehouse.lake import Lake
-from warehouse.paywalls import configs
 from warehouse.webhooks.outbox import emit_event
 
-EXECUTOR = "flokit executor"
-ENGINE_VERSION = "executor-1"
 # The guardrail name `guardrail.triggered` carries when a revert finds an operator's value.
 REVERT_CONFLICT = "revert_conflict"
 ClientFactory = Callable[..., AdPlatformClient]
-
-
-@dataclass
-class Outcome:
-    action_id: str
-    kind: str
-    result: str  # running | rejected | nothing_to_apply | skipped | reverted | conflict | incomplete | finished
-    message: str
-    writes: int = 0
-    conflicts: list[int] = field(default_factory=list)
 
 
 class _Clients:
@@ -143,32 +131,6 @@ def _auth_failed(database: Database, ad_account_id: str | None, error: PlatformE
         )
 
 
-def _after(now: datetime) -> datetime:
-    """The moment a run's outcome is recorded: after its preflight (stamped `now`), so that the
-    history, which puts a transition before an evaluation of the same instant, reads in order."""
-    return max(utcnow(), now + timedelta(microseconds=1))
-
-
-def _refuse(
-    database: Database, action: repo.Action, reason: str, detail: dict[str, Any], now: datetime, *, evaluate: bool
-) -> Outcome:
-    """Abandon the approved action with `reason` (and a `preflight` / `refused` evaluation)."""
-    with database.write() as conn:
-        if evaluate:
-            repo.record_evaluation(
-                conn, action_id=action.id, kind="preflight", outcome="refused",
-                detail={**detail, "summary": f"Executor preflight refused: {reason}"},
-                engine_version=ENGINE_VERSION, data_as_of=None, at=now,
-            )  # fmt: skip
-        # A refusal of an action that moved meanwhile (e.g. rejected) leaves its evaluation only.
-        with contextlib.suppress(TransitionRefused):
-            repo.transition(
-                conn, workspace_id=action.workspace_id, action_id=action.id, trigger="abandon", actor=EXECUTOR,
-                note=reason, at=_after(now),
-            )  # fmt: skip
-    return Outcome(action.id, "apply", "rejected", reason)
-
-
 def execute(
     database: Database,
     lake: Lake,
@@ -205,13 +167,14 @@ def _apply(database: Database, clients: _Clients, action: repo.Action, now: date
     if not action.parameters:
         with database.write() as conn:
             repo.record_evaluation(
-                conn, action_id=action.id, kind="preflight", outcome="pending", engine_version=ENGINE_VERSION,
+                conn, action_id=action.id, workspace_id=action.workspace_id, kind="preflight",
+                outcome="pending", engine_version=ENGINE_VERSION,
                 data_as_of=None, at=now,
                 detail={"summary": "Nothing FloKit can apply: this action has no parameters; carry it out yourself."},
             )  # fmt: skip
         return Outcome(action.id, "apply", "nothing_to_apply", "no parameters: left approved for the operator")
     if action.type == "offer_test":
-        return _apply_offer_test(database, action, now)
+        return apply_offer_test(database, action, now)
     with database.read() as conn:
         done = ledger.executions(conn, action_id=action.id, kind="apply")
         policy = policy_for(conn, workspace_id=action.workspace_id)
@@ -226,7 +189,7 @@ def _apply(database: Database, clients: _Clients, action: repo.Action, now: date
         else:
             made = plan.plan_creative_pause(action.parameters, objects, now=now)
         if isinstance(made, Refusal):
-            return _refuse(database, action, made.reason, made.checks, now, evaluate=True)
+            return refuse(database, action, made.reason, made.checks, now, evaluate=True)
         legs = made.legs
         refused = _preflight(database, clients, action, legs, made, now)
         if refused is not None:
@@ -259,18 +222,16 @@ def _preflight(
             reason = (
                 f"reading {leg.object_type} {leg.object_id} on {leg.platform} failed: {error.code}: {error.message}"
             )
-            return _refuse(database, action, reason, made.checks, now, evaluate=True)
+            return refuse(database, action, reason, made.checks, now, evaluate=True)
         live.append({"leg": leg.leg, "object": f"{leg.object_type} {leg.object_id}", "registry": leg.before,
                      "live": value, "target": leg.after})  # fmt: skip
-        if value != leg.before:
-            reason = (
-                f"{leg.label or leg.object_id}: the live {leg.field} on {leg.platform} is {value}, not the "
-                f"{leg.before} the registry synced; someone changed it since the engine read it"
-            )
-            return _refuse(database, action, reason, {**made.checks, "legs": live}, now, evaluate=True)
+        refusal = steps.preflight_refusal(leg, value)
+        if refusal is not None:
+            return refuse(database, action, refusal, {**made.checks, "legs": live}, now, evaluate=True)
     with database.write() as conn:
         repo.record_evaluation(
-            conn, action_id=action.id, kind="preflight", outcome="passed", engine_version=ENGINE_VERSION,
+            conn, action_id=action.id, workspace_id=action.workspace_id, kind="preflight",
+            outcome="passed", engine_version=ENGINE_VERSION,
             data_as_of=None, at=now,
             detail={**made.checks, "legs": live, "summary": f"Executor preflight passed: {made.summary}"},
         )  # fmt: skip
@@ -300,9 +261,10 @@ def _run_legs(
             continue
         try:
             live = _live(client, leg, leg.parent_id)
-            if live == row.after:
+            step = steps.leg_step(live, row.before, row.after)
+            if step == "skip":
                 _mark(database, row.id, "verified", now, response="the live value already equals the target")
-            elif live == row.before:
+            elif step == "apply":
                 _mark(database, row.id, "sent", now, attempted=True, request=_request(leg, row.after, leg.currency))
                 _write(client, leg, row.after, leg.parent_id, leg.currency or "")
                 writes += 1
@@ -313,10 +275,7 @@ def _run_legs(
                 _mark(database, row.id, "verified", now, response=f"read back {back}")
             else:
                 _mark(database, row.id, "conflict", now, response=f"live {live}: neither before nor after")
-                reason = (
-                    f"leg {leg.leg} ({leg.label or leg.object_id}): the live {leg.field} is {live}, neither the "
-                    f"{row.before} FloKit read nor the {row.after} it sets; someone else changed it"
-                )
+                reason = steps.apply_conflict(leg, live, row.before, row.after)
                 return _give_up(database, clients, action, verified, reason, now)
         except PlatformError as error:
             _auth_failed(database, leg.ad_account_id, error, now)
@@ -328,7 +287,7 @@ def _run_legs(
             )
             return _give_up(database, clients, action, verified, reason, now)
         verified.append((leg, row))
-    done_at = _after(now)
+    done_at = after(now)
     effective = done_at + plan.propagation(legs)
     with database.write() as conn:
         for leg, _row in verified:
@@ -389,7 +348,7 @@ def _give_up(
         client = clients.get(leg.ad_account_id)
         try:
             live = _live(client, leg, leg.parent_id)
-            if live != row.after:
+            if steps.compensation_step(live, row.after) == "conflict":
                 notes.append(f"leg {leg.leg} not compensated: its live value {live} is no longer FloKit's {row.after}")
                 continue
             _write(client, leg, row.before, leg.parent_id, leg.currency or "")
@@ -402,7 +361,7 @@ def _give_up(
         except PlatformError as error:
             notes.append(f"leg {leg.leg} not compensated: {error.code}: {error.message}")
     full = reason + ("; " + "; ".join(notes) if notes else "")
-    return _refuse(database, action, full, {"compensation": notes}, now, evaluate=False)
+    return refuse(database, action, full, {"compensation": notes}, now, evaluate=False)
 
 
 # --- revert ---------------------------------------------------------------------------------
@@ -428,9 +387,10 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
         client = clients.get(leg.ad_account_id)
         try:
             live = _live(client, leg, leg.parent_id)
-            if live == row.after:
+            step = steps.leg_step(live, source.after, row.after)  # source.after: what FloKit set
+            if step == "skip":
                 _mark(database, row.id, "verified", now, response="the live value is already the one before")
-            elif live == source.after:
+            elif step == "apply":
                 _mark(database, row.id, "sent", now, attempted=True, request=_request(leg, row.after, leg.currency))
                 _write(client, leg, row.after, leg.parent_id, leg.currency or "")
                 writes += 1
@@ -453,7 +413,7 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
             failed.append(leg.leg)
     if failed:
         # The rollback is recorded but the platform still carries FloKit's change on these legs: the
-        # job fails the run on this result, so `action_executor_retry` asks again (the ledger skips
+        # job fails the run on this result, so `execute_action_failure_sensor` asks again (the ledger skips
         # the legs already done) rather than the revert ending quietly half done.
         message = f"{writes} write(s); legs {failed} failed, to be retried; conflicts on legs {conflicts}"
         return Outcome(action.id, "revert", "incomplete", message, writes, conflicts)
@@ -464,11 +424,7 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
 def _conflict(
     database: Database, action: repo.Action, row: ledger.Execution, leg: Leg, live: Any, now: datetime
 ) -> None:
-    detail = (
-        f"Revert of {leg.label or leg.object_type + ' ' + leg.object_id} on {leg.platform} left alone: its live "
-        f"{leg.field} is {live}, not the {leg.before} FloKit set, so someone changed it since; FloKit would have "
-        f"written back {leg.after}"
-    )
+    detail = steps.revert_conflict(leg, live)
     with database.write() as conn:
         ledger.update(conn, row.id, state="conflict", response=f"live {live}", now=now)
         current = repo.get_action(conn, workspace_id=action.workspace_id, action_id=action.id)
@@ -483,157 +439,4 @@ def _conflict(
         )
 
 
-# --- offer tests on FloKit's own gateway -----------------------------------------------------
-
-
-def _offer(document: PaywallDocument, product_id: str) -> Any:
-    for variant in document.variants:
-        for offer in variant.offers:
-            if offer.product_id == product_id:
-                return offer
-    return None
-
-
-def offer_test_document(
-    document: PaywallDocument, *, control: str, treatment: str, action_id: str
-) -> PaywallDocument | str:
-    """The live document turned into a two-arm test: the control variant (the one everyone sees
-    now, the first) and a treatment variant with the control offer replaced by the treatment
-    offer, at `OFFER_TEST_SPLIT`, `experiment_active`. Both offers must be in the live document:
-    FloKit knows an offer's price and terms only from there."""
-    if document.experiment_active:
-        return "the paywall already runs an experiment"
-    base = document.variants[0]
-    control_offer, treatment_offer = _offer(document, control), _offer(document, treatment)
-    if control_offer is None or all(o.product_id != control for o in base.offers):
-        return f"the control offer {control!r} is not an offer of the variant everyone sees ({base.variant_id})"
-    if treatment_offer is None:
-        return f"the treatment offer {treatment!r} is not in the live config, so its price and terms are unknown"
-    offers = [treatment_offer if o.product_id == control else o for o in base.offers]
-    arm = Variant(
-        variant_id=f"treatment_{action_id}"[:100],
-        layout=base.layout,
-        offers=offers,
-        cta_copy=base.cta_copy,
-        traffic_weight=1 - plan.OFFER_TEST_SPLIT,
-    )
-    control_arm = base.model_copy(update={"traffic_weight": plan.OFFER_TEST_SPLIT})
-    return PaywallDocument(experiment_active=True, variants=[control_arm, arm])
-
-
-def _apply_offer_test(database: Database, action: repo.Action, now: datetime) -> Outcome:
-    params = action.parameters or {}
-    paywall_id = str(params.get("paywall_id", ""))
-    with database.read() as conn:
-        done = {r.leg: r for r in ledger.executions(conn, action_id=action.id, kind="apply")}
-        live = configs.live_in_workspace(conn, workspace_id=action.workspace_id, paywall_id=paywall_id)
-    if not live:
-        return _refuse(database, action, f"no app of the workspace publishes paywall {paywall_id!r}", {}, now,
-                       evaluate=True)  # fmt: skip
-    planned: list[tuple[configs.Published, PaywallDocument]] = []
-    for published in live:
-        leg_no = len(planned) + 1
-        if leg_no in done:
-            planned.append((published, published.document))
-            continue
-        document = offer_test_document(
-            published.document,
-            control=str(params.get("control_offer")),
-            treatment=str(params.get("treatment_offer")),
-            action_id=action.id,
-        )
-        if isinstance(document, str):
-            return _refuse(database, action, f"{published.app_id}/{paywall_id}: {document}", {}, now, evaluate=True)
-        planned.append((published, document))
-    if not done:
-        with database.write() as conn:
-            repo.record_evaluation(
-                conn, action_id=action.id, kind="preflight", outcome="passed", engine_version=ENGINE_VERSION,
-                data_as_of=None, at=now,
-                detail={"summary": f"Executor preflight passed: test {params.get('treatment_offer')} against "
-                        f"{params.get('control_offer')} on paywall {paywall_id} in {len(planned)} app(s), "
-                        f"{plan.OFFER_TEST_SPLIT:.0%} each",
-                        "apps": [p.app_id for p, _ in planned]},
-            )  # fmt: skip
-    for leg_no, (published, document) in enumerate(planned, start=1):
-        conflict: str | None = None
-        with database.write() as conn:
-            row = ledger.record_intent(
-                conn, action_id=action.id, workspace_id=action.workspace_id, ad_account_id=None, kind="apply",
-                leg=leg_no, platform="flokit", object_type="paywall", object_id=f"{published.app_id}:{paywall_id}",
-                field="paywall_config", before={"version": published.version},
-                after={"version": published.version + 1, "split": plan.OFFER_TEST_SPLIT}, now=now,
-            )  # fmt: skip
-            if row.state == "verified":
-                continue
-            current = configs.live(conn, app_id=published.app_id, paywall_id=paywall_id)
-            version = current.version if current else 0
-            if version == row.after["version"] and current is not None and current.published_by == EXECUTOR:
-                ledger.update(conn, row.id, state="verified", response=f"version {version} already live", now=now)
-                continue
-            if version != row.before["version"]:
-                ledger.update(conn, row.id, state="conflict", response=f"live version {version}", now=now)
-                conflict = f"{published.app_id}/{paywall_id}: version {version} was published meanwhile"
-            else:
-                out = configs.publish(
-                    conn, app_id=published.app_id, paywall_id=paywall_id, document=document, actor=EXECUTOR
-                )
-                ledger.update(
-                    conn, row.id, state="verified", attempted=True, now=now,
-                    request={"publish": document.model_dump(mode="json")}, response=f"published version {out.version}",
-                )  # fmt: skip
-        if conflict is not None:
-            return _refuse(database, action, conflict, {}, now, evaluate=True)
-    done_at = _after(now)
-    effective = done_at + plan.PROPAGATION[("flokit", "paywall_config")]
-    with database.write() as conn:
-        repo.transition(
-            conn, workspace_id=action.workspace_id, action_id=action.id, trigger="start", actor=EXECUTOR, at=done_at,
-            note=f"published the test config of paywall {paywall_id} in {len(planned)} app(s)", effective_at=effective,
-        )  # fmt: skip
-    return Outcome(action.id, "apply", "running", f"paywall {paywall_id} test published", writes=len(planned))
-
-
-def finish_offer_test(
-    database: Database, action: repo.Action, *, publish: str, now: datetime | None = None
-) -> list[configs.Published]:
-    """End an offer test on the gateway: publish the control back (the version before the test)
-    or the winner (the treatment arm alone), as the next version of each app's paywall; ledger
-    rows kind `revert`. Where the live version is no longer the test FloKit published (an operator
-    published since), nothing is published for that app: a `conflict` row. The transition
-    (`complete`) is the caller's (the monitor's). Idempotent: a finished leg is not published again."""
-    if publish not in ("control", "winner"):
-        raise ValueError("publish must be 'control' or 'winner'")
-    now = now or utcnow()
-    paywall_id = str((action.parameters or {}).get("paywall_id", ""))
-    out: list[configs.Published] = []
-    with database.write() as conn:
-        applied = [r for r in ledger.executions(conn, action_id=action.id, kind="apply") if r.state == "verified"]
-        for row in applied:
-            app_id = row.object_id.split(":", 1)[0]
-            finished = ledger.record_intent(
-                conn, action_id=action.id, workspace_id=action.workspace_id, ad_account_id=None, kind="revert",
-                leg=row.leg, platform="flokit", object_type="paywall", object_id=row.object_id,
-                field="paywall_config", before=row.after, after={"publish": publish}, now=now,
-            )  # fmt: skip
-            if finished.state != "intent":
-                continue
-            current = configs.live(conn, app_id=app_id, paywall_id=paywall_id)
-            if current is None or current.version != row.after["version"]:
-                ledger.update(conn, finished.id, state="conflict", now=now,
-                              response=f"live version {current.version if current else None}")  # fmt: skip
-                continue
-            if publish == "control":
-                previous = configs.version(conn, app_id=app_id, paywall_id=paywall_id, version=row.before["version"])
-                assert previous is not None, "a published version is never deleted"
-                document = previous.document
-            else:
-                winner = current.document.variants[-1].model_copy(update={"traffic_weight": 1.0})
-                document = PaywallDocument(experiment_active=False, variants=[winner])
-            done = configs.publish(conn, app_id=app_id, paywall_id=paywall_id, document=document, actor=EXECUTOR)
-            ledger.update(
-                conn, finished.id, state="verified", attempted=True, now=now,
-                request={"publish": publish}, response=f"published version {done.version}",
-            )  # fmt: skip
-            out.append(done)
-    return out
+__all__ = ["EXECUTOR", "Outcome", "execute", "finish_offer_test"]

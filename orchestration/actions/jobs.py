@@ -1,10 +1,11 @@
-"""`execute_action`: one approved action applied, or one rolled-back action reverted.
+"""`execute_action_job`: one approved action applied, or one rolled-back action reverted.
 
-Requested by the sensor `action_executor` (one run per approval and per rollback). The body is
+Requested by the sensor `execute_action_sensor` (one run per approval and per rollback). The body is
 `orchestration.actions.executor.execute`; a refusal or a give-up is the action's outcome
 (rejected by `flokit executor`, with the reason), not a failed run; a revert with a leg the
-platform did not take fails the run, so that `action_executor_retry` asks for it again. A run that crashes leaves
-the ledger saying where it stopped; running the job again for the action continues from there.
+platform did not take fails the run, so that `execute_action_failure_sensor` asks for it again.
+A run that crashes leaves the ledger saying where it stopped; running the job again for the
+action continues from there.
 """
 
 # No `from __future__ import annotations`: Dagster reads the op's config annotation at runtime.
@@ -60,8 +61,8 @@ def execute_action_op(
 
 
 @dg.job(
-    name="execute_action",
-    description="Applies or reverts one growth action (requested by the action_executor sensor).",
+    name="execute_action_job",
+    description="Applies or reverts one growth action (requested by execute_action_sensor).",
     executor_def=dg.in_process_executor,
     tags={"flokit/domain": "actions"},
 )

@@ -25,7 +25,6 @@ checked, since time passes without new data.
 
 # No `from __future__ import annotations`: Dagster reads the op's config annotation at runtime.
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -34,11 +33,11 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from orchestration.actions import executor
+from orchestration.actions.offer_gateway import finish_offer_test as publish_back
 from orchestration.resources import DatabaseResource, DataDirResource
-from transforms.actions import ROLLBACK_TYPES
 from transforms.actions.monitoring import Outcome, evaluate, observation_over
-from transforms.actions.rules import RollbackRule, render, rules_from_dicts
+from transforms.actions.rules import RollbackRule, rules_from_dicts
+from transforms.actions.verdict import announce, breach_note, decide, publishes_control_back
 from transforms.webhooks import payloads
 from warehouse.actions import repository
 from warehouse.actions.policy import policy_for
@@ -87,7 +86,7 @@ def monitor_all(
 ) -> list[ActionCheck]:
     """Every workspace that has running actions, one after the other."""
     with database.read() as conn:
-        workspaces = sorted({a.workspace_id for a in repository.running_actions(conn)})
+        workspaces = sorted({a.workspace_id for a in repository.running_actions_for_operator(conn)})
     checks: list[ActionCheck] = []
     for workspace_id in workspaces:
         checks += monitor_workspace(
@@ -124,7 +123,7 @@ def monitor_workspace(
         spend_rows = spend.filter(pl.col("spend_date") >= since).collect()
         check = _check(database, action, rules, frame, spend_rows, at, run_key, currency)
         checks.append(check)
-        if check.transition == "complete" and action.type == "offer_test" and finish_offer_test is not None:
+        if publishes_control_back(check.transition, action.type) and finish_offer_test is not None:
             finish_offer_test(action, "control")
     return checks
 
@@ -192,7 +191,7 @@ def _check(
                 if outcome.status != "breach":
                     continue
                 breaches.append((rule, outcome, detail))
-                if earlier and earlier[-1].outcome == "breach":
+                if not announce(earlier[-1].outcome if earlier else None):
                     continue  # this episode was announced at its first breach
                 emit_event(
                     conn,
@@ -201,7 +200,7 @@ def _check(
                     data=payloads.guardrail_triggered(
                         guardrail=GUARDRAIL,
                         action=action.webhook_data()["action"],
-                        detail=_note(rule, detail),
+                        detail=breach_note(rule, detail),
                         rule=rule.to_dict(),
                         observed=detail["observed"],
                         bound=detail["bound"],
@@ -211,56 +210,23 @@ def _check(
                 )
                 check.webhooks += 1
         policy = policy_for(conn, workspace_id=action.workspace_id)
-        stopping = [(r, d) for r, _o, d in breaches if r.on_breach == "rollback"]
-        try:
-            if stopping and policy.auto_rollback:
-                rule, detail = stopping[0]
-                if action.type in ROLLBACK_TYPES:
-                    trigger, note = "rollback", _note(rule, detail)
-                else:
-                    trigger, note = "complete", f"Stopped (an offer test is not rolled back): {_note(rule, detail)}"
+        window_over = observation_over(action.effective_at, now, policy.observation_days)
+        decision = decide([(r, d) for r, _o, d in breaches], policy, action.type, window_over)
+        if decision.trigger is not None:
+            try:
                 repository.transition(
                     conn,
                     workspace_id=action.workspace_id,
                     action_id=action.id,
-                    trigger=trigger,
+                    trigger=decision.trigger,
                     actor=ACTOR,
-                    note=note,
+                    note=decision.note,
                     at=now,
                 )
-                check.transition = trigger
-            elif not stopping and observation_over(action.effective_at, now, policy.observation_days):
-                repository.transition(
-                    conn,
-                    workspace_id=action.workspace_id,
-                    action_id=action.id,
-                    trigger="complete",
-                    actor=ACTOR,
-                    note=f"Observation window of {policy.observation_days} days ended with no breach",
-                    at=now,
-                )
-                check.transition = "complete"
-        except TransitionRefused:
-            # Someone (an operator's rollback) moved it since it was read: their decision stands.
-            check.transition = None
+                check.transition = decision.trigger
+            except TransitionRefused:
+                pass  # someone (an operator's rollback) moved it since it was read: their decision stands
     return check
-
-
-def _note(rule: RollbackRule, detail: dict[str, Any]) -> str:
-    """The rendered rule with the numbers that breached it (the transition note, the webhook detail)."""
-    parts = [f"observed {_num(detail.get('observed'))}"]
-    if detail.get("bound") is not None:
-        parts.append(f"bound {_num(detail.get('bound'))}")
-    parts.append(f"threshold {_num(detail.get('threshold'))}")
-    if detail.get("baseline") is not None:
-        parts.append(f"baseline {_num(detail.get('baseline'))}")
-    return f"{render(rule)}: {', '.join(parts)}"
-
-
-def _num(value: object) -> str:
-    if not isinstance(value, int | float) or not math.isfinite(value):
-        return "n/a"
-    return f"{value:.4g}"
 
 
 # --------------------------------------------------------------------------------- Dagster
@@ -277,7 +243,7 @@ def monitor_actions(
     db = database.database()
 
     def finish(action: repository.Action, publish: str) -> None:
-        executor.finish_offer_test(db, action, publish=publish)
+        publish_back(db, action, publish=publish)
 
     checks = monitor_all(db, data_dir.paths.lake(), run_key=config.run_key, finish_offer_test=finish)
     for c in checks:
@@ -285,7 +251,7 @@ def monitor_actions(
         context.log.info(f"{c.action_id}: {verdicts}; {c.transition or 'still running'}")
 
 
-@dg.job(description="The monitor of running growth actions (requested by action_monitor_sensor and flokit refresh).")
+@dg.job(description="The monitor of running growth actions (requested by monitor_actions_sensor and flokit refresh).")
 def monitor_actions_job() -> None:
     monitor_actions()
 
@@ -296,12 +262,12 @@ def monitor_run_config(run_key: str) -> dict[str, Any]:
 
 @dg.sensor(
     job=monitor_actions_job,
-    name="action_monitor_sensor",
+    name="monitor_actions_sensor",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="After each action_signals materialization, checks the running actions' rollback rules.",
 )
-def action_monitor_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+def monitor_actions_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     """One run per materialization, keyed by its storage id (an asset sensor does not expose it);
     materializations that land while a run is pending are covered by the next one, which reads the
     lake as it is then. The cursor is the last storage id requested."""

@@ -1,4 +1,4 @@
-"""The sensor `action_executor`: one `execute_action` run per approval and per rollback.
+"""The sensor `execute_action_sensor`: one `execute_action_job` run per approval and per rollback.
 
 Each approval (the `approve` transition of an action still `approved`) and each rollback of an
 action with verified platform changes is requested once, with `run_key` =
@@ -9,7 +9,7 @@ second approval of the same action (approved, refused, proposed again) is a new 
 hence a new run. Like the webhook drain sensor, the tick reads one indexed query and nothing else.
 
 A run that fails (the process died, the database went away mid-run) would otherwise leave its
-approval waiting forever, since the cursor has moved past it: `action_executor_retry` requests
+approval waiting forever, since the cursor has moved past it: `execute_action_failure_sensor` requests
 the same work again, up to MAX_ATTEMPTS runs, while the action still needs it. The executor
 continues from its ledger, so a retry never writes a leg twice.
 """
@@ -36,7 +36,9 @@ def run_key(action_id: str, kind: str, transition_id: int) -> str:
     return f"act-{'exec' if kind == 'apply' else 'revert'}-{action_id}-{transition_id}"
 
 
-def action_executor(context: dg.SensorEvaluationContext, database: DatabaseResource) -> dg.SensorResult | dg.SkipReason:
+def request_executions(
+    context: dg.SensorEvaluationContext, database: DatabaseResource
+) -> dg.SensorResult | dg.SkipReason:
     """One tick: a run request per approval and rollback after the cursor (the sensor's body)."""
     after = int(context.cursor) if context.cursor else 0
     with database.database().read() as conn:
@@ -54,27 +56,27 @@ def action_executor(context: dg.SensorEvaluationContext, database: DatabaseResou
     return dg.SensorResult(run_requests=requests, cursor=str(max(t for _, _, t in work)))
 
 
-def build_action_executor_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
+def build_execute_action_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
     """Built at the composition root: the interval is the deployment's FLOKIT_SENSOR_INTERVAL_S, as
     for the other queues (an approval is a queue: an approved action starts within one interval)."""
     return dg.sensor(
-        name="action_executor",
+        name="execute_action_sensor",
         job=execute_action_job,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Requests one execute_action run per approved action and per rollback to revert.",
-    )(action_executor)
+        description="Requests one execute_action_job run per approved action and per rollback to revert.",
+    )(request_executions)
 
 
 @dg.run_failure_sensor(
-    name="action_executor_retry",
+    name="execute_action_failure_sensor",
     monitored_jobs=[execute_action_job],
     request_job=execute_action_job,
     minimum_interval_seconds=RETRY_INTERVAL_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Requests a failed execute_action run again (up to 3 runs) while its action still needs it.",
+    description="Requests a failed execute_action_job run again (up to 3 runs) while its action still needs it.",
 )
-def action_executor_retry(
+def execute_action_failure_sensor(
     context: dg.RunFailureSensorContext, database: DatabaseResource
 ) -> dg.RunRequest | dg.SkipReason:
     failed = context.dagster_run

@@ -122,11 +122,12 @@ def test_history_shows_evaluations_with_the_transitions_oldest_first(
     action_id = create(client, workspace, "pause_creative", reason="CTR collapsed")
     with db.write() as conn:
         repo.record_evaluation(
-            conn, action_id=action_id, kind="preflight", outcome="refused", engine_version="0.1.0",
+            conn, action_id=action_id, workspace_id=ws, kind="preflight", outcome="refused", engine_version="0.1.0",
             data_as_of=T0, detail={"summary": "Budget of meta_broad changed on Meta since the proposal", "live": 5_000},
         )  # fmt: skip
         repo.record_evaluation(
             conn, action_id=action_id, kind="monitor", outcome="pending", engine_version=None, data_as_of=None,
+            workspace_id=ws,
             detail={},
         )  # fmt: skip
         repo.transition(conn, workspace_id=ws, action_id=action_id, trigger="reject", actor="lee", note="no")

@@ -7,7 +7,7 @@ a fake Meta Marketing API on 127.0.0.1 driven by the facebook-business SDK:
 2. `flokit refresh` syncs the registry, publishes the reports and runs the engine: a budget shift
    from google_uac to meta_broad, sized from the account's budgets, is ready for approval.
 3. Under `flokit up` (gunicorn, the Dagster daemon), the operator approves it over v1; the
-   daemon's `action_executor` sensor runs it: Meta receives the absolute budgets, decrease first,
+   daemon's `execute_action_sensor` runs it: Meta receives the absolute budgets, decrease first,
    and the action is `running`.
 4. Time is compressed: the change is moved nine days into the past (the only write to FloKit's
    state that no product path makes) and Meta's spend for meta_broad since then is restated at

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 
 from orchestration.actions.monitor import (
     ACTOR,
-    action_monitor_sensor,
     monitor_actions_job,
+    monitor_actions_sensor,
     monitor_workspace,
     run_key_for,
 )
@@ -56,7 +56,7 @@ def events(db: Database, event_type: str) -> list[dict[str, Any]]:
 def run_monitor(settings: Settings, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult | None:
     """What the daemon does: the sensor notices the latest action_signals materialization and
     requests a run, which is executed here."""
-    result = action_monitor_sensor(dg.build_sensor_context(instance=instance, cursor=None))
+    result = monitor_actions_sensor(dg.build_sensor_context(instance=instance, cursor=None))
     if isinstance(result, dg.SkipReason):
         return None
     assert isinstance(result, dg.SensorResult)

@@ -95,6 +95,7 @@ def test_one_open_action_per_fingerprint_and_the_caller_can_re_evaluate_the_open
         # The transaction is still usable: the engine records the re-evaluation on the open action.
         repo.record_evaluation(
             conn, action_id=info.value.action_id, kind="revalidation", outcome="passed", detail={"ctw": 0.97},
+            workspace_id=ws,
             engine_version="1", data_as_of=T0,
         )  # fmt: skip
     with db.read() as conn:
@@ -151,25 +152,35 @@ def test_evaluations_are_checked_and_merged_into_the_history_oldest_first(db: Da
     action = propose(db, ws, fingerprint=None, at=T0)
     with db.write() as conn:
         proposal = repo.record_evaluation(
-            conn, action_id=action.id, kind="proposal", outcome="proposed", detail={"n": [300, 310]},
+            conn, action_id=action.id, workspace_id=ws, kind="proposal", outcome="proposed", detail={"n": [300, 310]},
             engine_version="1", data_as_of=T0 - timedelta(hours=2), at=T0,
         )  # fmt: skip
         repo.record_evaluation(
             conn, action_id=action.id, kind="revalidation", outcome="passed", detail={}, engine_version="1",
+            workspace_id=ws,
             data_as_of=T0, at=T0 + timedelta(hours=6),
         )  # fmt: skip
         with pytest.raises(ValueError, match="unknown evaluation kind"):
             repo.record_evaluation(
-                conn, action_id=action.id, kind="guess", outcome="ok", detail={}, engine_version=None, data_as_of=None
+                conn,
+                action_id=action.id,
+                workspace_id=ws,
+                kind="guess",
+                outcome="ok",
+                detail={},
+                engine_version=None,
+                data_as_of=None,
             )
         with pytest.raises(ValueError, match="unknown outcome"):
             repo.record_evaluation(
                 conn, action_id=action.id, kind="monitor", outcome="fine", detail={}, engine_version=None,
+                workspace_id=ws,
                 data_as_of=None,
             )  # fmt: skip
         with pytest.raises(NotFound):
             repo.record_evaluation(
                 conn, action_id="act_missing", kind="monitor", outcome="ok", detail={}, engine_version=None,
+                workspace_id=ws,
                 data_as_of=None,
             )  # fmt: skip
     fire(db, ws, action.id, "approve", actor="ana@example.com")
@@ -223,3 +234,17 @@ def test_policy_defaults_until_changed_then_stored_audited_and_validated(db: Dat
         final = policies.policy_for(conn, workspace_id=ws)
         assert len([e for e in audit.entries(conn, workspace_id=ws) if e["action"] == "action_policy.changed"]) == 2
     assert (final.cooldown_days, final.max_leg_change, final.p_decision) == (3, 0.15, 0.95)
+
+
+def test_running_actions_are_one_workspaces_and_only_the_operator_reads_across(db: Database, workspace: dict) -> None:
+    ws = workspace["workspace_id"]
+    with db.write() as conn:
+        other = bootstrap(conn, name="Other Co")["workspace_id"]
+    mine, theirs = propose(db, ws), propose(db, other)
+    for w, action in ((ws, mine), (other, theirs)):
+        fire(db, w, action.id, "approve", actor="ana@example.com")
+        fire(db, w, action.id, "start", actor="flokit executor", effective_at=T0)
+    with db.read() as conn:
+        assert [a.id for a in repo.running_actions(conn, workspace_id=ws)] == [mine.id]
+        assert [a.id for a in repo.running_actions(conn, workspace_id=other)] == [theirs.id]
+        assert {a.id for a in repo.running_actions_for_operator(conn)} == {mine.id, theirs.id}

@@ -27,6 +27,7 @@ from typing import Any
 from transforms.actions.policy import Policy
 from transforms.adaccounts import money
 from transforms.adaccounts.entities import PlatformEntity
+from transforms.paywall import PaywallDocument, Variant
 
 # Older registry rows than this are not a basis for a write (the issue: "the data is stale").
 MAX_REGISTRY_AGE = timedelta(hours=48)
@@ -297,3 +298,38 @@ def plan_creative_pause(parameters: dict[str, Any], objects: list[RegistryObject
 def reverted(legs: list[Leg]) -> tuple[Leg, ...]:
     """The revert of verified apply legs: each writes its `before` back, decreases first."""
     return ordered([replace(x, before=x.after, after=x.before) for x in legs])
+
+
+def _offer(document: PaywallDocument, product_id: str) -> Any:
+    for variant in document.variants:
+        for offer in variant.offers:
+            if offer.product_id == product_id:
+                return offer
+    return None
+
+
+def offer_test_document(
+    document: PaywallDocument, *, control: str, treatment: str, action_id: str
+) -> PaywallDocument | str:
+    """The live document turned into a two-arm test: the control variant (the one everyone sees
+    now, the first) and a treatment variant with the control offer replaced by the treatment
+    offer, at `OFFER_TEST_SPLIT`, `experiment_active`. Both offers must be in the live document:
+    FloKit knows an offer's price and terms only from there."""
+    if document.experiment_active:
+        return "the paywall already runs an experiment"
+    base = document.variants[0]
+    control_offer, treatment_offer = _offer(document, control), _offer(document, treatment)
+    if control_offer is None or all(o.product_id != control for o in base.offers):
+        return f"the control offer {control!r} is not an offer of the variant everyone sees ({base.variant_id})"
+    if treatment_offer is None:
+        return f"the treatment offer {treatment!r} is not in the live config, so its price and terms are unknown"
+    offers = [treatment_offer if o.product_id == control else o for o in base.offers]
+    arm = Variant(
+        variant_id=f"treatment_{action_id}"[:100],
+        layout=base.layout,
+        offers=offers,
+        cta_copy=base.cta_copy,
+        traffic_weight=1 - OFFER_TEST_SPLIT,
+    )
+    control_arm = base.model_copy(update={"traffic_weight": OFFER_TEST_SPLIT})
+    return PaywallDocument(experiment_active=True, variants=[control_arm, arm])

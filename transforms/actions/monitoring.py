@@ -383,68 +383,92 @@ def _none(rule: RollbackRule, sample: int, problem: str, observed: float | None 
 def _measure(
     rule: RollbackRule, window: pl.DataFrame, base: pl.DataFrame, maturity: int, days: int, base_days: int
 ) -> _Measure:
+    """The rule's metric since the change and in the baseline, by the metric's family."""
+    sample = _sample(rule, window, days, maturity)
+    if rule.metric in ("trial_rate", "trial_to_paid", "refund_rate"):
+        return _measure_rate(rule, window, base, maturity, sample)
+    if rule.metric in ("cpi", "installs_per_day"):
+        return _measure_count(rule, window, base, days, base_days, sample)
+    return _measure_revenue(rule, window, base, sample)
+
+
+def _measure_rate(rule: RollbackRule, window: pl.DataFrame, base: pl.DataFrame, maturity: int, sample: int) -> _Measure:
+    """A rate (binomial: successes of trials, installs or subscriptions)."""
     relative = rule.threshold_kind == "relative_to_baseline"
     v = rule.threshold_value
-    sample = _sample(rule, window, days, maturity)
     metric = rule.metric
-    if metric in ("trial_rate", "trial_to_paid", "refund_rate"):
-        if metric == "trial_to_paid":
-            window = window.filter(pl.col("complete_days") >= maturity)
-            base = base.filter(pl.col("complete_days") >= maturity)
-        num, den = {
-            "trial_rate": ("trials", "installs"),
-            "trial_to_paid": ("trial_conversions", "trials"),
-            "refund_rate": ("refunds_n", "subscriptions"),
-        }[metric]
-        n1 = _count(window, den)
-        s1 = min(_count(window, num), n1)  # a user may start two trials: a rate is at most 1
-        if n1 == 0:
-            return _none(rule, sample, f"no {den} since the change")
-        p1 = s1 / n1
-        if not relative:
-            se = math.sqrt(p1 * (1 - p1) / n1)
-            return _Measure(p1, None, v, p1 - v, se, n1, sample, lambda x: x + v)
-        n0 = _count(base, den)
-        s0 = min(_count(base, num), n0)
-        if n0 == 0:
-            return _none(rule, sample, f"no {den} in the baseline window", p1)
-        p0 = s0 / n0
-        line = v * p0
-        est, se, n_total = (float(x) for x in rate_against_baseline(s0, n0, s1, n1, v))
-        return _Measure(p1, p0, line, est, se, n_total, sample, lambda x: x + line)
-    if metric in ("cpi", "installs_per_day"):
-        # Installs as Poisson counts given the spend (or the days): the ratio is tested on the log
-        # scale, where its standard error is √(1/N₁ + 1/N₀).
-        n1 = _count(window, "installs")
-        exposure1 = _sum(window, "spend") if metric == "cpi" else float(days)
-        if exposure1 is None:
-            return _none(rule, sample, "the spend since the change includes an amount that could not be converted")
-        if n1 == 0 or exposure1 <= 0:
-            return _none(rule, sample, "no installs since the change" if n1 == 0 else "no spend since the change")
-        x1 = exposure1 / n1 if metric == "cpi" else n1 / exposure1
-        if not relative:
-            return _Measure(
-                x1,
-                None,
-                v,
-                math.log(x1 / v) if v > 0 else math.inf,
-                1 / math.sqrt(n1),
-                n1,
-                sample,
-                lambda e: v * math.exp(e),
-            )
-        n0 = _count(base, "installs")
-        exposure0 = _sum(base, "spend") if metric == "cpi" else float(base_days)
-        if exposure0 is None:
-            return _none(rule, sample, "the baseline spend includes an amount that could not be converted", x1)
-        if n0 == 0 or exposure0 <= 0:
-            return _none(rule, sample, "no installs or spend in the baseline window", x1)
-        x0 = exposure0 / n0 if metric == "cpi" else n0 / exposure0
-        line = v * x0
-        est, se, n_total = (
-            float(x) for x in count_against_baseline(n0, exposure0, n1, exposure1, v, per_install=metric == "cpi")
+    if metric == "trial_to_paid":
+        window = window.filter(pl.col("complete_days") >= maturity)
+        base = base.filter(pl.col("complete_days") >= maturity)
+    num, den = {
+        "trial_rate": ("trials", "installs"),
+        "trial_to_paid": ("trial_conversions", "trials"),
+        "refund_rate": ("refunds_n", "subscriptions"),
+    }[metric]
+    n1 = _count(window, den)
+    s1 = min(_count(window, num), n1)  # a user may start two trials: a rate is at most 1
+    if n1 == 0:
+        return _none(rule, sample, f"no {den} since the change")
+    p1 = s1 / n1
+    if not relative:
+        se = math.sqrt(p1 * (1 - p1) / n1)
+        return _Measure(p1, None, v, p1 - v, se, n1, sample, lambda x: x + v)
+    n0 = _count(base, den)
+    s0 = min(_count(base, num), n0)
+    if n0 == 0:
+        return _none(rule, sample, f"no {den} in the baseline window", p1)
+    p0 = s0 / n0
+    line = v * p0
+    est, se, n_total = (float(x) for x in rate_against_baseline(s0, n0, s1, n1, v))
+    return _Measure(p1, p0, line, est, se, n_total, sample, lambda x: x + line)
+
+
+def _measure_count(
+    rule: RollbackRule, window: pl.DataFrame, base: pl.DataFrame, days: int, base_days: int, sample: int
+) -> _Measure:
+    """Installs against spend (CPI) or days (installs per day)."""
+    relative = rule.threshold_kind == "relative_to_baseline"
+    v = rule.threshold_value
+    metric = rule.metric
+    # Installs as Poisson counts given the spend (or the days): the ratio is tested on the log
+    # scale, where its standard error is √(1/N₁ + 1/N₀).
+    n1 = _count(window, "installs")
+    exposure1 = _sum(window, "spend") if metric == "cpi" else float(days)
+    if exposure1 is None:
+        return _none(rule, sample, "the spend since the change includes an amount that could not be converted")
+    if n1 == 0 or exposure1 <= 0:
+        return _none(rule, sample, "no installs since the change" if n1 == 0 else "no spend since the change")
+    x1 = exposure1 / n1 if metric == "cpi" else n1 / exposure1
+    if not relative:
+        return _Measure(
+            x1,
+            None,
+            v,
+            math.log(x1 / v) if v > 0 else math.inf,
+            1 / math.sqrt(n1),
+            n1,
+            sample,
+            lambda e: v * math.exp(e),
         )
-        return _Measure(x1, x0, line, est, se, n_total, sample, lambda e: line * math.exp(e))
+    n0 = _count(base, "installs")
+    exposure0 = _sum(base, "spend") if metric == "cpi" else float(base_days)
+    if exposure0 is None:
+        return _none(rule, sample, "the baseline spend includes an amount that could not be converted", x1)
+    if n0 == 0 or exposure0 <= 0:
+        return _none(rule, sample, "no installs or spend in the baseline window", x1)
+    x0 = exposure0 / n0 if metric == "cpi" else n0 / exposure0
+    line = v * x0
+    est, se, n_total = (
+        float(x) for x in count_against_baseline(n0, exposure0, n1, exposure1, v, per_install=metric == "cpi")
+    )
+    return _Measure(x1, x0, line, est, se, n_total, sample, lambda e: line * math.exp(e))
+
+
+def _measure_revenue(rule: RollbackRule, window: pl.DataFrame, base: pl.DataFrame, sample: int) -> _Measure:
+    """Revenue per user at the metric's horizon (ROAS divides by the CPI)."""
+    relative = rule.threshold_kind == "relative_to_baseline"
+    v = rule.threshold_value
+    metric = rule.metric
     # Revenue: per-user net revenue at the horizon, Moments(n = installs, Σx, Σx²).
     horizon = _HORIZON[metric]
     window = window.filter(pl.col("complete_days") >= horizon)

@@ -182,6 +182,14 @@ def _one_of(name: str, value: object, allowed: tuple[str, ...]) -> None:
 
 
 def _validate(rule: RollbackRule) -> None:
+    """The first problem of the rule, in the order its fields are written (RuleProblem)."""
+    _validate_subject(rule)
+    _validate_threshold(rule)
+    _validate_window(rule)
+    _validate_test(rule)
+
+
+def _validate_subject(rule: RollbackRule) -> None:
     if not rule.id or len(rule.id) > 64:
         raise RuleProblem("id: must be 1 to 64 characters")
     _one_of("metric", rule.metric, METRICS)
@@ -190,6 +198,10 @@ def _validate(rule: RollbackRule) -> None:
         raise RuleProblem(f"scope.name: must be 1 to {NAME_MAX} characters")
     _one_of("comparator", rule.comparator, COMPARATORS)
     _one_of("threshold.kind", rule.threshold_kind, THRESHOLD_KINDS)
+
+
+def _validate_threshold(rule: RollbackRule) -> None:
+    """The threshold's value for its kind and metric, its currency and its baseline."""
     value = rule.threshold_value
     if not math.isfinite(value):
         raise RuleProblem("threshold.value: must be a finite number")
@@ -218,6 +230,9 @@ def _validate(rule: RollbackRule) -> None:
             raise RuleProblem("baseline.window_days: a relative threshold needs a baseline of 1 to 365 days")
     elif rule.baseline_window_days is not None:
         raise RuleProblem("baseline: only a relative threshold has a baseline")
+
+
+def _validate_window(rule: RollbackRule) -> None:
     if not 1 <= rule.window_max_days <= 365:
         raise RuleProblem("window.max_days: must be between 1 and 365")
     _one_of("min_sample.unit", rule.min_sample_unit, SAMPLE_UNITS)
@@ -225,6 +240,9 @@ def _validate(rule: RollbackRule) -> None:
         raise RuleProblem("min_sample.value: must be at least 1")
     if not 0 <= rule.grace_hours <= 24 * 30:
         raise RuleProblem("grace_hours: must be between 0 and 720")
+
+
+def _validate_test(rule: RollbackRule) -> None:
     _one_of("test", rule.test, TESTS)
     if rule.test == "confidence_sequence":
         if rule.alpha is None or not 0 < rule.alpha < 1:

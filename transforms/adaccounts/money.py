@@ -6,7 +6,8 @@ and with the reports' spend. The platforms differ on the wire: Apple Search Ads 
 strings in major units (`{"amount": "500", "currency": "USD"}`); Meta sends integers in its own
 "offset" unit, 100 per major unit for most currencies but 1 for the ones Meta lists with offset 1
 (its Marketing API currencies page; the design note's [R9]: "USD 100, JPY/KRW/IDR 1"), which is
-not always ISO's exponent (HUF, TWD, COP have two ISO decimals but offset 1 at Meta). Conversions
+not always ISO's exponent (HUF, TWD, COP have two ISO decimals but offset 1 at Meta); both tables
+are `transforms.currencies`, the only one FloKit has. Conversions
 are exact (Decimal, integers); a value the target unit cannot hold exactly is refused, never
 rounded silently, because a budget write is absolute.
 """
@@ -14,38 +15,22 @@ rounded silently, because a budget write is absolute.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Final
 
 import pycountry
 
-_ZERO = [
-    "BIF",
-    "CLP",
-    "DJF",
-    "GNF",
-    "ISK",
-    "JPY",
-    "KMF",
-    "KRW",
-    "PYG",
-    "RWF",
-    "UGX",
-    "UYI",
-    "VND",
-    "VUV",
-    "XAF",
-    "XOF",
-    "XPF",
+from transforms.currencies import exponent, meta_offset
+
+__all__ = [
+    "InexactAmount",
+    "exponent",
+    "from_meta",
+    "is_currency",
+    "major_text",
+    "meta_offset",
+    "to_major",
+    "to_meta",
+    "to_minor",
 ]
-# ISO 4217 minor-unit exponents other than 2 (the ISO 4217 list, table A.1).
-_EXPONENT: Final[dict[str, int]] = {
-    **dict.fromkeys(_ZERO, 0),
-    **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
-    **dict.fromkeys(("CLF", "UYW"), 4),
-}
-# Meta's currencies with offset 1 (developers.facebook.com/docs/marketing-api/currencies); every
-# other currency Meta supports has offset 100.
-_META_OFFSET_ONE: Final = frozenset({"CLP", "COP", "CRC", "HUF", "ISK", "IDR", "JPY", "KRW", "PYG", "TWD", "VND"})
 
 
 class InexactAmount(ValueError):
@@ -54,10 +39,6 @@ class InexactAmount(ValueError):
 
 def is_currency(code: str) -> bool:
     return len(code) == 3 and pycountry.currencies.get(alpha_3=code.upper()) is not None
-
-
-def exponent(currency: str) -> int:
-    return _EXPONENT.get(currency.upper(), 2)
 
 
 def to_minor(amount: Decimal | str, currency: str) -> int:
@@ -76,10 +57,6 @@ def to_major(minor: int, currency: str) -> Decimal:
 def major_text(minor: int, currency: str) -> str:
     """The major-unit amount as text with the currency's decimals: Apple's `amount` string."""
     return f"{to_major(minor, currency):.{exponent(currency)}f}"
-
-
-def meta_offset(currency: str) -> int:
-    return 1 if currency.upper() in _META_OFFSET_ONE else 100
 
 
 def from_meta(value: int, currency: str) -> int:

@@ -24,11 +24,9 @@ from warehouse.reports.store import ACTION_SIGNALS, last_day, partition_days, sc
 from warehouse.tables import workspaces
 
 
-def workspace_ids(conn: Connection, workspace_id: str | None = None) -> list[str]:
-    query = sa.select(workspaces.c.id).order_by(workspaces.c.id)
-    if workspace_id is not None:
-        query = query.where(workspaces.c.id == workspace_id)
-    return list(conn.execute(query).scalars())
+def workspace_ids_for_operator(conn: Connection) -> list[str]:
+    """Every workspace, in id order: the engine's operator path evaluates each in turn."""
+    return list(conn.execute(sa.select(workspaces.c.id).order_by(workspaces.c.id)).scalars())
 
 
 def read_signals(lake: Lake, workspace_id: str, through: date) -> pl.DataFrame:

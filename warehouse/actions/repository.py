@@ -345,19 +345,18 @@ def record_evaluation(
     detail: dict[str, Any],
     engine_version: str | None,
     data_as_of: datetime | None,
-    workspace_id: str | None = None,
+    workspace_id: str,
     at: datetime | None = None,
 ) -> EvaluationRecord:
     """Append one evaluation to an action's audit (NotFound for an unknown action, or one of
-    another workspace when `workspace_id` is given). The vocabularies are `transforms.actions`'s."""
+    another workspace). The vocabularies are `transforms.actions`'s."""
     if kind not in rules.EVALUATION_KINDS:
         raise ValueError(f"unknown evaluation kind {kind!r}; expected one of {', '.join(rules.EVALUATION_KINDS)}")
     if outcome not in rules.EVALUATION_OUTCOMES:
         raise ValueError(f"unknown outcome {outcome!r}; expected one of {', '.join(rules.EVALUATION_OUTCOMES)}")
-    where = [actions.c.id == action_id]
-    if workspace_id is not None:
-        where.append(actions.c.workspace_id == workspace_id)
-    owner = conn.execute(sa.select(actions.c.workspace_id).where(*where)).scalar_one_or_none()
+    owner = conn.execute(
+        sa.select(actions.c.workspace_id).where(actions.c.id == action_id, actions.c.workspace_id == workspace_id)
+    ).scalar_one_or_none()
     if owner is None:
         raise NotFound(f"No action {action_id} in this workspace")
     now = at or utcnow()
@@ -422,10 +421,19 @@ def transitions(conn: Connection, *, workspace_id: str, action_id: str) -> list[
     return [TransitionRecord(**r._mapping) for r in rows]
 
 
-def running_actions(conn: Connection, *, workspace_id: str | None = None) -> list[Action]:
-    """Every `running` action (of one workspace, or all), oldest first: what the monitor checks."""
-    where = [actions.c.status == "running"]
-    if workspace_id is not None:
-        where.append(actions.c.workspace_id == workspace_id)
-    rows = conn.execute(sa.select(*_COLUMNS).where(*where).order_by(actions.c.created_at, actions.c.id)).all()
+def running_actions(conn: Connection, *, workspace_id: str) -> list[Action]:
+    """The workspace's `running` actions, oldest first: what the monitor checks."""
+    return _running(conn, actions.c.workspace_id == workspace_id)
+
+
+def running_actions_for_operator(conn: Connection) -> list[Action]:
+    """Every workspace's `running` actions, oldest first: the monitor's and `flokit refresh`'s
+    operator path, which then checks them one workspace at a time."""
+    return _running(conn, sa.true())
+
+
+def _running(conn: Connection, tenancy: Any) -> list[Action]:
+    rows = conn.execute(
+        sa.select(*_COLUMNS).where(actions.c.status == "running", tenancy).order_by(actions.c.created_at, actions.c.id)
+    ).all()
     return [_action(r) for r in rows]

@@ -135,6 +135,7 @@ def test_the_detail_shows_parameters_signals_checks_conditions_and_history(
         repo.record_evaluation(
             conn,
             action_id=action.id,
+            workspace_id=ws,
             kind="revalidation",
             outcome="failed",
             detail={"summary": "Test re-evaluation: the cohort is still small"},

@@ -7,6 +7,7 @@ only what is still FloKit's; creative pauses and offer tests end to end."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,7 +21,7 @@ from flask.testing import FlaskClient
 from clients.ad_platform import Retrier
 from orchestration.actions.executor import EXECUTOR, execute, finish_offer_test
 from orchestration.actions.jobs import execute_action_job, execute_run_config
-from orchestration.actions.sensors import action_executor_retry, build_action_executor_sensor
+from orchestration.actions.sensors import build_execute_action_sensor, execute_action_failure_sensor
 from orchestration.adaccounts.sync import client_for, sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from tests.providers.apple_search_ads_fake import (
@@ -33,11 +34,14 @@ from tests.providers.apple_search_ads_fake import (
 )
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
 from tests.support import bearer
+from tests.support.engine import Campaign, signal_rows, write_lake
 from transforms.actions import ActionContent
+from transforms.actions import proposals as gen
 from transforms.adaccounts.kinds import validate_config
 from transforms.paywall import parse_document
 from transforms.reports.schemas import SPEND_SCHEMA
 from transforms.webhooks.payloads import PAYLOAD_TYPES, conformance
+from warehouse.actions import engine_inputs
 from warehouse.actions import executions as ledger
 from warehouse.actions import repository as repo
 from warehouse.adaccounts import repository as accounts
@@ -136,7 +140,7 @@ def tick(settings: Settings, instance: dg.DagsterInstance, cursor: str | None) -
     context = dg.build_sensor_context(
         instance=instance, cursor=cursor, resources={"database": DatabaseResource(url=settings.database_url)}
     )
-    result = build_action_executor_sensor(5)(context)
+    result = build_execute_action_sensor(5)(context)
     assert isinstance(result, dg.SensorResult | dg.SkipReason)
     return result
 
@@ -170,16 +174,16 @@ def sensor_runs_once(settings: Settings, instance: dg.DagsterInstance, cursor: s
 
 
 def retry_of(settings: Settings, instance: dg.DagsterInstance, run_id: str) -> dg.RunRequest | dg.SkipReason:
-    """What `action_executor_retry` answers to the failed run `run_id`."""
+    """What `execute_action_failure_sensor` answers to the failed run `run_id`."""
     run_record = instance.get_run_by_id(run_id)
     assert run_record is not None
     [failure] = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
     context = dg.build_run_status_sensor_context(
-        sensor_name="action_executor_retry", dagster_instance=instance, dagster_run=run_record,
+        sensor_name="execute_action_failure_sensor", dagster_instance=instance, dagster_run=run_record,
         dagster_event=failure.dagster_event,  # type: ignore[arg-type]
         resources={"database": DatabaseResource(url=settings.database_url)},
     ).for_run_failure()  # fmt: skip
-    result = action_executor_retry(context)
+    result = execute_action_failure_sensor(context)
     assert isinstance(result, dg.RunRequest | dg.SkipReason)
     return result
 
@@ -388,6 +392,63 @@ def test_a_rollback_over_the_api_reverts_and_a_changed_value_is_left_alone(
             external_id=uac,
         )  # fmt: skip
     assert entity.daily_budget == 40000
+
+
+# HUF: offset 1 at Meta but two ISO decimals; JPY: no decimals either way; KWD: three ISO decimals,
+# not in Meta's table (offset 100). (currency, Meta's budget integers, the registry's ISO minor units,
+# the proposal's major units, Meta integers per major unit)
+ROUND_TRIP = [
+    ("HUF", (50000, 40000), (5000000, 4000000), (50000.0, 40000.0), 1),
+    ("JPY", (50000, 40000), (50000, 40000), (50000.0, 40000.0), 1),
+    ("KWD", (50000, 40000), (500000, 400000), (500.0, 400.0), 100),
+]
+
+
+@pytest.mark.parametrize(("currency", "on_meta", "registry", "major", "offset"), ROUND_TRIP)
+def test_a_budget_in_huf_jpy_or_kwd_survives_the_registry_a_proposal_and_an_execution_on_meta(
+    settings: Settings, db: Database, lake: Lake, workspace: dict, client: FlaskClient, instance: dg.DagsterInstance,
+    currency: str, on_meta: tuple[int, int], registry: tuple[int, int], major: tuple[float, float], offset: int,
+) -> None:  # fmt: skip
+    ws = workspace["workspace_id"]
+    fake = MetaGraphFake(currency=currency)
+    broad = fake.add("campaign", "meta_broad", daily_budget=on_meta[0])
+    uac = fake.add("campaign", "meta_uac", daily_budget=on_meta[1])
+    fake.add("ad", "meta_broad_cr1", parent=fake.add("ad_set", "broad_set", parent=broad))
+    fake.add("ad", "meta_uac_cr1", parent=fake.add("ad_set", "uac_set", parent=uac))
+    through = datetime.now(UTC).date() - timedelta(days=1)
+    world = (
+        Campaign("meta_broad", 40, 2.0, 0.05, 20.0, creatives={"meta_broad_cr1": (1.0, 6, 3)}),
+        Campaign("meta_uac", 40, 1.0, 0.10, 20.0, creatives={"meta_uac_cr1": (1.0, 6, 3)}),
+    )
+    write_lake(lake, signal_rows(ws, through, world), through)
+    with fake:
+        account_id = meta_account(db, lake, ws, fake)
+        with db.read() as conn:  # the registry: ISO minor units
+            stored = [accounts.get_entity(conn, ad_account_id=account_id, entity_type="campaign", external_id=i)
+                      for i in (broad, uac)]  # fmt: skip
+            loaded = engine_inputs.load(conn, lake, ws, datetime.now(UTC))
+        assert [(e.daily_budget, e.currency) for e in stored] == [(registry[0], currency), (registry[1], currency)]
+        assert loaded is not None
+        evaluation = gen.evaluate_budget_shift(*loaded, "meta_broad", "meta_uac")  # the proposal: major units
+        assert evaluation is not None
+        budgets = evaluation.evidence["budgets"]
+        assert (budgets["source"], budgets["target"], budgets["currency"]) == (*major, currency)
+        amount = evaluation.parameters["amount_per_day"]
+        assert amount == math.floor(0.2 * major[1])  # the leg cap (20 %) of the recipient budget read right
+        action_id = propose(db, ws, "budget_shift", evaluation.parameters)
+        approve(client, workspace, action_id)
+
+        outcome, _cursor = sensor_runs_once(settings, instance)
+
+        assert outcome["result"] == "running"
+        moved = int(amount * offset)  # Meta's integers
+        assert fake.writes == [(broad, {"daily_budget": str(on_meta[0] - moved)}),
+                               (uac, {"daily_budget": str(on_meta[1] + moved)})]  # fmt: skip
+        with db.read() as conn:  # the registry follows, in ISO minor units again
+            after = [accounts.get_entity(conn, ad_account_id=account_id, entity_type="campaign", external_id=i)
+                     for i in (broad, uac)]  # fmt: skip
+        minor_moved = round(amount * 10 ** {"HUF": 2, "JPY": 0, "KWD": 3}[currency])
+        assert [e.daily_budget for e in after] == [registry[0] - minor_moved, registry[1] + minor_moved]
 
 
 # --- creative pause --------------------------------------------------------------------------------
