@@ -17,7 +17,7 @@ import click
 
 from cli.context import App, json_option, pass_app
 from clients import egress as addresses
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 from transforms.integrations.kinds import INTEGRATION_TYPES, ConfigProblem, ValidConfig, kind_of, validate_config
 from transforms.timefmt import iso_z
 from warehouse.db import utcnow
@@ -104,7 +104,7 @@ def connect(app: App, workspace_id: str, integration_type: str, config_file: Pat
     if check:
         try:
             answer = check_config(integration_type, config)
-        except SyncFailure as failure:
+        except ClientError as failure:
             app.fail(f"check failed ({failure.code}): {failure.message}; nothing was saved")
     try:
         with app.database.write() as conn:

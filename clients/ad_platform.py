@@ -4,10 +4,10 @@ A client lists the account's objects, reads one object's live state, and writes 
 (an ABSOLUTE value in ISO minor units: a retried absolute write is harmless, and none of the
 platforms offers an idempotency key; design note §3) or a status (`active` / `paused`). Objects
 are addressed by type and id, with the parent's id for the platforms whose paths need it
-(Apple's ad groups live under their campaign). Failures are `transforms.adaccounts.errors`.
+(Apple's ad groups live under their campaign). Failures are `transforms.client_errors`.
 
 `Retrier` is the retry loop every client shares: a `RateLimited` waits what the platform asked
-(or a doubling backoff when it did not say), a transient `ProviderError` a doubling backoff; a
+(or a doubling backoff when it did not say), any other transient `ClientError` a doubling backoff; a
 wait longer than `max_wait_s` is not sat out in a run: the error is raised, and the next sync
 (or execution attempt) tries again.
 """
@@ -20,7 +20,7 @@ from typing import Literal, Protocol, TypeVar
 
 from clients.retry import RetryPolicy
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
-from transforms.adaccounts.errors import PlatformError, RateLimited
+from transforms.client_errors import ClientError
 
 LiveStatus = Literal["active", "paused"]
 T = TypeVar("T")
@@ -55,7 +55,7 @@ class AdPlatformClient(Protocol):
 @dataclass
 class Retrier(RetryPolicy):
     """The retry policy applied to an ad platform's calls: a `RateLimited` waits what the
-    platform asked, a transient `ProviderError` the policy's backoff; every wait is logged and
+    platform asked, any other transient `ClientError` the policy's backoff; every wait is logged and
     kept (`waits`)."""
 
     log: Callable[[str], None] = lambda _line: None
@@ -65,10 +65,10 @@ class Retrier(RetryPolicy):
         for attempt in range(1, self.attempts + 1):
             try:
                 return call()
-            except PlatformError as error:
+            except ClientError as error:
                 if not error.transient:
                     raise
-                wait = self.next_wait(attempt, error.retry_after if isinstance(error, RateLimited) else None)
+                wait = self.next_wait(attempt, error.retry_after)
                 if wait is None:
                     raise
                 self.log(f"{what}: {error.code} ({error.message}); waiting {wait:.1f} s (attempt {attempt})")

@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 import requests
 
 from clients.http import ProviderClient, RetryRules
+from transforms.client_errors import error_for
 from transforms.integrations import attribution_provider_a as adjust
-from transforms.integrations.errors import SyncFailure
 
 REPORT_PATH = "reports-service/report"
 Log = Callable[[str], None]
@@ -65,4 +65,4 @@ class AdjustClient(ProviderClient):
         try:
             return adjust.report_rows(http.json(response, what=what))
         except adjust.ReportProblem as exc:
-            raise SyncFailure("bad_response", f"{what}: {exc}") from exc
+            raise error_for("bad_response", f"{what}: {exc}") from exc

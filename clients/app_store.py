@@ -21,7 +21,8 @@ from appstoreserverlibrary.api_client import APIError, APIException, AppStoreSer
 from appstoreserverlibrary.models.Environment import Environment
 
 from clients.http import guarded_session
-from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, code_for_status, truncate
+from transforms.client_errors import error_for
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, code_for_status, truncate
 from transforms.integrations.kinds import kind_of
 
 TYPE = "ios_store_connect"
@@ -59,7 +60,7 @@ class AppStoreClient:
                 self.private_key.encode(), self.key_id, self.issuer_id, bundle_id, Environment(environment)
             )
         except (ValueError, TypeError) as e:
-            raise SyncFailure("config", f"private_key is not an In-App Purchase key (.p8, PEM): {e}") from None
+            raise error_for("config", f"private_key is not an In-App Purchase key (.p8, PEM): {e}") from None
         if self.base_url.rstrip("/") != kind_of(TYPE).default_base_url:
             client._base_url = self.base_url.rstrip("/")  # a proxy or a test; else the library's own per environment
         return client
@@ -79,25 +80,23 @@ class AppStoreClient:
                 if status == 429 or e.raw_api_error == APIError.RATE_LIMIT_EXCEEDED:
                     self.rate_limited += 1
                     if last:
-                        raise SyncFailure(
+                        raise error_for(
                             "rate_limited", f"{what}: HTTP 429 after {attempt} attempt(s): {text}", status=429
                         ) from None
                 elif status >= 500:
                     if last:
-                        raise SyncFailure(
+                        raise error_for(
                             "provider_error", f"{what}: HTTP {status} after {attempt} attempt(s): {text}", status=status
                         ) from None
                 else:
-                    raise SyncFailure(
-                        code_for_status(status), f"{what}: HTTP {status}: {text}", status=status
-                    ) from None
+                    raise error_for(code_for_status(status), f"{what}: HTTP {status}: {text}", status=status) from None
                 reason = f"HTTP {status}"
             except (requests.ConnectionError, requests.Timeout) as e:
                 if last:
-                    raise SyncFailure("provider_error", f"{what}: {type(e).__name__}: {e}") from None
+                    raise error_for("provider_error", f"{what}: {type(e).__name__}: {e}") from None
                 reason = type(e).__name__
             except (KeyError, TypeError, ValueError) as e:  # a 2xx body the library could not read
-                raise SyncFailure("bad_response", f"{what}: not a notification history: {e}") from None
+                raise error_for("bad_response", f"{what}: not a notification history: {e}") from None
             wait = min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
             log(f"App Store: {reason} {what}; waiting {wait:.2f} s before attempt {attempt + 1}")
             self.sleep(wait)

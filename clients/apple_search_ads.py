@@ -17,9 +17,9 @@ zone. The account's currency is the organization's, from `GET /api/v5/acls`. Wri
 object JSON envelope in your campaign update request payloads"), `PUT
 /api/v5/campaigns/{cid}/adgroups/{id}` without one.
 
-Errors: 401, 403 and a refused token (`invalid_client`, `invalid_grant`) → `AuthError`; 429 →
+Errors: 401, 403 and a refused token (`invalid_client`, `invalid_grant`) → `AuthFailed`; 429 →
 `RateLimited` with `Retry-After` when Apple sends it; 5xx and network failures → transient
-`ProviderError`; other 4xx → `ProviderError` (`config`). Apple's error body is `{"error":
+`ProviderFailed` / `Unavailable`; other 4xx → `ConfigRefused`. Apple's error body is `{"error":
 {"errors": [{"messageCode", "message", "field"}]}}`; its message is kept.
 """
 
@@ -37,9 +37,17 @@ from clients.ad_platform import LiveStatus, Retrier
 from clients.egress import Egress
 from clients.http import guarded_session, json_or_none, parse_retry_after
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
-from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError, RateLimited
 from transforms.adaccounts.kinds import ValidConfig
 from transforms.adaccounts.money import InexactAmount, major_text, to_minor
+from transforms.client_errors import (
+    AuthFailed,
+    BadResponse,
+    ClientError,
+    ConfigRefused,
+    ProviderFailed,
+    RateLimited,
+    Unavailable,
+)
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, provider_text, truncate
 from transforms.webhooks.urls import InvalidUrl
 
@@ -142,7 +150,7 @@ class AppleSearchAdsClient:
         response = self._send("POST", self.token_url, what="request an access token", data=form, auth=False)
         body = self._json(response, "the token answer")
         if not isinstance(body, dict) or not body.get("access_token"):
-            raise ProviderError("Apple Search Ads: the token answer holds no access_token", code="bad_response")
+            raise BadResponse("Apple Search Ads: the token answer holds no access_token")
         self.tokens_fetched += 1
         self._token = str(body["access_token"])
         self._token_expires = self.clock() + float(body.get("expires_in") or 0)
@@ -157,31 +165,31 @@ class AppleSearchAdsClient:
         try:
             response = self.session.request(method, url, headers=headers, timeout=self.timeout, **kwargs)
         except (requests.ConnectionError, requests.Timeout) as error:
-            raise ProviderError(f"Apple Search Ads: {what}: {type(error).__name__}", transient=True) from None
+            raise Unavailable(f"Apple Search Ads: {what}: {type(error).__name__}") from None
         except InvalidUrl as error:  # the egress policy refused the address (clients/egress.py)
-            raise ProviderError(f"Apple Search Ads: {what}: {error}", code="config") from None
+            raise ConfigRefused(f"Apple Search Ads: {what}: {error}") from None
         if response.ok:
             return response
         raise self._classify(response, what, auth=auth)
 
-    def _classify(self, response: requests.Response, what: str, *, auth: bool) -> PlatformError:
+    def _classify(self, response: requests.Response, what: str, *, auth: bool) -> ClientError:
         status = response.status_code
         text = f"Apple Search Ads: {what}: HTTP {status}: {_message(response)}"
         if status in (401, 403) or (not auth and status == 400):
             if auth and status == 401:
                 self._token = None  # a revoked token: the next attempt asks for a new one
-            return AuthError(text, status=status)
+            return AuthFailed(text, status=status)
         if status == 429:
             return RateLimited(text, retry_after=parse_retry_after(response.headers.get("Retry-After")), status=status)
         if status >= 500:
-            return ProviderError(text, transient=True, status=status)
-        return ProviderError(text, code="config", status=status)
+            return ProviderFailed(text, transient=True, status=status)
+        return ConfigRefused(text, status=status)
 
     def _json(self, response: requests.Response, what: str) -> Any:
         try:
             return response.json()
         except ValueError:
-            raise ProviderError(f"Apple Search Ads: {what} is not JSON", code="bad_response") from None
+            raise BadResponse(f"Apple Search Ads: {what} is not JSON") from None
 
     def _get(self, path: str, what: str, params: dict[str, Any] | None = None) -> Any:
         def attempt() -> Any:
@@ -197,7 +205,7 @@ class AppleSearchAdsClient:
             data = body.get("data") if isinstance(body, dict) else None
             paging = body.get("pagination") if isinstance(body, dict) else None
             if not isinstance(data, list):
-                raise ProviderError(f"Apple Search Ads: {what}: the answer has no data list", code="bad_response")
+                raise BadResponse(f"Apple Search Ads: {what}: the answer has no data list")
             out.extend(d for d in data if isinstance(d, dict))
             total = paging.get("totalResults") if isinstance(paging, dict) else None
             offset += len(data)
@@ -214,7 +222,7 @@ class AppleSearchAdsClient:
                 if self._currency is None:
                     break
                 return AccountInfo(self.org_id, str(acl.get("orgName") or self.org_id), self._currency)
-        raise AuthError(f"Apple Search Ads: the API user has no access to organization {self.org_id}")
+        raise AuthFailed(f"Apple Search Ads: the API user has no access to organization {self.org_id}")
 
     def currency(self) -> str:
         if self._currency is None:
@@ -230,9 +238,8 @@ class AppleSearchAdsClient:
             try:
                 minor = to_minor(str(budget["amount"]), currency)
             except (InexactAmount, ArithmeticError, ValueError):
-                raise ProviderError(
-                    f"Apple Search Ads: campaign {obj.get('id')} has an unreadable budget {budget!r}",
-                    code="bad_response",
+                raise BadResponse(
+                    f"Apple Search Ads: campaign {obj.get('id')} has an unreadable budget {budget!r}"
                 ) from None
         return PlatformEntity(
             "campaign",
@@ -282,7 +289,7 @@ class AppleSearchAdsClient:
         body = self._get(path, f"read {entity_type} {external_id}")
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, dict):
-            raise ProviderError(f"Apple Search Ads: read {entity_type} {external_id}: no data", code="bad_response")
+            raise BadResponse(f"Apple Search Ads: read {entity_type} {external_id}: no data")
         return self._campaign(data) if entity_type == "campaign" else self._ad_group(data)
 
     def _put(self, path: str, what: str, body: dict[str, Any]) -> None:

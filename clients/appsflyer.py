@@ -16,8 +16,9 @@ from typing import Any, ClassVar
 import requests
 
 from clients.http import ProviderClient, RetryRules, body_text, json_or_none, retry_after_seconds
+from transforms.client_errors import error_for
 from transforms.integrations import attribution_provider_b as appsflyer
-from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, truncate
 
 Log = Callable[[str], None]
 
@@ -92,4 +93,4 @@ class AppsFlyerClient(ProviderClient):
         try:
             return appsflyer.records(http.json(response, what=what))
         except appsflyer.ReportProblem as exc:
-            raise SyncFailure("bad_response", f"{what}: {exc}") from exc
+            raise error_for("bad_response", f"{what}: {exc}") from exc

@@ -24,9 +24,9 @@ from google.oauth2 import service_account
 from googleapiclient import discovery  # type: ignore[import-untyped]
 from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
 
-from clients.errors import AuthFailed, ProviderFailed, Unavailable
 from clients.http import Pacer
-from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, SyncFailure, truncate
+from transforms.client_errors import AuthFailed, ProviderFailed, Unavailable, error_for
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, truncate
 
 SCOPE = "https://www.googleapis.com/auth/androidpublisher"
 PAGE_SIZE = 1000  # voidedpurchases.list's maximum
@@ -185,7 +185,7 @@ class PlayApi:
     rate_limited: int = 0
 
     def call(self, request: Any, *, what: str) -> dict[str, Any]:
-        """Execute `request` (retried by the rules above): Google's answer, `NotFound`, or `SyncFailure`."""
+        """Execute `request` (retried by the rules above): Google's answer, `NotFound`, or `ClientError`."""
         wait = 0.0
         for attempt in range(1, self.attempts + 1):
             if wait:
@@ -202,7 +202,7 @@ class PlayApi:
                 if status in NOT_FOUND:
                     raise NotFound(words) from None
                 if status in (401, 403):
-                    raise SyncFailure(
+                    raise error_for(
                         "auth",
                         f"{what}: Google Play answered {status}: {words} (the service account needs access to the "
                         "app in Play Console, with the permissions 'View app information' and 'View financial "
@@ -215,7 +215,7 @@ class PlayApi:
                     if asked is not None:
                         self.pacer.push_back(asked)
                     if last or (asked is not None and asked > self.max_wait_s):
-                        raise SyncFailure(
+                        raise error_for(
                             "rate_limited",
                             f"{what}: Google Play answered 429 after {attempt} attempt(s): {words}",
                             status=429,
@@ -226,22 +226,22 @@ class PlayApi:
                     wait = self._backoff(attempt)
                     continue
                 code: ErrorCode = "provider_error" if status >= 500 else "config"
-                raise SyncFailure(
+                raise error_for(
                     code, f"{what}: Google Play answered {status} after {attempt} attempt(s): {words}", status=status
                 ) from None
             except auth_exceptions.RefreshError as e:
-                raise SyncFailure(
+                raise error_for(
                     "auth", f"{what}: Google's token endpoint refused the app's service account key: {e}"
                 ) from None
             except (auth_exceptions.TransportError, OSError, httplib2.HttpLib2Error, http.client.HTTPException) as e:
                 if last:
-                    raise SyncFailure(
+                    raise error_for(
                         "provider_error", f"{what}: Google Play did not answer ({type(e).__name__}: {e})"
                     ) from None
                 wait = self._backoff(attempt)
                 continue
             if not isinstance(answer, dict):
-                raise SyncFailure("bad_response", f"{what}: not a JSON object")
+                raise error_for("bad_response", f"{what}: not a JSON object")
             return answer
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -265,17 +265,17 @@ class PlayApi:
             try:
                 body = self.call(voided.list(**params), what=what)
             except NotFound as e:
-                raise SyncFailure("config", f"{what}: Google Play refused the request: {e}") from None
+                raise error_for("config", f"{what}: Google Play refused the request: {e}") from None
             items = body.get("voidedPurchases", [])
             if not isinstance(items, list):
-                raise SyncFailure("bad_response", f"{what}: voidedPurchases is not a list")
+                raise error_for("bad_response", f"{what}: voidedPurchases is not a list")
             yield [i for i in items if isinstance(i, dict)]
             paging = body.get("tokenPagination")
             token = paging.get("nextPageToken") if isinstance(paging, Mapping) else None
             if not token:
                 return
             if not isinstance(token, str) or token in seen:
-                raise SyncFailure("bad_response", f"{what}: nextPageToken {token!r} does not move on")
+                raise error_for("bad_response", f"{what}: nextPageToken {token!r} does not move on")
             seen.add(token)
 
     def subscription(self, token: str) -> dict[str, Any] | None:

@@ -34,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from clients.egress import Egress
 from clients.retry import RetryPolicy
 from clients.transport import PinnedAdapter
-from transforms.integrations.errors import SyncFailure, code_for_status, provider_text
+from transforms.client_errors import error_for
+from transforms.integrations.errors import code_for_status, provider_text
 from transforms.webhooks.urls import InvalidUrl
 
 USER_AGENT = "FloKit-sync/1"
@@ -138,7 +139,7 @@ class Pacer:
 @dataclass
 class ProviderHttp:
     """One provider's session and rules. `request` returns a response with an accepted status
-    or raises `SyncFailure`; every retry and wait is logged to `log`."""
+    or raises `ClientError`; every retry and wait is logged to `log`."""
 
     provider: str
     session: requests.Session
@@ -167,21 +168,21 @@ class ProviderHttp:
                 response = self.session.request(method, url, timeout=self.timeout, **kwargs)
             except (requests.ConnectionError, requests.Timeout) as exc:
                 if last:
-                    raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
+                    raise error_for("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
                 wait = self.rules.backoff(attempt)
                 continue
             except InvalidUrl as exc:  # the connection's address check: a policy refusal, not an outage
-                raise SyncFailure("config", f"{what}: {exc}") from None
+                raise error_for("config", f"{what}: {exc}") from None
             except requests.RequestException as exc:  # a refused proxy, a malformed answer
                 if last:
-                    raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}") from exc
+                    raise error_for("provider_error", f"{what}: {type(exc).__name__}") from exc
                 wait = self.rules.backoff(attempt)
                 continue
             if response.status_code in accepted:
                 return response
             status = response.status_code
             if status not in self.rules.retry_statuses:
-                raise SyncFailure(
+                raise error_for(
                     code_for_status(status), f"{what}: HTTP {status}: {self.rules.error_text(response)}", status=status
                 )
             asked = self.rules.retry_after(response)
@@ -191,7 +192,7 @@ class ProviderHttp:
                     self.pacer.push_back(asked)
             next_wait = self.rules.next_wait(attempt, asked)
             if next_wait is None:
-                raise SyncFailure(
+                raise error_for(
                     code_for_status(status),
                     f"{what}: HTTP {status} after {attempt} attempt(s): {self.rules.error_text(response)}",
                     status=status,
@@ -204,7 +205,7 @@ class ProviderHttp:
         try:
             return response.json()
         except ValueError as exc:
-            raise SyncFailure("bad_response", f"{what}: the answer (HTTP {response.status_code}) is not JSON") from exc
+            raise error_for("bad_response", f"{what}: the answer (HTTP {response.status_code}) is not JSON") from exc
 
 
 class ProviderClient(BaseModel):

@@ -15,13 +15,13 @@ budget of its own (a campaign without campaign budget, an ad set under one), kep
 Writes are `POST /{id}` with `daily_budget` or `status` (ACTIVE / PAUSED).
 
 Errors (Marketing API "Rate Limiting" and "Error codes"): 190 (invalid or expired token) and 102
-(session) are the credentials → `AuthError`; 4, 17, 32, 613, 80000-80014 (BUC throttling; 17 /
+(session) are the credentials → `AuthFailed`; 4, 17, 32, 613, 80000-80014 (BUC throttling; 17 /
 2446079 "User request limit reached", 613 / 1487742 "too many calls from this ad-account", 80004
 the ads-management use case) and HTTP 429 → `RateLimited`, waiting what Meta's headers say:
 `X-Business-Use-Case-Usage` `estimated_time_to_regain_access` (minutes) and
 `X-Ad-Account-Usage` `reset_time_duration` (seconds), else a doubling backoff; 5xx, Meta's
-`is_transient` errors and network failures → a transient `ProviderError`; anything else → a
-`ProviderError` that is not retried. Messages carry Meta's own text, never the request (the SDK's
+`is_transient` errors and network failures → a transient `ProviderFailed` / `Unavailable`;
+anything else → `ConfigRefused`, not retried. Messages carry Meta's own text, never the request (the SDK's
 `str(error)` prints the request's parameters).
 
 One SDK quirk is guarded: `FacebookResponse.is_success` takes any non-empty body without an
@@ -49,9 +49,17 @@ from clients.ad_platform import LiveStatus, Retrier
 from clients.egress import Egress
 from clients.http import guard
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
-from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError, RateLimited
 from transforms.adaccounts.kinds import ValidConfig
 from transforms.adaccounts.money import from_meta, to_meta
+from transforms.client_errors import (
+    AuthFailed,
+    BadResponse,
+    ClientError,
+    ConfigRefused,
+    ProviderFailed,
+    RateLimited,
+    Unavailable,
+)
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, provider_text, truncate
 from transforms.webhooks.urls import InvalidUrl
 
@@ -91,7 +99,7 @@ def wait_from_headers(headers: Mapping[str, str]) -> float | None:
     return max(waits) if waits else None
 
 
-def classify(error: FacebookRequestError) -> PlatformError:
+def classify(error: FacebookRequestError) -> ClientError:
     code = error.api_error_code()
     status = error.http_status()
     message = truncate(error.api_error_message() or "", MAX_PROVIDER_TEXT) or f"HTTP {status}"
@@ -100,15 +108,15 @@ def classify(error: FacebookRequestError) -> PlatformError:
     )
     platform_code = str(code) if code is not None else None
     if code in AUTH_CODES:
-        return AuthError(text, status=status, platform_code=platform_code)
+        return AuthFailed(text, status=status, platform_code=platform_code)
     if code in RATE_CODES or status == 429:
         return RateLimited(
             text, retry_after=wait_from_headers(error.http_headers() or {}), status=status, platform_code=platform_code
         )
     transient = (isinstance(status, int) and status >= 500) or bool(error.api_transient_error())
-    return ProviderError(
-        text, transient=transient, code=None if transient else "config", status=status, platform_code=platform_code
-    )
+    if transient:
+        return ProviderFailed(text, transient=True, status=status, platform_code=platform_code)
+    return ConfigRefused(text, status=status, platform_code=platform_code)
 
 
 def _time(value: object) -> datetime | None:
@@ -135,7 +143,9 @@ def guard_non_json_errors(response: requests.Response, *_args: Any, **_kwargs: A
     text = f"Meta: HTTP {status}: {provider_text(body, response.reason)}"
     if status == 429:
         raise RateLimited(text, retry_after=wait_from_headers(response.headers), status=status)
-    raise ProviderError(text, transient=status >= 500, code=None if status >= 500 else "config", status=status)
+    if status >= 500:
+        raise ProviderFailed(text, transient=True, status=status)
+    raise ConfigRefused(text, status=status)
 
 
 class MetaClient:
@@ -171,11 +181,11 @@ class MetaClient:
             except FacebookRequestError as error:
                 raise classify(error) from None
             except (requests.ConnectionError, requests.Timeout) as error:
-                raise ProviderError(f"Meta: {type(error).__name__}: {error}", transient=True) from None
+                raise Unavailable(f"Meta: {type(error).__name__}: {error}") from None
             except InvalidUrl as error:  # the egress policy refused the address (clients/egress.py)
-                raise ProviderError(f"Meta: {error}", code="config") from None
+                raise ConfigRefused(f"Meta: {error}") from None
             except FacebookError as error:
-                raise ProviderError(f"Meta: {error}", code="bad_response") from None
+                raise BadResponse(f"Meta: {error}") from None
 
         return self.retry(what, attempt)
 

@@ -21,7 +21,8 @@ import requests
 
 from clients import s3
 from clients.http import ProviderClient, ProviderHttp, RetryRules, body_text
-from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
+from transforms.client_errors import error_for
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, truncate
 
 PAGE_SIZE = 100
 # Paced this much under the configured rate: our clock and RevenueCat's see a request at slightly
@@ -133,13 +134,13 @@ class RevenueCatClient(ProviderClient):
             body = http.json(response, what=what)
             items = body.get("items") if isinstance(body, dict) else None
             if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-                raise SyncFailure("bad_response", f"{what}: not a RevenueCat list")
+                raise error_for("bad_response", f"{what}: not a RevenueCat list")
             yield items
             next_page = body.get("next_page")
             if not next_page:
                 return
             if not isinstance(next_page, str) or next_page in seen:
-                raise SyncFailure("bad_response", f"{what}: next_page {next_page!r} does not move on")
+                raise error_for("bad_response", f"{what}: next_page {next_page!r} does not move on")
             seen.add(next_page)
             url = self.url(urlsplit(next_page).path)
             # `next_page` carries the cursor; the page size and filters are ours to repeat.

@@ -25,17 +25,20 @@ import boto3  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import (  # type: ignore[import-untyped]
     BotoCoreError,
-    ClientError,
     HTTPClientError,
     IncompleteReadError,
     ParamValidationError,
+)
+from botocore.exceptions import (
+    ClientError as BotoClientError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 from pydantic import PrivateAttr
 
 from clients.http import ProviderClient, RetryRules
-from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, SyncFailure, code_for_status, truncate
+from transforms.client_errors import ClientError, error_for
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, code_for_status, truncate
 
 AWS_S3 = "https://s3.amazonaws.com"  # the S3 kinds' default base_url: boto picks the region's endpoint
 # The credentials: the key is unknown, the secret wrong, the key may not list, read or write, or
@@ -102,21 +105,21 @@ def s3_client(
     )
 
 
-def error_code(exc: ClientError) -> str:
+def error_code(exc: BotoClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def http_status(exc: ClientError) -> int:
+def http_status(exc: BotoClientError) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
 
 
-def error_message(exc: ClientError) -> str:
+def error_message(exc: BotoClientError) -> str:
     """S3's `<Message>`, short; else only the status (the error text could quote another answer)."""
     message = str(exc.response.get("Error", {}).get("Message", ""))
     return truncate(message, MAX_PROVIDER_TEXT) if message else f"HTTP {http_status(exc)} {error_code(exc)}".strip()
 
 
-def failure(exc: ClientError, what: str, attempts: int = 1) -> SyncFailure:
+def failure(exc: BotoClientError, what: str, attempts: int = 1) -> ClientError:
     """An S3 refusal in the sync vocabulary, with S3's own code and message."""
     code, status = error_code(exc), http_status(exc)
     kind: ErrorCode
@@ -131,9 +134,7 @@ def failure(exc: ClientError, what: str, attempts: int = 1) -> SyncFailure:
     else:
         kind = code_for_status(status) if status else "provider_error"
     tries = f", after {attempts} attempts" if attempts > 1 else ""
-    return SyncFailure(
-        kind, f"{what}: {code or 'S3 error'}: {error_message(exc)} (HTTP {status}{tries})", status=status
-    )
+    return error_for(kind, f"{what}: {code or 'S3 error'}: {error_message(exc)} (HTTP {status}{tries})", status=status)
 
 
 def call(
@@ -146,7 +147,7 @@ def call(
     sleep: Callable[[float], None] | None = None,
 ) -> T:
     """`fn` (one S3 call) with retries by `rules`; a failure it cannot retry, or the last one,
-    becomes a `SyncFailure` carrying S3's own code and message."""
+    becomes a `transforms.client_errors.ClientError` carrying S3's own code and message."""
     wait = 0.0
     for attempt in range(1, rules.attempts + 1):
         if wait:
@@ -155,21 +156,21 @@ def call(
         last = attempt == rules.attempts
         try:
             return fn()
-        except ClientError as exc:
+        except BotoClientError as exc:
             code, status = error_code(exc), http_status(exc)
             if not (code in RETRY_CODES or status >= 500 or status == 429) or last:
                 raise failure(exc, what, attempt) from exc
             log(f"{provider}: {what}: S3 {code or status}: {error_message(exc)}")
         except NETWORK_ERRORS as exc:
             if last:
-                raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
+                raise error_for("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
             log(f"{provider}: {what}: {type(exc).__name__}: {exc}")
         except ParamValidationError as exc:  # e.g. a bucket name S3 could never accept
-            raise SyncFailure("config", f"{what}: {exc}") from exc
+            raise error_for("config", f"{what}: {exc}") from exc
         except ResponseParserError as exc:  # the endpoint is not S3 (a proxy's page, ...)
-            raise SyncFailure("bad_response", f"{what}: the answer is not S3's (is base_url an S3 endpoint?)") from exc
+            raise error_for("bad_response", f"{what}: the answer is not S3's (is base_url an S3 endpoint?)") from exc
         except BotoCoreError as exc:
-            raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
+            raise error_for("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
         wait = rules.backoff(attempt)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -186,7 +187,7 @@ def listing(page: dict[str, Any], what: str) -> dict[str, Any]:
     page without them came from something else at that address (botocore parses any XML, or
     HTML, into an empty listing, which would sync nothing and look fine)."""
     if "Name" not in page or "IsTruncated" not in page:
-        raise SyncFailure("bad_response", f"{what}: the answer is not an S3 listing (is base_url an S3 endpoint?)")
+        raise error_for("bad_response", f"{what}: the answer is not an S3 listing (is base_url an S3 endpoint?)")
     return page
 
 
@@ -277,7 +278,7 @@ class S3ExportFolder(S3ProviderClient):
         def get() -> tuple[bytes, str] | None:
             try:
                 answer = self.s3().get_object(Bucket=self.bucket, Key=key)
-            except ClientError as exc:
+            except BotoClientError as exc:
                 if error_code(exc) == "NoSuchKey":
                     return None
                 raise

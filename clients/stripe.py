@@ -3,7 +3,7 @@
 Two readers. The gateway reads Stripe while it answers a Stripe webhook
 (`api.processor.payment_processor`: `reader`, `customer`, `invoice_payments`): no retries at
 all, since a failed lookup answers Stripe 5xx and Stripe's redelivery is the retry; its failures
-are `clients.errors` (unreachable or too slow is `Unavailable` with `timed_out`, a refusal
+are `transforms.client_errors` (unreachable or too slow is `Unavailable` with `timed_out`, a refusal
 `ProviderFailed`). The reconciliation sync (`orchestration.syncs.connectors.payment_processor`)
 reads through `StripeSync`: stripe-python does not retry a 429 (`RateLimitError`;
 design/integrations.md §1.6), and the client is built with `max_network_retries=0`, so every
@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 
 import stripe
 
-from clients.errors import ProviderFailed, Unavailable
 from clients.http import guarded_session, parse_retry_after
-from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, code_for_status, truncate
+from transforms.client_errors import ProviderFailed, Unavailable, error_for
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, code_for_status, truncate
 
 T = TypeVar("T")
 PAGE_SIZE = 100
@@ -47,7 +47,7 @@ def reader(secret_key: str, base_url: str | None) -> stripe.StripeClient:
 
 @contextmanager
 def _asking(what: str) -> Iterator[None]:
-    """Stripe's exceptions as `clients.errors`, with the words the gateway answers with."""
+    """Stripe's exceptions as `transforms.client_errors`, with the words the gateway answers with."""
     try:
         yield
     except stripe.APIConnectionError as e:
@@ -134,13 +134,13 @@ class StripeSync:
             try:
                 return request()
             except stripe.APIConnectionError as exc:
-                status, asked, failure = None, None, SyncFailure("provider_error", f"{what}: {_message(exc)}")
+                status, asked, failure = None, None, error_for("provider_error", f"{what}: {_message(exc)}")
             except stripe.StripeError as exc:
                 status = exc.http_status
                 if missing_ok and status == 404:
                     return None
                 code = code_for_status(status) if status is not None else "bad_response"
-                failure = SyncFailure(code, f"{what}: HTTP {status}: {_message(exc)}", status=status)
+                failure = error_for(code, f"{what}: HTTP {status}: {_message(exc)}", status=status)
                 if status not in RETRY_STATUSES:
                     raise failure from None
                 asked = retry_after(exc.headers)
@@ -149,7 +149,7 @@ class StripeSync:
             wait = asked if asked is not None else min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
             if attempt == self.attempts or wait > self.max_wait_s or self.waited_s + wait > self.budget_s:
                 tried = f" (after {attempt} attempt(s), {self.waited_s:.1f} s waited)"
-                raise SyncFailure(failure.code, failure.message + tried, status=status) from None
+                raise error_for(failure.code, failure.message + tried, status=status) from None
             self.log(
                 f"Stripe: {what} answered {status or 'no connection'}; waiting {wait:.2f} s "
                 f"({'Retry-After' if asked is not None else 'backoff'}), attempt {attempt + 1}"
@@ -168,13 +168,13 @@ class StripeSync:
             page = self.call(what, functools.partial(lister, query))
             data = getattr(page, "data", None)
             if not isinstance(data, list):
-                raise SyncFailure("bad_response", f"{what}: not a Stripe list")
+                raise error_for("bad_response", f"{what}: not a Stripe list")
             objects = [o.to_dict() if isinstance(o, stripe.StripeObject) else o for o in data]
             if not all(isinstance(o, dict) and isinstance(o.get("id"), str) for o in objects):
-                raise SyncFailure("bad_response", f"{what}: a listed object has no id")
+                raise error_for("bad_response", f"{what}: a listed object has no id")
             yield objects
             if not getattr(page, "has_more", False) or not objects:
                 return
             if objects[-1]["id"] == after:
-                raise SyncFailure("bad_response", f"{what}: starting_after {after} does not move on")
+                raise error_for("bad_response", f"{what}: starting_after {after} does not move on")
             after = objects[-1]["id"]

@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode
 
-from clients.errors import ClientError, Unavailable
+from transforms.client_errors import ClientError, Unavailable
 from transforms.entitlements.effects import Effects
 from warehouse.db import Database
 from warehouse.entitlements import notifications
@@ -105,7 +105,7 @@ class StoreTimeout(ProcessorError):
 
 @contextmanager
 def store_errors() -> Iterator[None]:
-    """A store client's failures (`clients.errors`) as the processor's, in one place: no answer
+    """A store client's failures (`transforms.client_errors`) as the processor's, in one place: no answer
     in time is a 504, anything else a store could not do a 502; the message is the client's."""
     try:
         yield

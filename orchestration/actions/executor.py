@@ -40,7 +40,7 @@ from orchestration.adaccounts.sync import client_for
 from transforms.actions import execution as plan
 from transforms.actions import steps
 from transforms.actions.execution import Leg, Plan, Refusal, RegistryObject
-from transforms.adaccounts.errors import PlatformError
+from transforms.client_errors import AuthFailed, ClientError
 from transforms.webhooks import payloads
 from warehouse.actions import executions as ledger
 from warehouse.actions import repository as repo
@@ -120,10 +120,12 @@ def _parent_and_currency(database: Database, row: ledger.Execution) -> tuple[str
     return entity.parent_external_id, (entity.currency or account.currency or "")
 
 
-def _auth_failed(database: Database, ad_account_id: str | None, error: PlatformError, now: datetime) -> None:
+def _auth_failed(database: Database, ad_account_id: str | None, error: ClientError, now: datetime) -> None:
     """A refusal of the credentials: the account to `error` and `integration.error` (once), as a
     sync's refusal does (`warehouse.adaccounts.repository.finish_sync_failure`)."""
-    if ad_account_id is None or not error.refused:
+    if ad_account_id is None or not isinstance(
+        error, AuthFailed
+    ):  # a refused config is the request's, not the account's
         return
     with database.write() as conn:
         accounts.finish_sync_failure(
@@ -217,7 +219,7 @@ def _preflight(
         assert leg.ad_account_id is not None
         try:
             value = _live(clients.get(leg.ad_account_id), leg, leg.parent_id)
-        except PlatformError as error:
+        except ClientError as error:
             _auth_failed(database, leg.ad_account_id, error, now)
             reason = (
                 f"reading {leg.object_type} {leg.object_id} on {leg.platform} failed: {error.code}: {error.message}"
@@ -277,7 +279,7 @@ def _run_legs(
                 _mark(database, row.id, "conflict", now, response=f"live {live}: neither before nor after")
                 reason = steps.apply_conflict(leg, live, row.before, row.after)
                 return _give_up(database, clients, action, verified, reason, now)
-        except PlatformError as error:
+        except ClientError as error:
             _auth_failed(database, leg.ad_account_id, error, now)
             _mark(
                 database, row.id, "failed", now, response_code=error.status, response=f"{error.code}: {error.message}"
@@ -358,7 +360,7 @@ def _give_up(
             notes.append(f"leg {leg.leg} compensated ({row.after} → {back})")
             with database.write() as conn:
                 _follow(conn, leg, back, now)
-        except PlatformError as error:
+        except ClientError as error:
             notes.append(f"leg {leg.leg} not compensated: {error.code}: {error.message}")
     full = reason + ("; " + "; ".join(notes) if notes else "")
     return refuse(database, action, full, {"compensation": notes}, now, evaluate=False)
@@ -405,7 +407,7 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
             else:
                 conflicts.append(leg.leg)
                 _conflict(database, action, row, leg, live, now)
-        except PlatformError as error:
+        except ClientError as error:
             _auth_failed(database, leg.ad_account_id, error, now)
             _mark(
                 database, row.id, "failed", now, response_code=error.status, response=f"{error.code}: {error.message}"

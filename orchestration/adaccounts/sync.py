@@ -24,8 +24,8 @@ from clients.egress import Egress, check_config
 from clients.meta import MetaClient
 from orchestration.adaccounts.sandbox import SandboxClient
 from transforms.adaccounts.entities import map_labels
-from transforms.adaccounts.errors import PlatformError, ProviderError
 from transforms.adaccounts.kinds import ConfigProblem, ValidConfig, kind_of
+from transforms.client_errors import AuthFailed, ClientError, ConfigRefused
 from warehouse.adaccounts import repository as repo
 from warehouse.adaccounts.lake import report_labels
 from warehouse.db import Database, utcnow
@@ -66,14 +66,14 @@ def client_for(
     now: datetime,
     retrier: Retrier | None = None,
 ) -> AdPlatformClient:
-    """The platform's client; `ProviderError` (config) when an address of the config is not one
+    """The platform's client; `ConfigRefused` when an address of the config is not one
     the egress policy allows now (`clients.egress`: checked at connect time and again here, as
     DNS may have changed)."""
     if account.platform != "sandbox":
         try:
             check_config(kind_of(account.platform).all_fields(), config, Egress.from_env())
         except ConfigProblem as problem:
-            raise ProviderError(f"{account.platform}: {problem}", code="config") from None
+            raise ConfigRefused(f"{account.platform}: {problem}") from None
     if account.platform == "meta":
         return MetaClient(config, retrier=retrier)
     if account.platform == "apple_search_ads":
@@ -101,13 +101,13 @@ def sync_account(
         client = client_for(database, lake, account, config, now=now, retrier=retrier or Retrier(log=log))
         info = client.account()
         listed = client.list_entities()
-    except PlatformError as error:
+    except ClientError as error:
         with database.write() as conn:
             repo.finish_sync_failure(
                 conn,
                 ad_account_id=ad_account_id,
                 message=error.message,
-                refused=error.refused,
+                refused=isinstance(error, AuthFailed),  # only refused credentials put an ad account in error
                 error_code=error.code,
                 now=now,
             )

@@ -3,7 +3,7 @@
 
 The row is claimed (`queued` -> `running`, the integration `syncing`) in one transaction; the
 connector then pulls and writes through a `SyncTarget`; the end (status, counts, the
-connector's state, the `integration.error` event) commits in one more. A `SyncFailure` is the
+connector's state, the `integration.error` event) commits in one more. A `ClientError` is the
 provider's verdict and ends the sync as such. Any other exception is ours: the sync is marked
 failed with the exception's text and the exception propagates, so the run fails in the Dagster
 UI with its stack trace too.
@@ -17,7 +17,7 @@ from datetime import datetime
 
 from clients.egress import Egress, check_config
 from orchestration.syncs.connectors import connector_for
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError, error_for
 from transforms.integrations.kinds import ConfigProblem, ValidConfig, kind_of
 from transforms.sealing import SealError
 from transforms.webhooks.urls import InvalidUrl
@@ -83,8 +83,8 @@ def execute_sync(
         check_addresses(integration.type, started.config)
         connector = connector_for(integration.type)
         connector.sync(connector.client(started.config), target, started.config, log)
-    except (SyncFailure, InvalidUrl) as error:
-        failure = error if isinstance(error, SyncFailure) else SyncFailure("config", str(error))
+    except (ClientError, InvalidUrl) as error:
+        failure = error if isinstance(error, ClientError) else error_for("config", str(error))
         log(f"sync {sync_id} failed ({failure.code}): {failure.message}")
         with database.write() as conn:
             sync = repo.finish_failure(
@@ -127,7 +127,7 @@ def check_addresses(integration_type: str, config: ValidConfig) -> None:
     try:
         check_config(kind_of(integration_type).all_fields(), config, Egress.from_env())
     except ConfigProblem as problem:
-        raise SyncFailure("config", str(problem)) from None
+        raise error_for("config", str(problem)) from None
 
 
 def _outcome(sync: repo.Sync, integration_type: str, workspace_id: str) -> SyncOutcome:

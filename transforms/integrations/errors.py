@@ -1,4 +1,4 @@
-"""Why a sync failed, in the vocabulary of `integration_syncs.error_code`.
+"""Why a sync failed, in the vocabulary of `integration_syncs.error_code` (raised as `transforms.client_errors`).
 
 Two families, because they call for different reactions (ARCHITECTURE, integration status):
 the provider *refused* the credentials or the configuration (`auth`, `config`): nobody's retry
@@ -19,26 +19,6 @@ REFUSALS: frozenset[ErrorCode] = frozenset({"auth", "config"})
 # The provider's own text is kept, cut to this many characters (PostHog cuts at 1000 too:
 # design/integrations.md §4.1): enough for any real error message, bounded for a bad proxy page.
 MAX_ERROR_TEXT = 1000
-
-
-class SyncFailure(Exception):
-    """A sync stopped for a reason the provider gave (or could not give).
-
-    `message` is what the operator reads in `error_message` and the sync history: the
-    provider's own words where it sent any, prefixed with what we were doing."""
-
-    def __init__(self, code: ErrorCode, message: str, *, status: int | None = None) -> None:
-        if code not in ERROR_CODES:
-            raise ValueError(f"unknown sync error code {code!r}")
-        super().__init__(message)
-        self.code: ErrorCode = code
-        self.message = truncate(message)
-        self.status = status
-
-    @property
-    def refused(self) -> bool:
-        """The provider refused the credentials or the config: the integration is in `error`."""
-        return self.code in REFUSALS
 
 
 def code_for_status(status: int) -> ErrorCode:

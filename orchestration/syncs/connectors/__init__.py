@@ -4,7 +4,7 @@ how to check the credentials with one cheap call, and how to sync.
 A connector module `orchestration/syncs/connectors/<type>.py` defines `CONNECTOR`. Its `sync`
 pulls from the provider through the client (a `ProviderClient`, `clients/http.py`),
 maps the records with pure code in `transforms/integrations/`, and writes only through the
-`SyncTarget` it is given; it raises `SyncFailure` for anything the provider refused or could not
+`SyncTarget` it is given; it raises `ClientError` for anything the provider refused or could not
 answer. Modules are imported on first use: the sync job loads one connector, not all of them.
 """
 
@@ -27,9 +27,9 @@ class Connector:
     # The provider client for one integration, from its validated (unsealed) config.
     client: Callable[[ValidConfig], Any]
     # One cheap authenticated call (`flokit admin integrations connect --check`): a one-line
-    # summary of the provider's answer, or `SyncFailure`.
+    # summary of the provider's answer, or `ClientError`.
     check: Callable[[Any], str]
-    # Pull and write through the target; `SyncFailure` when the provider refused or failed.
+    # Pull and write through the target; `ClientError` when the provider refused or failed.
     sync: Callable[[Any, SyncTarget, ValidConfig, Log], None]
 
 

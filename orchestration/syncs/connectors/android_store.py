@@ -41,9 +41,9 @@ from clients import google_play
 from clients.google_play import PlayApi
 from clients.http import Pacer
 from orchestration.syncs.connectors import Connector, Log
+from transforms.client_errors import error_for
 from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import ANDROID_STORE
-from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig
 from transforms.sealing import SealError
 from transforms.stores import google_play as gp
@@ -89,25 +89,25 @@ class PlayClient:
         setup = f"set them with `flokit admin apps stores --app {self.app_id} --android-package ... "
         setup += "--android-service-account KEY.json`"
         if not instance_key:
-            raise SyncFailure("config", "no instance key here to unseal the app's Google service account")
+            raise error_for("config", "no instance key here to unseal the app's Google service account")
         try:
             with database.read() as conn:
                 app = stores.stores_of(conn, self.app_id)
                 info = stores.android_credentials(conn, app_id=self.app_id, instance_key=instance_key)
         except SealError as e:
-            raise SyncFailure(
+            raise error_for(
                 "config", f"the app's Google service account cannot be unsealed with this instance key ({e}); {setup}"
             ) from None
         if app is None or (workspace_id is not None and app.workspace_id != workspace_id):
-            raise SyncFailure("config", f"app {self.app_id} has no store identities in this workspace; {setup}")
+            raise error_for("config", f"app {self.app_id} has no store identities in this workspace; {setup}")
         if not app.android_package or info is None:
-            raise SyncFailure("config", f"app {self.app_id} has no Android package or service account; {setup}")
+            raise error_for("config", f"app {self.app_id} has no Android package or service account; {setup}")
         try:
             credentials, service = google_play.service_for(
                 info, api_url=self.base_url.rstrip("/") + "/", timeout=self.timeout_s
             )
         except ValueError as e:
-            raise SyncFailure("config", f"the app's Google service account key cannot be used: {e}; {setup}") from None
+            raise error_for("config", f"the app's Google service account key cannot be used: {e}; {setup}") from None
         return PlayApi(
             app.android_package, credentials, service, self.pacer(), backoff_s=self.backoff_s,
             timeout_s=self.timeout_s, log=log,
@@ -192,7 +192,7 @@ def _reread_effect(api: PlayApi, target: SyncTarget, app_id: str, grant: Any) ->
     try:
         fact = gp.subscription_fact(purchase, store_key=store_key, token=token, stated_at=target.now)
     except gp.UnexpectedPayload as e:
-        raise SyncFailure("bad_response", f"Google Play answered an unreadable subscription: {e}") from None
+        raise error_for("bad_response", f"Google Play answered an unreadable subscription: {e}") from None
 
     def events(user: str | None) -> list[Any]:
         return gp.subscription_events(

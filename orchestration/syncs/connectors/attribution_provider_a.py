@@ -21,8 +21,8 @@ from typing import Any
 
 from clients.adjust import AdjustClient
 from orchestration.syncs.connectors import Connector, Log
+from transforms.client_errors import error_for
 from transforms.integrations import attribution_provider_a as adjust
-from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig
 from warehouse.integrations.target import SyncTarget
 
@@ -32,7 +32,7 @@ def client_for(config: ValidConfig, **overrides: Any) -> AdjustClient:
     try:
         currency = adjust.currency_of(config.get("currency"))
     except ValueError as exc:
-        raise SyncFailure("config", str(exc)) from exc
+        raise error_for("config", str(exc)) from exc
     return AdjustClient(
         base_url=config.get("base_url"),
         api_token=config.get("api_token"),
@@ -65,7 +65,7 @@ def sync(client: AdjustClient, target: SyncTarget, config: ValidConfig, log: Log
                 rows, workspace_id=target.workspace_id, currency=client.currency, days=chunk
             )
         except adjust.ReportProblem as exc:
-            raise SyncFailure("bad_response", f"Adjust report {adjust.date_period(chunk)}: {exc}") from exc
+            raise error_for("bad_response", f"Adjust report {adjust.date_period(chunk)}: {exc}") from exc
         del rows
         target.replace_spend(frame, chunk)
         total += summary

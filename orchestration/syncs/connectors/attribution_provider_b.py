@@ -17,8 +17,8 @@ from typing import Any
 
 from clients.appsflyer import AppsFlyerClient
 from orchestration.syncs.connectors import Connector, Log
+from transforms.client_errors import error_for
 from transforms.integrations import attribution_provider_b as appsflyer
-from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig
 from warehouse.integrations.target import SyncTarget
 
@@ -33,7 +33,7 @@ def _currency(config: ValidConfig) -> tuple[str, str | None]:
     try:
         return appsflyer.report_currency(config.get("currency"))
     except ValueError as exc:
-        raise SyncFailure("config", str(exc)) from exc
+        raise error_for("config", str(exc)) from exc
 
 
 def check(api: AppsFlyerClient) -> str:
@@ -55,7 +55,7 @@ def sync(api: AppsFlyerClient, target: SyncTarget, config: ValidConfig, log: Log
     try:
         frame = appsflyer.spend_frame(rows, workspace_id=target.workspace_id, currency=currency, days=days)
     except appsflyer.ReportProblem as exc:
-        raise SyncFailure("bad_response", f"AppsFlyer Master API: {exc}") from exc
+        raise error_for("bad_response", f"AppsFlyer Master API: {exc}") from exc
     written = target.replace_spend(frame, days)
     log(f"appsflyer: {written} spend row(s) in {currency} for {days[0]}..{days[-1]}")
 

@@ -34,8 +34,8 @@ from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier, Verif
 
 from clients.app_store import AppStoreClient, TokenExpired
 from orchestration.syncs.connectors import Connector, Log
+from transforms.client_errors import error_for
 from transforms.entitlements.effects import Effect, Effects
-from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, kind_of
 from transforms.stores import apple
 from warehouse.db import Database, database_for, utcnow
@@ -82,13 +82,13 @@ class AppStoreConnect(AppStoreClient):
         with database.read() as conn:
             stores = stores_of(conn, self.app_id)
         if stores is None or not stores.ios_bundle_id:
-            raise SyncFailure(
+            raise error_for(
                 "config",
                 f"app {self.app_id} has no App Store bundle id: set it with `flokit admin apps stores --app "
                 f"{self.app_id} --ios-bundle-id ... --ios-app-apple-id ... --ios-environment ...`",
             )
         if workspace_id is not None and stores.workspace_id != workspace_id:
-            raise SyncFailure("config", f"app {self.app_id} is not an app of this workspace")
+            raise error_for("config", f"app {self.app_id} is not an app of this workspace")
         return stores
 
     def api(self, stores: AppStores) -> AppStoreServerAPIClient:
@@ -102,9 +102,9 @@ class AppStoreConnect(AppStoreClient):
             try:
                 roots.append(apple.der_certificate(path.read_bytes()))
             except (OSError, ValueError) as e:
-                raise SyncFailure("config", f"Apple root certificate {path} cannot be read: {e}") from None
+                raise error_for("config", f"Apple root certificate {path} cannot be read: {e}") from None
         if not roots:
-            raise SyncFailure(
+            raise error_for(
                 "config", "no Apple root certificates are configured (FLOKIT_APPLE_ROOT_CERTS): nothing can be verified"
             )
         assert stores.ios_bundle_id is not None
@@ -117,7 +117,7 @@ class AppStoreConnect(AppStoreClient):
                 online_checks=settings.apple_online_checks,
             )
         except ValueError as e:
-            raise SyncFailure("config", f"app {self.app_id}'s App Store settings are incomplete: {e}") from None
+            raise error_for("config", f"app {self.app_id}'s App Store settings are incomplete: {e}") from None
 
 
 def client(config: ValidConfig) -> AppStoreConnect:
@@ -176,7 +176,7 @@ def _effects(
             renewal = verifier.verify_and_decode_renewal_info(data.signedRenewalInfo)
     except VerificationException as e:
         if e.status == VerificationStatus.RETRYABLE_VERIFICATION_FAILURE:
-            raise SyncFailure(
+            raise error_for(
                 "provider_error", "Apple's certificate status service (OCSP) could not be reached"
             ) from None
         tally.unverified += 1
@@ -221,7 +221,7 @@ def sync(store: AppStoreConnect, target: SyncTarget, config: ValidConfig, log: L
             )
         except TokenExpired as expired:
             if token is None or restarts >= RESTARTS:
-                raise SyncFailure("provider_error", f"{what}: {expired}", status=400) from None
+                raise error_for("provider_error", f"{what}: {expired}", status=400) from None
             restarts += 1
             log(f"App Store: the pagination token expired; reading the window again from its start ({restarts})")
             token = None
@@ -246,7 +246,7 @@ def sync(store: AppStoreConnect, target: SyncTarget, config: ValidConfig, log: L
         if not page.hasMore or not page.paginationToken:
             break
         if page.paginationToken == token:
-            raise SyncFailure("bad_response", f"{what}: the paginationToken does not move on")
+            raise error_for("bad_response", f"{what}: the paginationToken does not move on")
         token = page.paginationToken
     state.update(
         end_ms=_ms(end),

@@ -36,9 +36,9 @@ import stripe
 
 from clients.stripe import StripeSync
 from orchestration.syncs.connectors import Connector, Log
+from transforms.client_errors import error_for
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
-from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig
 from transforms.stores import stripe as mapping
 from warehouse.entitlements import ledger
@@ -64,7 +64,7 @@ def check(sc: StripeSync) -> str:
     page = sc.call(what, lambda: sc.stripe.v1.events.list(params={"limit": 1}))
     data = getattr(page, "data", None)
     if not isinstance(data, list):
-        raise SyncFailure("bad_response", f"{what}: not a Stripe list")
+        raise error_for("bad_response", f"{what}: not a Stripe list")
     if not data:
         return "Stripe: the key can list events; none in the last 30 days"
     latest = data[0].to_dict() if isinstance(data[0], stripe.StripeObject) else data[0]
@@ -193,7 +193,7 @@ class _Run:
             obj = data.get("object") if isinstance(data, dict) else None
             kind = event.get("type")
             if not isinstance(obj, dict) or not isinstance(kind, str):
-                raise SyncFailure("bad_response", f"event {event['id']} has no type or data.object")
+                raise error_for("bad_response", f"event {event['id']} has no type or data.object")
             stated_at = mapping.moment(event.get("created")) or self.target.now
             assert isinstance(data, dict)
             self.apply(kind, obj, stated_at=stated_at, previous=data.get("previous_attributes"))
@@ -210,7 +210,7 @@ def _paid_at(invoice: Mapping[str, Any], fallback: datetime) -> datetime:
 def sync(sc: StripeSync, target: SyncTarget, config: ValidConfig, log: Log) -> None:
     app_id = config.get("app_id")
     if not isinstance(app_id, str) or not app_id:
-        raise SyncFailure("config", "the payment_processor integration names no app_id")
+        raise error_for("config", "the payment_processor integration names no app_id")
     sc.log = log
     started = int(time.time())
     state: dict[str, Any] = dict(target.state.get(STATE_KEY) or {})

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from clients.revenuecat import RevenueCatClient, RevenueCatExportClient
 from orchestration.syncs.connectors import Connector, Log
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError, error_for
 from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.subscription_provider_a import STORES_WITH_TRANSACTIONS, Mapper
 from transforms.integrations.subscription_provider_a_exports import (
@@ -55,9 +55,9 @@ def client(config: ValidConfig) -> RevenueCatClient:
     )
 
 
-def _in_export_bucket(export: RevenueCatExportClient, failure: SyncFailure) -> SyncFailure:
+def _in_export_bucket(export: RevenueCatExportClient, failure: ClientError) -> ClientError:
     """The failure, saying that it was the export bucket (not the API key) that failed."""
-    return SyncFailure(
+    return error_for(
         failure.code,
         f"RevenueCat Scheduled Data Exports bucket {export.location}: {failure.message}",
         status=failure.status,
@@ -70,14 +70,14 @@ def check(rc: RevenueCatClient) -> str:
     response = http.request("GET", rc.url(rc.project_path("customers")), what=what, params={"limit": "1"})
     body = http.json(response, what=what)
     if not isinstance(body, dict) or not isinstance(body.get("items"), list):
-        raise SyncFailure("bad_response", f"{what}: not a RevenueCat list")
+        raise error_for("bad_response", f"{what}: not a RevenueCat list")
     found = "it has customers" if body["items"] else "it has no customers yet"
     summary = f"RevenueCat project {rc.project_id}: the key can list its customers; {found}"
     export = rc.exports()
     if export is not None:
         try:
             page = export.first_page(lambda _line: None)
-        except SyncFailure as failure:
+        except ClientError as failure:
             raise _in_export_bucket(export, failure) from failure
         files = "files present" if page.get("Contents") else "no files yet"
         summary += f"; export bucket {export.location}: listing allowed, {files}"
@@ -120,7 +120,7 @@ def sync(rc: RevenueCatClient, target: SyncTarget, config: ValidConfig, log: Log
     if export is not None:
         try:
             broken = sync_exports(export, target, ExportMapper(target.workspace_id, target.source, target.now), log)
-        except SyncFailure as failure:
+        except ClientError as failure:
             raise _in_export_bucket(export, failure) from failure
     http = rc.http(log)
     mapper = Mapper(target.workspace_id, target.source, target.now)
@@ -167,7 +167,7 @@ def sync(rc: RevenueCatClient, target: SyncTarget, config: ValidConfig, log: Log
         f"{target.records} new events, {target.duplicates} already landed, {target.skipped_settled} settled"
     )
     if export is not None and broken:
-        raise SyncFailure(
+        raise error_for(
             "bad_response",
             f"{len(broken)} unreadable file(s) in the RevenueCat Scheduled Data Exports bucket {export.location}: "
             + "; ".join(broken),

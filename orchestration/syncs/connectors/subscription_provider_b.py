@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from clients.adapty import AdaptyExportClient
 from orchestration.syncs.connectors import Connector, Log
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import error_for
 from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.subscription_provider_b import ExportProblem, map_rows, read_export
 from warehouse.integrations.target import SyncTarget
@@ -87,7 +87,7 @@ def sync(export: AdaptyExportClient, target: SyncTarget, config: ValidConfig, lo
     )
     target.state[_FILES] = read_as
     if broken:
-        raise SyncFailure(
+        raise error_for(
             "bad_response", f"{len(broken)} unreadable Adapty export file(s) in {export.location}: " + "; ".join(broken)
         )
 

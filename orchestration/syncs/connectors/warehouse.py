@@ -34,7 +34,8 @@ import snowflake.connector.errors as sf_errors
 
 from clients import s3
 from orchestration.syncs.connectors import Connector, Log
-from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
+from transforms.client_errors import ClientError, error_for
+from transforms.integrations.errors import MAX_PROVIDER_TEXT, truncate
 from transforms.integrations.kinds import ValidConfig
 from transforms.integrations.warehouse import (
     NO_ROWS,
@@ -66,15 +67,15 @@ def _quiet(_line: str) -> None:
     """Where a check's S3 retries are logged: nowhere (the check's answer says what happened)."""
 
 
-def snowflake_failure(what: str, exc: Exception) -> SyncFailure:
+def snowflake_failure(what: str, exc: Exception) -> ClientError:
     text = f"{what}: {truncate(str(getattr(exc, 'msg', None) or exc), MAX_PROVIDER_TEXT)}"
     if isinstance(exc, sf_errors.Error) and getattr(exc, "sqlstate", None) == "28000":
-        return SyncFailure("auth", text)
+        return error_for("auth", text)
     if isinstance(exc, sf_errors.ForbiddenError):
-        return SyncFailure("config", text, status=403)
+        return error_for("config", text, status=403)
     if isinstance(exc, sf_errors.ProgrammingError):
-        return SyncFailure("config", text)
-    return SyncFailure("provider_error", text)
+        return error_for("config", text)
+    return error_for("provider_error", text)
 
 
 class WarehouseExportClient(s3.S3ProviderClient):

@@ -19,8 +19,8 @@ from tests.providers.apple_search_ads_fake import (
     AppleSearchAdsFake,
     new_private_key,
 )
-from transforms.adaccounts.errors import AuthError, RateLimited
 from transforms.adaccounts.kinds import validate_config
+from transforms.client_errors import AuthFailed, RateLimited
 
 KEY, PEM = new_private_key()
 
@@ -110,13 +110,13 @@ def test_a_retry_after_beyond_the_run_is_not_sat_out(fake: AppleSearchAdsFake) -
 
 def test_revoked_credentials_are_an_auth_error(fake: AppleSearchAdsFake) -> None:
     fake.revoked = True
-    with pytest.raises(AuthError) as caught:
+    with pytest.raises(AuthFailed) as caught:
         client(fake).account()
     assert "invalid_client" in caught.value.message
 
 
 def test_a_key_apple_does_not_know_is_refused_at_the_token(fake: AppleSearchAdsFake) -> None:
     _, other_pem = new_private_key()
-    with pytest.raises(AuthError):
+    with pytest.raises(AuthFailed):
         client(fake, private_key=other_pem).account()
     assert fake.tokens_issued == 0

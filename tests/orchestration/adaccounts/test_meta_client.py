@@ -11,8 +11,8 @@ import pytest
 from clients.ad_platform import Retrier
 from clients.meta import MetaClient
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
-from transforms.adaccounts.errors import AuthError, RateLimited
 from transforms.adaccounts.kinds import validate_config
+from transforms.client_errors import AuthFailed, RateLimited
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_meta_offset_one_currencies_are_converted() -> None:
 
 
 def test_a_revoked_token_is_an_auth_error(fake: MetaGraphFake) -> None:
-    with pytest.raises(AuthError) as caught:
+    with pytest.raises(AuthFailed) as caught:
         client(fake, token="EAAG-revoked").account()
     assert caught.value.platform_code == "190" and "Error validating access token" in caught.value.message
     assert "EAAG-revoked" not in caught.value.message

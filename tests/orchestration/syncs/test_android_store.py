@@ -30,7 +30,7 @@ from tests.providers.google_play_fake import (
     voided,
 )
 from tests.providers.google_play_support import buy, entitled, gateway_for, grant
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database, utcnow
 from warehouse.entitlements import ledger
@@ -326,7 +326,7 @@ def test_google_refusing_the_service_account_fails_as_auth_in_its_words(
     play: FakeGooglePlay, push_token: str, db: Database, workspace: dict[str, Any], tmp_path: Path, status: int
 ) -> None:
     play.api_status = status
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         sync(play, db, workspace, tmp_path)
     assert failed.value.code == "auth" and failed.value.refused
     words = "invalid authentication credentials" if status == 401 else "insufficient permissions"
@@ -342,7 +342,7 @@ def test_a_revoked_service_account_key_fails_as_auth(
     ).decode()
     # A key of the account that was deleted in Google Cloud: the token endpoint refuses its grant.
     provision(db, workspace["app_id"], play, account=play.service_account_info(private_key=pem))
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         sync(play, db, workspace, tmp_path)
     assert failed.value.code == "auth" and "invalid_grant" in failed.value.message
     assert play.calls.token_refused >= 1
@@ -370,7 +370,7 @@ def test_429_on_every_call_fails_as_rate_limited_and_changes_nothing(
 ) -> None:
     play.voided = [voided("tok-1", ORDER_1, voided_at=datetime.now(UTC) - DAY)]
     play.api_status = 429
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         sync(play, db, workspace, tmp_path)
     assert failed.value.code == "rate_limited" and not failed.value.refused
     assert "Quota exceeded" in failed.value.message and events(db) == []
@@ -395,7 +395,7 @@ def test_5xx_on_every_call_fails_as_provider_error(
     play: FakeGooglePlay, push_token: str, db: Database, workspace: dict[str, Any], tmp_path: Path
 ) -> None:
     play.api_status = 503
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         sync(play, db, workspace, tmp_path)
     assert failed.value.code == "provider_error" and "currently unavailable" in failed.value.message
 
@@ -404,7 +404,7 @@ def test_5xx_on_every_call_fails_as_provider_error(
 def test_an_app_without_android_credentials_fails_as_config(
     play: FakeGooglePlay, db: Database, workspace: dict[str, Any], tmp_path: Path
 ) -> None:
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         sync(play, db, workspace, tmp_path)
     assert failed.value.code == "config" and "flokit admin apps stores" in failed.value.message
     with db.write() as conn:  # a package but no service account
@@ -414,7 +414,7 @@ def test_an_app_without_android_credentials_fails_as_config(
             update=StoresUpdate(android_package=play.package),
             instance_key=INSTANCE_KEY,
         )
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         sync(play, db, workspace, tmp_path)
     assert failed.value.code == "config"
     assert play.calls.tokens_issued == 0 and play.calls.voided_lists == []
@@ -435,7 +435,7 @@ def test_check_makes_one_authenticated_call(
     assert summary.startswith(f"Google Play app {play.package}:") and summary.endswith("in the last 30 days")
     assert [q["maxResults"] for q in play.calls.voided_lists] == ["1"]
     play.api_status = 403
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         CONNECTOR.check(CONNECTOR.client(config(play, workspace)))
     assert failed.value.code == "auth"
 

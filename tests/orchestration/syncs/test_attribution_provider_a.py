@@ -15,7 +15,7 @@ import pytest
 from orchestration.syncs.connectors import connector_for
 from orchestration.syncs.connectors.attribution_provider_a import CONNECTOR, client_for
 from tests.providers.adjust_fake import TOKEN, AdjustFake, campaign_name, creative_name, running
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database
 from warehouse.integrations.target import SyncTarget
@@ -167,7 +167,7 @@ def test_a_bare_429_backs_off_and_succeeds(db: Database, lake: Lake, ws: str, fa
 
 def test_beyond_50_parallel_requests_adjust_answers_429(fake: AdjustFake) -> None:
     fake.max_parallel = 0  # every request is one too many
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         client_for(config(fake), backoff_s=0.01).report([TODAY])
     assert failure.value.code == "rate_limited"
     assert not failure.value.refused
@@ -184,7 +184,7 @@ def test_a_refused_token_is_an_auth_failure_with_adjusts_words(
     else:
         fake.auth_status, cfg = 403, config(fake)
         words = "Forbidden: the user has no permission for this report"
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         sync(db, lake, ws, cfg)
     assert failure.value.code == "auth"
     assert failure.value.refused
@@ -197,9 +197,9 @@ def test_a_refused_token_is_an_auth_failure_with_adjusts_words(
 def test_every_call_refused_never_succeeds(db: Database, lake: Lake, ws: str, fake: AdjustFake) -> None:
     fake.auth_status = 403
     for _ in range(3):
-        with pytest.raises(SyncFailure):
+        with pytest.raises(ClientError):
             sync(db, lake, ws, config(fake))
-        with pytest.raises(SyncFailure):
+        with pytest.raises(ClientError):
             CONNECTOR.check(client_for(config(fake)))
     assert set(fake.statuses) == {403}
     assert not partition_days(lake, SPEND_RAW)
@@ -218,7 +218,7 @@ def test_503_every_time_fails_as_provider_error_and_leaves_the_window(
     sync(db, lake, ws, config(fake, lookback_days=2))
     before = spend(lake)
     fake.unavailable = 100
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         sync(db, lake, ws, config(fake, lookback_days=2), backoff_s=0.01)
     assert failure.value.code == "provider_error"
     assert not failure.value.refused
@@ -247,7 +247,7 @@ def test_a_report_we_cannot_read_is_a_bad_response(db: Database, lake: Lake, ws:
         def _body(self, *args: Any) -> Any:
             return iter([b'{"rows": [{"day": "2026-11-20", "campaign": "x", "cost": "lots"}]}'])
 
-    with running(Garbled()) as fake, pytest.raises(SyncFailure) as failure:
+    with running(Garbled()) as fake, pytest.raises(ClientError) as failure:
         sync(db, lake, ws, config(fake, lookback_days=1))
     assert failure.value.code == "bad_response"
     assert "'lots'" in failure.value.message
@@ -267,7 +267,7 @@ def test_the_token_never_shows_in_the_clients_repr(fake: AdjustFake) -> None:
 
 
 def test_a_currency_that_is_not_a_code_is_a_config_failure(fake: AdjustFake) -> None:
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         client_for(config(fake, currency="dollars"))
     assert failure.value.code == "config"
 

@@ -16,7 +16,7 @@ import pytest
 from clients.appsflyer import AppsFlyerClient
 from orchestration.syncs.connectors import connector_for
 from tests.providers.appsflyer_fake import APP_ID, TOKEN, AppsFlyerFake, Row, appsflyer_fake
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.integrations.target import SyncTarget
@@ -153,7 +153,7 @@ def test_the_apps_own_currency_is_asked_for_with_currency_preferred(
     run(db, lake, fake, workspace, currency="eur")
     assert fake.requests[0]["args"]["currency"] == "preferred"
     assert spend(lake)[0][-1] == "EUR"
-    with pytest.raises(SyncFailure) as info:
+    with pytest.raises(ClientError) as info:
         run(db, lake, fake, workspace, currency="EURO")
     assert info.value.code == "config" and "ISO 4217" in info.value.message
 
@@ -189,7 +189,7 @@ def test_429_beyond_the_retry_budget_fails_rate_limited(
     db: Database, lake: Lake, fake: AppsFlyerFake, workspace: dict
 ) -> None:
     fake.fail_next = [(429, "Limit reached for master report", {})] * 5
-    with pytest.raises(SyncFailure) as info:
+    with pytest.raises(ClientError) as info:
         run(db, lake, fake, workspace, wait_s=0.01)
     assert info.value.code == "rate_limited" and "Limit reached" in info.value.message
     assert not info.value.refused and spend(lake) == []
@@ -214,7 +214,7 @@ def test_a_refusal_is_auth_with_appsflyers_words_and_writes_nothing(
     db: Database, lake: Lake, fake: AppsFlyerFake, workspace: dict, change: dict, status: int, text: str
 ) -> None:
     fake.rows = [Row(day(1), "c", "s", "ad", "US", 5.0)]
-    with pytest.raises(SyncFailure) as info:
+    with pytest.raises(ClientError) as info:
         run(db, lake, fake, workspace, **change)
     assert (info.value.code, info.value.status, info.value.refused) == ("auth", status, True)
     assert text in info.value.message
@@ -225,7 +225,7 @@ def test_a_refusal_is_auth_with_appsflyers_words_and_writes_nothing(
 def test_every_call_refused_is_never_a_success(db: Database, lake: Lake, fake: AppsFlyerFake, workspace: dict) -> None:
     """A 70-day window is three calls: all refused, the sync fails at the first and writes nothing."""
     fake.token = "rotated-elsewhere"
-    with pytest.raises(SyncFailure) as info:
+    with pytest.raises(ClientError) as info:
         run(db, lake, fake, workspace, lookback_days=70)
     assert info.value.code == "auth" and spend(lake) == []
 
@@ -234,11 +234,11 @@ def test_an_answer_that_is_not_the_report_is_bad_response(
     db: Database, lake: Lake, fake: AppsFlyerFake, workspace: dict
 ) -> None:
     fake.fail_next = [(200, "<html>proxy login</html>", {})]
-    with pytest.raises(SyncFailure) as info:
+    with pytest.raises(ClientError) as info:
         run(db, lake, fake, workspace)
     assert info.value.code == "bad_response" and not info.value.refused
     fake.fail_next = [(200, '{"rows": []}', {})]
-    with pytest.raises(SyncFailure) as info:
+    with pytest.raises(ClientError) as info:
         run(db, lake, fake, workspace)
     assert info.value.code == "bad_response" and "list of rows" in info.value.message
 
@@ -249,7 +249,7 @@ def test_check_makes_one_cheap_call(fake: AppsFlyerFake) -> None:
     assert "7 install(s)" in summary and APP_ID in summary
     (call,) = fake.requests
     assert call["args"]["groupings"] == "install_time" and call["args"]["kpis"] == "installs"
-    with pytest.raises(SyncFailure) as info:
+    with pytest.raises(ClientError) as info:
         CONNECTOR.check(CONNECTOR.client(config(fake, api_token="nope-nope-nope-nope")))
     assert info.value.code == "auth" and "The supplied API token is invalid" in info.value.message
 

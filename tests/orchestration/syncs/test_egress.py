@@ -29,7 +29,7 @@ from orchestration.syncs.connectors.attribution_provider_a import CONNECTOR, cli
 from orchestration.syncs.jobs import SYNC_TAG, integration_sync_job, sync_run_config
 from tests.providers.apple_search_ads_fake import new_private_key
 from tests.support import bearer
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.integrations import repository as repo
@@ -207,7 +207,7 @@ def test_a_500_with_a_long_body_keeps_only_the_status_and_a_short_text(
     target.expect_request(ANY_PATH).respond_with_data(SECRET, status=500, content_type="text/plain")
     config = validate_config("attribution_provider_a", {"api_token": TOKEN, "base_url": target.url_for("/")})
     sync_target = SyncTarget(db, Lake(tmp_path / "lake"), workspace["workspace_id"], "int_t", "attribution_provider_a")
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         CONNECTOR.sync(client_for(config, backoff_s=0.01), sync_target, config, lambda _line: None)
     message = failure.value.message  # what the sync history stores as error_message
     assert failure.value.code == "provider_error" and "HTTP 500" in message
@@ -220,7 +220,7 @@ def test_every_connection_checks_the_address_it_connects_to(target: HTTPServer) 
     target.expect_request(ANY_PATH).respond_with_data(SECRET)
     rebinding = Egress(resolver=lambda _host, _port: ["127.0.0.1"])
     http = ProviderHttp("fake", guarded_session(rebinding), RetryRules(backoff_s=0.01), timeout=(2, 2))
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         http.request("GET", f"http://provider.example:{target.port}/report", what="report")
     assert failure.value.code == "config" and "non-public address 127.0.0.1" in failure.value.message
     assert target.log == []

@@ -13,7 +13,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from clients.http import Pacer, ProviderHttp, RetryRules
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_a_provider_unit_of_retry_after_is_used() -> None:
 
 def test_5xx_is_retried_and_then_reported_as_the_providers_error(server: HTTPServer) -> None:
     server.expect_request("/r").respond_with_json({"message": "upstream timeout"}, status=503)
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         client(RetryRules(attempts=3, backoff_s=0.01)).request("GET", server.url_for("/r"), what="report")
     assert failure.value.code == "provider_error" and not failure.value.refused
     assert "HTTP 503 after 3 attempt(s): upstream timeout" in failure.value.message
@@ -60,7 +60,7 @@ def test_5xx_is_retried_and_then_reported_as_the_providers_error(server: HTTPSer
 @pytest.mark.parametrize(("status", "code"), [(401, "auth"), (403, "auth"), (404, "config"), (400, "config")])
 def test_a_refusal_is_not_retried_and_keeps_the_providers_words(server: HTTPServer, status: int, code: str) -> None:
     server.expect_request("/r").respond_with_json({"error": "Invalid API token"}, status=status)
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         client().request("GET", server.url_for("/r"), what="report")
     assert failure.value.code == code and failure.value.refused
     assert failure.value.message == f"report: HTTP {status}: Invalid API token"
@@ -70,7 +70,7 @@ def test_a_refusal_is_not_retried_and_keeps_the_providers_words(server: HTTPServ
 def test_a_retry_after_beyond_the_budget_fails_as_rate_limited_at_once(server: HTTPServer) -> None:
     server.expect_request("/r").respond_with_data("quota", status=429, headers={"Retry-After": "3600"})
     started = time.monotonic()
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         client().request("GET", server.url_for("/r"), what="report")
     assert failure.value.code == "rate_limited" and time.monotonic() - started < 30  # not 3600 s
 
@@ -79,7 +79,7 @@ def test_an_unreadable_answer_is_a_bad_response(server: HTTPServer) -> None:
     server.expect_request("/r").respond_with_data("<html>proxy error</html>", content_type="text/html")
     http = client()
     response = http.request("GET", server.url_for("/r"), what="report")
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         http.json(response, what="report")
     # The status, never the body: the address may not be a provider's (clients/egress.py).
     assert failure.value.code == "bad_response" and "HTTP 200" in failure.value.message
@@ -87,7 +87,7 @@ def test_an_unreadable_answer_is_a_bad_response(server: HTTPServer) -> None:
 
 
 def test_a_refused_connection_is_the_providers_error() -> None:
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         client(RetryRules(attempts=2, backoff_s=0.01)).request("GET", "http://127.0.0.1:9/r", what="report")
     assert failure.value.code == "provider_error" and "ConnectionError" in failure.value.message
 

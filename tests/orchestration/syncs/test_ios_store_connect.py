@@ -27,7 +27,7 @@ from orchestration.syncs.connectors.ios_store_connect import CONNECTOR, STATE_KE
 from orchestration.syncs.execute import execute_sync
 from tests.providers.apple_pki import BUNDLE_ID, DAY_MS, ApplePki, now_ms, renewal, transaction
 from tests.support.ios import INSTANCE_KEY, active, landed, notify, pki_settings_fields, receipt, set_up_ios
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database, utcnow
 from warehouse.entitlements import ledger
@@ -385,7 +385,7 @@ def test_429_waits_then_succeeds_and_429_throughout_is_rate_limited(
     assert target.records == 1 and target.state[STATE_KEY]["rate_limited"] == 2
     assert sum("HTTP 429" in line and "waiting" in line for line in lines) == 2
     fake.faults = [(429, RATE_LIMITED)] * 10
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         _sync(fake, db, ios, key, tmp_path)
     assert failure.value.code == "rate_limited" and not failure.value.refused
     assert "Rate limit exceeded. (errorCode 4290000)" in failure.value.message
@@ -404,7 +404,7 @@ def test_5xx_then_success_and_5xx_throughout_is_the_providers_fault(
     target, _ = _sync(fake, db, ios, key, tmp_path)
     assert target.records == 1
     fake.faults = [(500, UNKNOWN_ERROR)] * 10
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         _sync(fake, db, ios, key, tmp_path)
     assert failure.value.code == "provider_error" and failure.value.status == 500
 
@@ -418,9 +418,9 @@ def test_a_key_apple_does_not_accept_is_an_auth_failure(
 ) -> None:
     fake.history = [pki.notification("SUBSCRIBED", "INITIAL_BUY", txn=_purchase(7))]
     other = _p8()  # a key whose public half the fake does not know
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         _sync(fake, db, ios, other, tmp_path)
-    with pytest.raises(SyncFailure) as checked:
+    with pytest.raises(ClientError) as checked:
         CONNECTOR.check(_store(_config(fake, ios, other[0])))
     for f in (failure.value, checked.value):
         assert f.code == "auth" and f.refused and f.status == 401
@@ -470,12 +470,12 @@ def test_an_app_without_a_bundle_id_or_of_another_workspace_is_a_config_failure(
     key: tuple[str, ec.EllipticCurvePublicKey],
     tmp_path: Path,
 ) -> None:
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         _sync(fake, db, workspace, key, tmp_path)
     assert failure.value.code == "config" and "no App Store bundle id" in failure.value.message
     set_up_ios(db, workspace["app_id"])
     elsewhere = workspace | {"workspace_id": f"ws_{uuid.uuid4().hex[:12]}"}
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         _sync(fake, db, elsewhere, key, tmp_path)
     assert failure.value.code == "config" and "not an app of this workspace" in failure.value.message
     assert fake.seen == []

@@ -35,7 +35,7 @@ from tests.providers.stripe_fake import (
 )
 from tests.support.provider_notifications import KEY as NOTIFICATIONS_KEY
 from tests.support.provider_notifications import connect, landed, localstripe, settings
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database
 from warehouse.entitlements import ledger
@@ -325,7 +325,7 @@ def test_429s_beyond_the_budget_fail_as_rate_limited_and_apply_nothing(
     fake.lists["subscriptions"] = [subscription()]
     fake.failures = [error(429, "Too many requests hit the API too quickly.") for _ in range(20)]
     waits: list[float] = []
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path), sleep=waits.append, budget_s=3.0)
     assert failure.value.code == "rate_limited" and not failure.value.refused and failure.value.status == 429
     assert "Too many requests" in failure.value.message
@@ -333,7 +333,7 @@ def test_429s_beyond_the_budget_fail_as_rate_limited_and_apply_nothing(
     # A Retry-After longer than one wait may be is not waited out at all.
     fake.failures = [error(429, "Too many requests hit the API too quickly.", **{"Retry-After": "600"})]
     waits.clear()
-    with pytest.raises(SyncFailure) as long_wait:
+    with pytest.raises(ClientError) as long_wait:
         _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path), sleep=waits.append)
     assert long_wait.value.code == "rate_limited" and waits == []
     assert not _active(db, workspace, "user-7") and landed(db) == []
@@ -346,7 +346,7 @@ def test_a_5xx_then_success(db: Database, workspace: dict[str, Any], tmp_path: A
     _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path), sleep=waits.append, backoff_s=0.25)
     assert waits == [0.25] and _active(db, workspace, "user-7")
     fake.failures = [error(503, "Service unavailable", "api_error") for _ in range(5)]
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path), sleep=waits.append, backoff_s=0.01)
     assert failure.value.code == "provider_error" and not failure.value.refused
 
@@ -356,9 +356,9 @@ def test_401_is_an_auth_failure_with_stripes_message_for_the_sync_and_the_check(
 ) -> None:
     fake.lists["subscriptions"] = [subscription()]
     config = _config(workspace, fake.url, key="sk_live_wrong")
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         _sync(config, _target(db, workspace, tmp_path))
-    with pytest.raises(SyncFailure) as checked:
+    with pytest.raises(ClientError) as checked:
         CONNECTOR.check(CONNECTOR.client(config))
     for f in (failure.value, checked.value):
         assert f.code == "auth" and f.refused and f.status == 401
@@ -451,7 +451,7 @@ def test_a_restricted_key_without_the_permission_is_an_auth_failure(
     fake.failures = [
         error(403, "The provided key 'rk_live_****1234' does not have the required permissions for this endpoint")
     ]
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path))
     assert failure.value.code == "auth" and failure.value.status == 403
     assert "does not have the required permissions" in failure.value.message

@@ -21,7 +21,7 @@ from tests.providers.revenuecat_fake import (
     subscription,
     transaction,
 )
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database, utcnow
 from warehouse.events.landing import prune_claims
@@ -198,9 +198,9 @@ def test_401_is_an_auth_failure_with_revenuecats_message(
             TYPE,
             {"api_key": "sk_wrong", "project_id": fake.project_id, "base_url": fake.url, "requests_per_minute": FAST},
         )
-        with pytest.raises(SyncFailure) as failure:
+        with pytest.raises(ClientError) as failure:
             CONNECTOR.sync(CONNECTOR.client(config), _target(db, workspace, tmp_path), config, print)
-        with pytest.raises(SyncFailure) as checked:
+        with pytest.raises(ClientError) as checked:
             CONNECTOR.check(CONNECTOR.client(config))
     for f in (failure.value, checked.value):
         assert f.code == "auth" and f.refused and f.status == 401
@@ -209,7 +209,7 @@ def test_401_is_an_auth_failure_with_revenuecats_message(
 
 
 def test_unknown_project_is_a_config_failure(db: Database, workspace: dict[str, Any], tmp_path: Any) -> None:
-    with FakeRevenueCat(customers=_customers(), per_minute=FAST) as fake, pytest.raises(SyncFailure) as failure:
+    with FakeRevenueCat(customers=_customers(), per_minute=FAST) as fake, pytest.raises(ClientError) as failure:
         _sync(fake, _target(db, workspace, tmp_path), project_id="projunknown")
     assert failure.value.code == "config" and failure.value.status == 404
     assert "Project not found" in failure.value.message
@@ -217,7 +217,7 @@ def test_unknown_project_is_a_config_failure(db: Database, workspace: dict[str, 
 
 def test_every_call_refused_is_never_a_success(db: Database, workspace: dict[str, Any], tmp_path: Any) -> None:
     fake = FakeRevenueCat(customers=_customers(), per_minute=FAST, refuse_every_call=403)
-    with fake, pytest.raises(SyncFailure) as failure:
+    with fake, pytest.raises(ClientError) as failure:
         _sync(fake, _target(db, workspace, tmp_path))
     assert failure.value.code == "auth" and "lacks the required permissions" in failure.value.message
     assert _landed(db) == []
@@ -234,7 +234,7 @@ def test_a_5xx_then_success(db: Database, workspace: dict[str, Any], tmp_path: A
 
 def test_5xx_every_time_fails_as_the_providers_fault(db: Database, workspace: dict[str, Any], tmp_path: Any) -> None:
     fake = FakeRevenueCat(customers=_customers(), per_minute=FAST, fail_status=500, fail_times=99)
-    with fake, pytest.raises(SyncFailure) as failure:
+    with fake, pytest.raises(ClientError) as failure:
         _sync(fake, _target(db, workspace, tmp_path))
     assert failure.value.code == "provider_error" and not failure.value.refused
 

@@ -15,7 +15,7 @@ from tests.providers import s3_fake
 from tests.providers.revenuecat_export import csv_bytes, key, parquet_bytes, row
 from tests.providers.revenuecat_fake import ANCHOR, FakeCustomer, FakeRevenueCat, subscription, transaction
 from tests.providers.s3_fake import S3Fake
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database, utcnow
 from warehouse.events.landing import prune_claims
@@ -222,9 +222,9 @@ def test_the_same_files_twice_change_nothing(setup: Setup) -> None:
 def test_bad_export_credentials_are_an_auth_failure_naming_the_export_bucket(setup: Setup) -> None:
     _deliver(setup, _export_rows())
     config = setup.config(export_secret_access_key="not-the-secret-key")
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         setup.sync(config=config)
-    with pytest.raises(SyncFailure) as checked:
+    with pytest.raises(ClientError) as checked:
         CONNECTOR.check(CONNECTOR.client(config))
     for f in (failure.value, checked.value):
         assert f.code == "auth" and f.refused
@@ -277,7 +277,7 @@ def test_an_unreadable_file_fails_the_sync_after_landing_the_rest(setup: Setup) 
     _deliver(setup, _export_rows())
     bad = key(PREFIX, ANCHOR + timedelta(hours=1))
     setup.s3.put(bad, b"\x1f\x8b\x08 cut short")
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         setup.sync()
     assert failure.value.code == "bad_response"
     assert "RevenueCat Scheduled Data Exports bucket" in failure.value.message and bad in failure.value.message
@@ -285,7 +285,7 @@ def test_an_unreadable_file_fails_the_sync_after_landing_the_rest(setup: Setup) 
 
 
 def test_a_missing_export_bucket_is_a_config_failure_before_any_api_call(setup: Setup) -> None:
-    with pytest.raises(SyncFailure) as failure:
+    with pytest.raises(ClientError) as failure:
         setup.sync(config=setup.config(export_bucket="no-such-revenuecat-bucket"))
     assert failure.value.code == "config" and failure.value.refused
     assert "Scheduled Data Exports bucket s3://no-such-revenuecat-bucket/" in failure.value.message

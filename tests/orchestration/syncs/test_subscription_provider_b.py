@@ -22,7 +22,7 @@ from tests.providers.subscription_provider_b_export import (
     export_csv,
 )
 from tests.support.money import RATES, reporting
-from transforms.integrations.errors import SyncFailure
+from transforms.client_errors import ClientError
 from transforms.integrations.kinds import ValidConfig, validate_config
 from transforms.reports import lifecycle
 from warehouse.db import Database
@@ -221,7 +221,7 @@ def test_refused_credentials_fail_as_auth_with_s3s_message(setup: Setup, credent
     else:
         key, secret = setup.s3.key_without_permissions()
     config = setup.config(access_key_id=key, secret_access_key=secret)
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         setup.sync(config=config)
     assert failed.value.code == "auth"
     assert failed.value.refused
@@ -230,13 +230,13 @@ def test_refused_credentials_fail_as_auth_with_s3s_message(setup: Setup, credent
     assert setup.landed() == []
     assert setup.state == {}  # never a success: nothing kept
     assert setup.s3.traffic.count("GET") == 1  # a refusal is not retried
-    with pytest.raises(SyncFailure) as checked:
+    with pytest.raises(ClientError) as checked:
         CONNECTOR.check(setup.client(config))
     assert checked.value.code == "auth"
 
 
 def test_a_missing_bucket_is_a_config_error(setup: Setup) -> None:
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         setup.sync(config=setup.config(bucket="no-such-bucket"))
     assert failed.value.code == "config"
     assert "NoSuchBucket" in failed.value.message
@@ -257,7 +257,7 @@ def test_slow_down_is_waited_out_then_the_sync_succeeds(setup: Setup) -> None:
 def test_slow_down_on_every_attempt_fails_as_rate_limited(setup: Setup) -> None:
     daily_file(setup.s3, day(1))
     setup.s3.traffic.fail_next(100, status=503, code="SlowDown")
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         setup.sync()
     assert failed.value.code == "rate_limited"
     assert not failed.value.refused
@@ -281,7 +281,7 @@ def test_server_errors_on_every_attempt_fail_as_provider_error(setup: Setup) -> 
     setup.s3.traffic.fail_next(
         100, status=503, code="ServiceUnavailable", message="Service is unable to handle request."
     )
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         setup.sync()
     assert failed.value.code == "provider_error"
     assert "ServiceUnavailable" in failed.value.message
@@ -289,7 +289,7 @@ def test_server_errors_on_every_attempt_fail_as_provider_error(setup: Setup) -> 
 
 def test_an_unreachable_endpoint_fails_as_provider_error(setup: Setup) -> None:
     config = setup.config(base_url="http://127.0.0.1:9")  # discard port: nothing listens
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         setup.sync(config=config, retry_attempts=2, connect_timeout_s=0.5)
     assert failed.value.code == "provider_error"
 
@@ -299,7 +299,7 @@ def test_an_unreadable_file_fails_the_sync_by_name_and_the_others_still_land(set
     broken = f"{FOLDER}/2026-03-03.csv"
     setup.s3.put(broken, b"profile_id,event_type,event_datetime\np1,trial_started\n")
     daily_file(setup.s3, day(3))
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         setup.sync()
     assert failed.value.code == "bad_response"
     assert not failed.value.refused
@@ -352,7 +352,7 @@ def test_an_endpoint_that_is_not_s3_fails_as_bad_response(setup: Setup) -> None:
     )
     server.start()
     try:
-        with pytest.raises(SyncFailure) as failed:
+        with pytest.raises(ClientError) as failed:
             setup.sync(config=setup.config(base_url=server.url_for("").rstrip("/")))
     finally:
         server.stop()
@@ -360,7 +360,7 @@ def test_an_endpoint_that_is_not_s3_fails_as_bad_response(setup: Setup) -> None:
 
 
 def test_a_bucket_name_s3_cannot_accept_is_a_config_error(setup: Setup) -> None:
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         setup.sync(config=setup.config(bucket="Exports Bucket!"))
     assert failed.value.code == "config"
     assert "Exports Bucket!" in failed.value.message

@@ -19,8 +19,8 @@ from werkzeug import Request, Response
 
 from orchestration.syncs.connectors.warehouse import CONNECTOR, WarehouseExportClient
 from tests.providers.s3_export_fake import S3Export, authenticating, s3_export_server
+from transforms.client_errors import ClientError
 from transforms.demo import DemoConfig, generate
-from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database
 from warehouse.integrations.export import EXPORTED
@@ -217,7 +217,7 @@ def test_refused_credentials_are_auth_with_s3s_message(db: Database, tmp_path: P
     key, secret = s3.iam_user()
     with authenticating():
         unknown = config(s3, bucket, access_key_id="AKIAUNKNOWN000000000")
-        with pytest.raises(SyncFailure) as refused:
+        with pytest.raises(ClientError) as refused:
             CONNECTOR.check(CONNECTOR.client(unknown))
         assert refused.value.code == "auth"
         assert "InvalidAccessKeyId: The AWS Access Key Id you provided does not exist in our records." in (
@@ -226,7 +226,7 @@ def test_refused_credentials_are_auth_with_s3s_message(db: Database, tmp_path: P
 
         wrong = config(s3, bucket, access_key_id=key, secret_access_key="not-the-secret")
         target = target_for(db, tmp_path, ws)
-        with pytest.raises(SyncFailure) as refused:
+        with pytest.raises(ClientError) as refused:
             run(wrong, target)
         assert refused.value.code == "auth" and refused.value.status == 403
         assert "SignatureDoesNotMatch: The request signature we calculated does not match" in refused.value.message
@@ -241,7 +241,7 @@ def test_a_missing_bucket_is_config(db: Database, tmp_path: Path, ws: str, s3: S
     seed(Lake(tmp_path / "lake"), ws)
     cfg = config(s3, "no-such-bucket-here")
     for call in (lambda: CONNECTOR.check(CONNECTOR.client(cfg)), lambda: run(cfg, target_for(db, tmp_path, ws))):
-        with pytest.raises(SyncFailure) as refused:
+        with pytest.raises(ClientError) as refused:
             call()
         assert refused.value.code == "config" and refused.value.refused
         assert "NoSuchBucket: The specified bucket does not exist" in refused.value.message
@@ -299,7 +299,7 @@ def test_a_5xx_then_success_is_retried(s3_errors: HTTPServer) -> None:
 
 def test_throttling_beyond_the_retries_is_rate_limited(s3_errors: HTTPServer) -> None:
     s3_errors.expect_request("/b").respond_with_response(_s3_error(503, "SlowDown", "Please reduce your request rate."))
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         CONNECTOR.check(_flaky_client(s3_errors))
     assert failed.value.code == "rate_limited" and not failed.value.refused
     assert "SlowDown: Please reduce your request rate." in failed.value.message
@@ -313,7 +313,7 @@ def test_an_unreachable_endpoint_is_a_provider_error() -> None:
     client = WarehouseExportClient(
         base_url=url, bucket="b", access_key_id="k", secret_access_key="s", retry_attempts=1, connect_timeout_s=1
     )
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         CONNECTOR.check(client)
     assert failed.value.code == "provider_error"
 
@@ -424,7 +424,7 @@ def test_a_refused_snowflake_login_is_auth_with_snowflakes_message(
     bucket = s3.new_bucket()
     cfg = config(s3, bucket, **SNOWFLAKE, snowflake_url=s3_errors.url_for("").rstrip("/"))
     for call in (lambda: CONNECTOR.check(CONNECTOR.client(cfg)), lambda: run(cfg, target_for(db, tmp_path, ws))):
-        with pytest.raises(SyncFailure) as refused:
+        with pytest.raises(ClientError) as refused:
             call()
         assert refused.value.code == "auth"
         assert "Incorrect username or password was specified." in refused.value.message
@@ -434,7 +434,7 @@ def test_a_refused_snowflake_login_is_auth_with_snowflakes_message(
 def test_an_unknown_snowflake_account_is_config(s3: S3Export, s3_errors: HTTPServer) -> None:
     _snowflake_login(s3_errors, Response("Forbidden", status=403))
     cfg = config(s3, s3.new_bucket(), **SNOWFLAKE, snowflake_url=s3_errors.url_for("").rstrip("/"))
-    with pytest.raises(SyncFailure) as refused:
+    with pytest.raises(ClientError) as refused:
         CONNECTOR.check(CONNECTOR.client(cfg))
     assert refused.value.code == "config"
     assert "Verify the account name is correct" in refused.value.message
@@ -453,7 +453,7 @@ def test_a_server_error_beyond_the_retries_is_a_provider_error(s3_errors: HTTPSe
     s3_errors.expect_request("/b").respond_with_response(
         _s3_error(503, "ServiceUnavailable", "Service is unable to handle request.")
     )
-    with pytest.raises(SyncFailure) as failed:
+    with pytest.raises(ClientError) as failed:
         CONNECTOR.check(_flaky_client(s3_errors))
     assert failed.value.code == "provider_error" and failed.value.status == 503
     assert "ServiceUnavailable: Service is unable to handle request." in failed.value.message
