@@ -11,7 +11,6 @@ private `_base_url`, the only way it offers (design note §1.7, §5). The reconc
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -21,6 +20,7 @@ from appstoreserverlibrary.api_client import APIError, APIException, AppStoreSer
 from appstoreserverlibrary.models.Environment import Environment
 
 from clients.http import guarded_session
+from clients.retry import RetryPolicy
 from transforms.client_errors import error_for
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, code_for_status, truncate
 from transforms.integrations.kinds import kind_of
@@ -35,17 +35,15 @@ class TokenExpired(Exception):
 
 
 @dataclass(kw_only=True)
-class AppStoreClient:
-    """An In-App Purchase key's access to the App Store Server API, with FloKit's retry rules."""
+class AppStoreClient(RetryPolicy):
+    """An In-App Purchase key's access to the App Store Server API, with FloKit's retry policy
+    (`clients.retry`; `attempts` counts tries of one call on 429, 5xx, a connection failure)."""
 
     issuer_id: str
     key_id: str
     private_key: str
     base_url: str
-    attempts: int = 5  # tries of one call (429, 5xx, a connection failure)
-    backoff_s: float = 1.0  # the first wait; doubles
-    max_backoff_s: float = 60.0
-    sleep: Callable[[float], None] = time.sleep
+    max_backoff_s: float = 60.0  # the App Store sync's own ceiling, longer than the policy's default
     calls: int = 0
     rate_limited: int = 0
 
@@ -97,7 +95,7 @@ class AppStoreClient:
                 reason = type(e).__name__
             except (KeyError, TypeError, ValueError) as e:  # a 2xx body the library could not read
                 raise error_for("bad_response", f"{what}: not a notification history: {e}") from None
-            wait = min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
+            wait = self.backoff(attempt)  # not the last attempt: that one raised above
             log(f"App Store: {reason} {what}; waiting {wait:.2f} s before attempt {attempt + 1}")
             self.sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import email.utils
 import http.client
 import math
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from googleapiclient import discovery  # type: ignore[import-untyped]
 from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
 
 from clients.http import Pacer
+from clients.retry import RetryPolicy
 from transforms.client_errors import AuthFailed, ProviderFailed, Unavailable, error_for
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, truncate
 
@@ -166,20 +166,16 @@ class NotFound(Exception):
     """Google knows no such purchase (for this app), or no longer does; the message is Google's."""
 
 
-@dataclass
-class PlayApi:
-    """One app's Play Developer API with the sync's pacing and retry rules."""
+@dataclass(kw_only=True)
+class PlayApi(RetryPolicy):
+    """One app's Play Developer API with the sync's pacing and FloKit's retry policy
+    (`clients.retry`: Google's `Retry-After` on a 429, else the doubling backoff)."""
 
     package: str
     credentials: service_account.Credentials
     service: Any
     pacer: Pacer
-    attempts: int = 5
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
-    max_wait_s: float = 120.0
     timeout_s: float = 60.0
-    sleep: Callable[[float], None] = time.sleep
     log: Callable[[str], None] = lambda _line: None
     calls: int = 0
     rate_limited: int = 0
@@ -214,16 +210,17 @@ class PlayApi:
                     asked = retry_after(e.resp)
                     if asked is not None:
                         self.pacer.push_back(asked)
-                    if last or (asked is not None and asked > self.max_wait_s):
+                    then = self.next_wait(attempt, asked)
+                    if then is None:  # the last attempt, or Google asked for longer than a run sits out
                         raise error_for(
                             "rate_limited",
                             f"{what}: Google Play answered 429 after {attempt} attempt(s): {words}",
                             status=429,
                         ) from None
-                    wait = asked if asked is not None else self._backoff(attempt)
+                    wait = then
                     continue
                 if status >= 500 and not last:
-                    wait = self._backoff(attempt)
+                    wait = self.backoff(attempt)
                     continue
                 code: ErrorCode = "provider_error" if status >= 500 else "config"
                 raise error_for(
@@ -238,15 +235,12 @@ class PlayApi:
                     raise error_for(
                         "provider_error", f"{what}: Google Play did not answer ({type(e).__name__}: {e})"
                     ) from None
-                wait = self._backoff(attempt)
+                wait = self.backoff(attempt)
                 continue
             if not isinstance(answer, dict):
                 raise error_for("bad_response", f"{what}: not a JSON object")
             return answer
         raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def _backoff(self, attempt: int) -> float:
-        return float(min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s))
 
     def voided_pages(self, start: datetime, *, page_size: int = PAGE_SIZE) -> Iterator[list[dict[str, Any]]]:
         """`voidedpurchases.list` from `start` (subscriptions too), page by page."""

@@ -16,7 +16,6 @@ attempt count and a per-sync budget of waiting, beyond which the sync fails (`ra
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any, TypeVar
 import stripe
 
 from clients.http import guarded_session, parse_retry_after
+from clients.retry import RetryPolicy
 from transforms.client_errors import ProviderFailed, Unavailable, error_for
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, code_for_status, truncate
 
@@ -96,19 +96,16 @@ def _message(exc: stripe.StripeError) -> str:
     return truncate(exc.user_message or "", MAX_PROVIDER_TEXT) or f"{type(exc).__name__}{status}"
 
 
-@dataclass
-class StripeSync:
-    """The integration's Stripe client with FloKit's retry rules (the module docstring)."""
+@dataclass(kw_only=True)
+class StripeSync(RetryPolicy):
+    """The integration's Stripe client with FloKit's retry policy (`clients.retry`: a
+    `Retry-After` longer than `max_wait_s` is not waited out, the sync fails `rate_limited`) and,
+    on top of it, a budget for all the waits of one sync together (the module docstring)."""
 
     secret_key: str = field(repr=False)
     base_url: str = "https://api.stripe.com"
-    attempts: int = 5  # tries of one request
-    backoff_s: float = 1.0  # first wait without a Retry-After; doubles each time
-    max_backoff_s: float = 30.0
-    max_wait_s: float = 120.0  # a longer Retry-After is not waited out: the sync fails, rate_limited
     budget_s: float = 300.0  # all waits of one sync together
     timeout_s: float = 60.0
-    sleep: Callable[[float], None] = time.sleep
     log: Callable[[str], None] = _no_log
     calls: int = 0
     rate_limited: int = 0
@@ -146,8 +143,8 @@ class StripeSync:
                 asked = retry_after(exc.headers)
                 if status == 429:
                     self.rate_limited += 1
-            wait = asked if asked is not None else min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
-            if attempt == self.attempts or wait > self.max_wait_s or self.waited_s + wait > self.budget_s:
+            wait = self.next_wait(attempt, asked)
+            if wait is None or self.waited_s + wait > self.budget_s:
                 tried = f" (after {attempt} attempt(s), {self.waited_s:.1f} s waited)"
                 raise error_for(failure.code, failure.message + tried, status=status) from None
             self.log(

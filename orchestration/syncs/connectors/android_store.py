@@ -109,8 +109,8 @@ class PlayClient:
         except ValueError as e:
             raise error_for("config", f"the app's Google service account key cannot be used: {e}; {setup}") from None
         return PlayApi(
-            app.android_package, credentials, service, self.pacer(), backoff_s=self.backoff_s,
-            timeout_s=self.timeout_s, log=log,
+            package=app.android_package, credentials=credentials, service=service, pacer=self.pacer(),
+            backoff_s=self.backoff_s, timeout_s=self.timeout_s, log=log,
         )  # fmt: skip
 
 
