@@ -1,6 +1,7 @@
 """The warehouse export's decisions: which lake partitions to send again, where they go in the
 customer's bucket, and the Snowflake statements that load them. No I/O here: the lake is read in
-`warehouse/integrations/export.py`, S3 and Snowflake are called in
+`warehouse/integrations/export.py`, S3 and Snowflake are called by
+`clients/warehouse_export.py` and `clients/snowflake.py`, on the orders of
 `orchestration/syncs/connectors/warehouse.py`.
 
 Layout in the bucket: a daily dataset's day `D` is `<prefix>/<dataset>/date=D/part.parquet`, the

@@ -17,7 +17,8 @@ import snowflake.connector
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from orchestration.syncs.connectors.warehouse import CONNECTOR, WarehouseExportClient
+from clients.warehouse_export import WarehouseExportClient
+from orchestration.syncs.connectors.warehouse import CONNECTOR
 from tests.providers.s3_export_fake import S3Export, authenticating, s3_export_server
 from transforms.client_errors import ClientError
 from transforms.demo import DemoConfig, generate
