@@ -3,7 +3,7 @@
 Receipts and notifications (`api.stores.google_play`) and the sync
 (`orchestration.syncs.connectors.android_store`, through `PlayApi`: paced, retried, Google's
 errors in the sync vocabulary) read purchases through this service; what a purchase resource
-means is `transforms.stores.google_play`, which stays pure.
+means is `transforms.purchases.android_store`, which stays pure.
 """
 
 from __future__ import annotations

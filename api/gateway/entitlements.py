@@ -18,9 +18,9 @@ from api.context import state
 from api.errors import ApiError
 from api.gateway import blueprint
 from api.gateway.auth import require_app, require_user
+from api.notifications.framework import StoreTimeout, StoreUnavailable
+from api.notifications.routes import context
 from api.openapi import operation
-from api.processor.framework import StoreTimeout, StoreUnavailable
-from api.processor.routes import context
 from api.ratelimits import count_app_client, per_address
 from api.responses import respond
 from api.stores import ReceiptRejected, VerifiedPurchase, apple, google_play

@@ -29,11 +29,11 @@ from typing import TypeVar
 from appstoreserverlibrary.models.JWSTransactionDecodedPayload import JWSTransactionDecodedPayload
 from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier, VerificationException, VerificationStatus
 
-from api.processor.framework import Context, StoreTimeout, StoreUnavailable
+from api.notifications.framework import Context, StoreTimeout, StoreUnavailable
 from api.stores import ReceiptRejected, VerifiedPurchase
 from transforms.entitlements.effects import Effect
 from transforms.events import CanonicalEvent
-from transforms.stores import apple
+from transforms.purchases import ios_store
 from warehouse.db import utcnow
 from warehouse.entitlements.stores import AppStores, app_for_bundle_id
 
@@ -41,8 +41,8 @@ log = logging.getLogger("flokit.stores")
 
 # The one answer to a transaction Apple does not vouch for here, whatever the reason (logged).
 NOT_VOUCHED = "The App Store does not vouch for this transaction for an app set up here (the gateway's log says why)"
-ROOTS = "apple.roots"
-VERIFIERS = "apple.verifiers"
+ROOTS = "ios_store.roots"
+VERIFIERS = "ios_store.verifiers"
 T = TypeVar("T")
 # Online checks block on Apple's OCSP responders: run them off the request thread so the answer
 # can come back at the timeout (the library's own request timeout is 30 s).
@@ -67,7 +67,7 @@ def root_certificates(ctx: Context) -> tuple[bytes, ...]:
         roots = []
         for path in ctx.settings.apple_root_certs:
             try:
-                roots.append(apple.der_certificate(path.read_bytes()))
+                roots.append(ios_store.der_certificate(path.read_bytes()))
             except (OSError, ValueError) as e:
                 raise NotVerifiable(f"Apple root certificate {path} cannot be read: {e}") from None
         found = ctx.cache[ROOTS] = tuple(roots)
@@ -77,7 +77,7 @@ def root_certificates(ctx: Context) -> tuple[bytes, ...]:
 
 def verifier_for(ctx: Context, jws: str, *, online: bool) -> AppVerifier:
     """The verifier of the app the (unverified) data names, or `NotVerifiable`."""
-    bundle_id = apple.peek_bundle_id(jws)
+    bundle_id = ios_store.peek_bundle_id(jws)
     if bundle_id is None:
         raise NotVerifiable("Not App Store signed data: no bundle id in the payload")
     with ctx.database.read() as conn:
@@ -93,7 +93,7 @@ def verifier_for(ctx: Context, jws: str, *, online: bool) -> AppVerifier:
     verifier = cache.get(key)
     if verifier is None:
         try:
-            verifier = apple.build_verifier(
+            verifier = ios_store.build_verifier(
                 roots,
                 bundle_id=stores.ios_bundle_id,
                 app_apple_id=stores.ios_app_apple_id,
@@ -137,7 +137,7 @@ def events_of(
     txn: JWSTransactionDecodedPayload, *, workspace_id: str, received_at: datetime
 ) -> Callable[[str | None], list[CanonicalEvent]]:
     def events(user_id: str | None) -> list[CanonicalEvent]:
-        return apple.transaction_events(txn, workspace_id=workspace_id, received_at=received_at, user_id=user_id)
+        return ios_store.transaction_events(txn, workspace_id=workspace_id, received_at=received_at, user_id=user_id)
 
     return events
 
@@ -152,11 +152,11 @@ def verify_receipt(ctx: Context, signed_transaction_info: str) -> VerifiedPurcha
             lambda: app.verifier.verify_and_decode_signed_transaction(signed_transaction_info),
             timeout_s=ctx.settings.passthrough_timeout_s,
         )
-        fact = apple.transaction_fact(txn)
+        fact = ios_store.transaction_fact(txn)
     except NotVerifiable as e:  # the same answer whatever failed: no caller learns which bundle ids are set up
         log.info("receipt refused", extra={"provider": "ios_store", "reason": str(e)})
         raise ReceiptRejected(NOT_VOUCHED) from None
-    except apple.Unmappable as e:  # verified: the caller holds a genuine transaction of an app here
+    except ios_store.Unmappable as e:  # verified: the caller holds a genuine transaction of an app here
         raise ReceiptRejected(str(e)) from None
     stores = app.stores
     effect = Effect(stores.app_id, fact, events_of(txn, workspace_id=stores.workspace_id, received_at=utcnow()))

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from api.processor.framework import Context, StoreUnavailable, store_errors
+from api.notifications.framework import Context, StoreUnavailable, store_errors
 from api.stores import ReceiptRejected, VerifiedPurchase
 from clients import google_play
 from clients.google_play import NotFound
 from transforms.entitlements.effects import Effect
 from transforms.entitlements.facts import ANDROID_STORE
-from transforms.stores import google_play as gp
+from transforms.purchases import android_store as gp
 from warehouse.db import utcnow
 from warehouse.entitlements import ledger, stores
 from warehouse.entitlements.stores import AppStores

@@ -48,7 +48,7 @@ from warehouse.adaccounts import repository as accounts
 from warehouse.db import Database
 from warehouse.lake import Lake
 from warehouse.paywalls import configs
-from warehouse.reports.store import write_spend_raw
+from warehouse.reports.report_lake import write_spend_raw
 from warehouse.settings import Settings
 from warehouse.webhooks.tables import webhook_events
 

@@ -21,7 +21,7 @@ from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
-from warehouse.reports.store import SPEND_RAW, scan_days
+from warehouse.reports.report_lake import SPEND_RAW, scan_days
 
 CONNECTOR = connector_for("attribution_provider_b")
 NOW = datetime(2026, 11, 20, 6, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The App Store's signed data, once Apple's library verified it, as ledger facts and events.
+"""`ios_store` (Apple App Store): its signed data, once Apple's library verified it, as ledger facts and events.
 
 What the App Store signs (decoded by `app-store-server-library` into `JWSTransactionDecodedPayload`
 and `JWSRenewalInfoDecodedPayload`; https://developer.apple.com/documentation/appstoreserverapi/
@@ -49,7 +49,7 @@ from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import IOS_STORE, Kind, StoreFact
 from transforms.entitlements.facts import Environment as FactEnvironment
 from transforms.events import CanonicalEvent, canonical_event
-from transforms.stores import event_ids
+from transforms.purchases import event_ids
 
 ID_PREFIX = "ios"
 ENVIRONMENTS = ("Production", "Sandbox")  # what an app can be set to (Xcode/LocalTesting are unsigned)

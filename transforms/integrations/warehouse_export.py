@@ -1,7 +1,7 @@
-"""The warehouse export's decisions: which lake partitions to send again, where they go in the
-customer's bucket, and the Snowflake statements that load them. No I/O here: the lake is read in
-`warehouse/integrations/export.py`, S3 and Snowflake are called in
-`orchestration/syncs/connectors/warehouse.py`.
+"""`warehouse` (the customer's S3 bucket, and Snowflake): the export's decisions, which lake partitions
+to send again, where they go in the customer's bucket, and the Snowflake statements that load them.
+No I/O here: the lake is read in `warehouse/integrations/export.py`, S3 and Snowflake are called in
+`orchestration/syncs/connectors/warehouse_export.py`.
 
 Layout in the bucket: a daily dataset's day `D` is `<prefix>/<dataset>/date=D/part.parquet`, the
 lake's own layout, so a Hive-partitioned reader (Snowflake external tables, Athena, DuckDB with

@@ -17,7 +17,7 @@ import snowflake.connector
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from orchestration.syncs.connectors.warehouse import CONNECTOR, WarehouseExportClient
+from orchestration.syncs.connectors.warehouse_export import CONNECTOR, WarehouseExportClient
 from tests.providers.s3_export_fake import S3Export, authenticating, s3_export_server
 from transforms.demo import DemoConfig, generate
 from transforms.integrations.errors import SyncFailure
@@ -26,7 +26,7 @@ from warehouse.db import Database
 from warehouse.integrations.export import EXPORTED
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
-from warehouse.reports import demo, store
+from warehouse.reports import demo, report_lake
 
 START = date(2026, 6, 1)
 DAYS = 5
@@ -73,16 +73,16 @@ def seed(lake: Lake, ws: str) -> dict[str, int]:
         f"canonical_events/date={day}/part.parquet": n
         for day, n in mine.group_by(pl.col("occurred_at").dt.date()).len().iter_rows()
     }
-    for i, dataset in enumerate(d for d in EXPORTED if d.name != store.CANONICAL_EVENTS):
+    for i, dataset in enumerate(d for d in EXPORTED if d.name != report_lake.CANONICAL_EVENTS):
         if dataset.daily:
             for k in range(DAYS):
                 day = START + timedelta(days=k)
                 frame = pl.concat([_rows(dataset.schema, ws, 2 + k, day), _rows(dataset.schema, OTHER, 3, day)])
-                store.write_day(lake, dataset.name, day, frame)
+                report_lake.write_day(lake, dataset.name, day, frame)
                 expected[f"{dataset.name}/date={day}/part.parquet"] = 2 + k
         else:
             frame = pl.concat([_rows(dataset.schema, ws, 4 + i, None), _rows(dataset.schema, OTHER, 2, None)])
-            store.write_table(lake, dataset.name, frame)
+            report_lake.write_table(lake, dataset.name, frame)
             expected[f"{dataset.name}/data.parquet"] = 4 + i
     return expected
 
@@ -126,7 +126,7 @@ def test_an_export_lands_every_partition_with_only_the_workspaces_rows(
     assert target.earliest == datetime(2026, 6, 1, tzinfo=UTC)
     # The columns and types are the lake's.
     events = s3.read(bucket, f"flokit/prod/canonical_events/date={START}/part.parquet")
-    assert events.schema == pl.Schema(store.SCHEMAS[store.CANONICAL_EVENTS])
+    assert events.schema == pl.Schema(report_lake.SCHEMAS[report_lake.CANONICAL_EVENTS])
 
 
 def test_a_second_sync_with_nothing_new_exports_nothing(db: Database, tmp_path: Path, ws: str, s3: S3Export) -> None:
@@ -150,7 +150,7 @@ def test_a_changed_day_is_rewritten_whole_and_nothing_else(db: Database, tmp_pat
     bucket = s3.new_bucket()
     first = run(config(s3, bucket), target_for(db, tmp_path, ws))
     day = START + timedelta(days=2)
-    path = lake.partition_path(store.CANONICAL_EVENTS, day)
+    path = lake.partition_path(report_lake.CANONICAL_EVENTS, day)
     old = pl.read_parquet(path)
     mine = old.filter(pl.col("workspace_id") == ws)
     late = mine.head(1).with_columns(
@@ -175,10 +175,12 @@ def test_another_workspaces_change_sends_nothing(db: Database, tmp_path: Path, w
     seed(lake, ws)
     bucket = s3.new_bucket()
     first = run(config(s3, bucket), target_for(db, tmp_path, ws))
-    path = lake.partition_path(store.PAYBACK_DAILY, START)
+    path = lake.partition_path(report_lake.PAYBACK_DAILY, START)
     old = pl.read_parquet(path)
-    lake.write(pl.concat([old, _rows(store.SCHEMAS[store.PAYBACK_DAILY], OTHER, 7, START, salt=9)]), path)
-    store.write_table(lake, store.LTV, pl.read_parquet(lake.table_path(store.LTV)))  # same rows, new mtime
+    lake.write(pl.concat([old, _rows(report_lake.SCHEMAS[report_lake.PAYBACK_DAILY], OTHER, 7, START, salt=9)]), path)
+    report_lake.write_table(
+        lake, report_lake.LTV, pl.read_parquet(lake.table_path(report_lake.LTV))
+    )  # same rows, new mtime
 
     second = run(config(s3, bucket), target_for(db, tmp_path, ws, first.state))
 
@@ -192,7 +194,7 @@ def test_a_day_whose_rows_are_gone_is_removed(db: Database, tmp_path: Path, ws: 
     seed(lake, ws)
     bucket = s3.new_bucket()
     first = run(config(s3, bucket), target_for(db, tmp_path, ws))
-    path = lake.partition_path(store.COHORT_ACTIVITY, START)
+    path = lake.partition_path(report_lake.COHORT_ACTIVITY, START)
     lake.write(pl.read_parquet(path).filter(pl.col("workspace_id") != ws), path)
 
     run(config(s3, bucket), target_for(db, tmp_path, ws, first.state))
@@ -364,16 +366,16 @@ def test_snowflake_tables_hold_the_rows_and_a_reexport_does_not_duplicate(
         assert _snowflake_counts(ws) == per_table
 
         # A day re-exported (one more row of ours) and a whole table rewritten with other figures.
-        path = lake.partition_path(store.PAYBACK_DAILY, START)
-        schema = store.SCHEMAS[store.PAYBACK_DAILY]
+        path = lake.partition_path(report_lake.PAYBACK_DAILY, START)
+        schema = report_lake.SCHEMAS[report_lake.PAYBACK_DAILY]
         lake.write(pl.concat([pl.read_parquet(path), _rows(schema, ws, 1, START, salt=50)]), path)
-        ltv = pl.read_parquet(lake.table_path(store.LTV))
-        store.write_table(lake, store.LTV, ltv.with_columns(ltv_projected=pl.col("ltv_projected") * 2))
+        ltv = pl.read_parquet(lake.table_path(report_lake.LTV))
+        report_lake.write_table(lake, report_lake.LTV, ltv.with_columns(ltv_projected=pl.col("ltv_projected") * 2))
         second = run(cfg, target_for(db, tmp_path, ws, first.state))
 
-        assert second.records == expected[f"payback_daily/date={START}/part.parquet"] + 1 + per_table[store.LTV]
+        assert second.records == expected[f"payback_daily/date={START}/part.parquet"] + 1 + per_table[report_lake.LTV]
         counts = _snowflake_counts(ws)
-        assert counts == {**per_table, store.PAYBACK_DAILY: per_table[store.PAYBACK_DAILY] + 1}
+        assert counts == {**per_table, report_lake.PAYBACK_DAILY: per_table[report_lake.PAYBACK_DAILY] + 1}
         conn = snowflake.connector.connect(account="a", user="u", password="p", database="ANALYTICS", schema="FLOKIT")
         try:
             doubled = conn.cursor().execute("SELECT SUM(ltv_projected) FROM ltv WHERE workspace_id = %s", (ws,))
@@ -398,8 +400,8 @@ def test_snowflake_rows_of_another_workspace_are_left_alone(
         run(cfg, target_for(db, tmp_path, ws))
         run(config(s3, s3.new_bucket(), **SNOWFLAKE), target_for(db, tmp_path, OTHER))
         mine, theirs = _snowflake_counts(ws), _snowflake_counts(OTHER)
-        assert mine[store.LTV] > 0 and theirs[store.LTV] == 2
-        assert theirs[store.CANONICAL_EVENTS] > 0 and mine[store.CANONICAL_EVENTS] > 0
+        assert mine[report_lake.LTV] > 0 and theirs[report_lake.LTV] == 2
+        assert theirs[report_lake.CANONICAL_EVENTS] > 0 and mine[report_lake.CANONICAL_EVENTS] > 0
 
 
 # --- Snowflake's login refusals: the real connector against its login endpoint on 127.0.0.1 ----

@@ -43,7 +43,7 @@ from warehouse.settings import Settings
 
 log = logging.getLogger("flokit.processor")
 
-# Provider path -> (provider, module under api.processor holding `HANDLER`).
+# Provider path -> (provider, module under api.notifications holding `HANDLER`).
 HANDLER_MODULES: dict[str, tuple[str, str]] = {
     "/webhooks/ios_store": ("ios_store", "ios_store"),
     "/webhooks/android_store": ("android_store", "android_store"),
@@ -180,7 +180,7 @@ class Answer:
 
 def handler_for(path: str) -> Handler:
     _, module = HANDLER_MODULES[path]
-    found: Handler = importlib.import_module(f"api.processor.{module}").handler_for(path)
+    found: Handler = importlib.import_module(f"api.notifications.{module}").handler_for(path)
     return found
 
 

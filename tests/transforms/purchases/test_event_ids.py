@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import pytest
 
-from transforms.stores import apple, event_ids, generic
-from transforms.stores import google_play as gp
+from transforms.purchases import android_store as gp
+from transforms.purchases import event_ids, generic, ios_store
 
 
 @pytest.mark.parametrize(
-    ("event_id", "prefix"), [(apple.event_id, "ios"), (gp.event_id, "gp"), (generic.event_id, "generic")]
+    ("event_id", "prefix"), [(ios_store.event_id, "ios"), (gp.event_id, "gp"), (generic.event_id, "generic")]
 )
 def test_each_store_names_its_events_by_its_own_prefix_and_the_stores_id(
     event_id: Callable[[str, str], str], prefix: str

@@ -1,4 +1,4 @@
-"""The generic provider paths: FloKit's own JSON formats (`transforms.stores.generic`), for
+"""`generic-subscription` and `generic-attribution` (FloKit's own formats, no vendor): the generic
 billing and attribution systems FloKit has no adapter for.
 
 `?app=app_…` names the app; the request is authenticated with FloKit's `Service-Signature`
@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from api.processor.framework import Context, Handler, Incoming, Malformed, ProcessorError, Unverified, Verified
-from api.processor.tenant import query_value
+from api.notifications.framework import Context, Handler, Incoming, Malformed, ProcessorError, Unverified, Verified
+from api.notifications.tenant import query_value
 from transforms.entitlements.effects import Effect, Effects
 from transforms.events import CanonicalEvent
 from transforms.ingest.attribution import Dropped
-from transforms.stores import generic
+from transforms.purchases import generic
 from transforms.webhooks.verify import verify as verify_signature
 from warehouse import fx
 from warehouse.entitlements import stores

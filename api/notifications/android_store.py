@@ -1,4 +1,4 @@
-"""Google Play real-time developer notifications, as Cloud Pub/Sub pushes them.
+"""`android_store` (Google Play): real-time developer notifications, as Cloud Pub/Sub pushes them.
 
 The push is `{"message": {"data": <base64 DeveloperNotification>, "messageId", "publishTime",
 "attributes"}, "subscription"}` and is authenticated one of two ways, set per app:
@@ -42,7 +42,7 @@ import httplib2  # type: ignore[import-untyped]
 from google.auth import exceptions as auth_exceptions
 from google.auth import jwt
 
-from api.processor.framework import (
+from api.notifications.framework import (
     Context,
     Handler,
     Incoming,
@@ -55,7 +55,7 @@ from api.stores import ReceiptRejected
 from api.stores import google_play as play
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import ANDROID_STORE
-from transforms.stores import google_play as gp
+from transforms.purchases import android_store as gp
 from warehouse.db import utcnow
 from warehouse.entitlements import ledger, stores
 from warehouse.entitlements.notifications import StoredNotification

@@ -9,4 +9,4 @@ from flask import Blueprint
 
 blueprint = Blueprint("processor", __name__)
 
-from api.processor import routes  # noqa: E402,F401  (routes register themselves on the blueprint)
+from api.notifications import routes  # noqa: E402,F401  (routes register themselves on the blueprint)

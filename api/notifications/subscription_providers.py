@@ -1,11 +1,11 @@
-"""RevenueCat and Adapty webhooks (`/api/providers/subscription_provider_{a,b}/webhook?integration=int_…`).
+"""`subscription_provider_a` (RevenueCat) and `subscription_provider_b` (Adapty): their webhooks.
 
 Both providers authenticate a webhook only with an `Authorization` header value the operator
 types into their dashboard (RevenueCat: "Authorization header value"; Adapty: "Authorization
 header value", sent exactly as entered). It is compared in constant time with the
 `webhook_authorization` sealed in the integration the URL names; the integration's `app_id`
-says which app's ledger the events update. The mappings: `transforms.stores.revenuecat` and
-`transforms.stores.adapty`.
+says which app's ledger the events update. The mappings: `transforms.purchases.subscription_provider_a` and
+`transforms.purchases.subscription_provider_b`.
 
 The two webhooks differ only in their event mapping, how an event names its retries (its
 dedup key) and RevenueCat's TRANSFER, so one handler serves both, given a `Webhook` that says
@@ -22,12 +22,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from api.processor.framework import Context, Handler, Incoming, Malformed, Unverified, Verified
-from api.processor.tenant import Tenant, integration_tenant, tenant_of
+from api.notifications.framework import Context, Handler, Incoming, Malformed, Unverified, Verified
+from api.notifications.tenant import Tenant, integration_tenant, tenant_of
 from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import SUBSCRIPTION_PROVIDER_A, SUBSCRIPTION_PROVIDER_B, StoreFact
 from transforms.events import CanonicalEvent
-from transforms.stores import adapty, revenuecat
+from transforms.purchases import subscription_provider_a, subscription_provider_b
 from warehouse.entitlements import ledger
 from warehouse.entitlements.notifications import StoredNotification
 
@@ -154,30 +154,30 @@ class SubscriptionProviderHandler(Generic[E]):
         return Effects(effects=moved, note=f"{event.type} of {len(moved)} purchase(s) to {to_user}")
 
 
-def _revenuecat_transfer(event: revenuecat.Event) -> tuple[Sequence[str], str | None] | None:
-    return revenuecat.transfer_users(event) if event.type == revenuecat.TRANSFER else None
+def _revenuecat_transfer(event: subscription_provider_a.Event) -> tuple[Sequence[str], str | None] | None:
+    return subscription_provider_a.transfer_users(event) if event.type == subscription_provider_a.TRANSFER else None
 
 
-REVENUECAT = Webhook[revenuecat.Event](
+REVENUECAT = Webhook[subscription_provider_a.Event](
     provider=SUBSCRIPTION_PROVIDER_A,
-    parse=revenuecat.parse,
-    not_an_event=revenuecat.NotAnEvent,
+    parse=subscription_provider_a.parse,
+    not_an_event=subscription_provider_a.NotAnEvent,
     # The event's `id` is the same on every retry; a TEST event changes nothing.
-    dedup_key=lambda event, _body: None if event.type == revenuecat.TEST else event.id,
+    dedup_key=lambda event, _body: None if event.type == subscription_provider_a.TEST else event.id,
     ignored="a TEST event: nothing to apply",
-    fact=revenuecat.fact,
-    events=revenuecat.events,
+    fact=subscription_provider_a.fact,
+    events=subscription_provider_a.events,
     transfer=_revenuecat_transfer,
 )
-ADAPTY = Webhook[adapty.Event](
+ADAPTY = Webhook[subscription_provider_b.Event](
     provider=SUBSCRIPTION_PROVIDER_B,
-    parse=adapty.parse,
-    not_an_event=adapty.NotAnEvent,
+    parse=subscription_provider_b.parse,
+    not_an_event=subscription_provider_b.NotAnEvent,
     # Adapty's `profile_event_id` is its deduplication id; a body without one is named by its bytes.
     dedup_key=lambda event, body: event.dedup_key or "sha256:" + hashlib.sha256(body).hexdigest(),
     ignored="",
-    fact=adapty.fact,
-    events=adapty.events,
+    fact=subscription_provider_b.fact,
+    events=subscription_provider_b.events,
 )
 
 

@@ -1,4 +1,4 @@
-"""RevenueCat webhook events to `StoreFact`s and canonical events: pure, no I/O.
+"""`subscription_provider_a` (RevenueCat): webhook events to `StoreFact`s and canonical events, pure, no I/O.
 
 The body is `{"api_version": "1.0", "event": {...}}` (RevenueCat docs, "Event Types and
 Fields" and "Sample Events"). An event carries `id` (the same on every retry), `type`,

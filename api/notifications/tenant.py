@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from api.processor.framework import Context, Incoming, ProcessorError, Unverified
+from api.notifications.framework import Context, Incoming, ProcessorError, Unverified
 from transforms.integrations.kinds import ValidConfig
 from warehouse.errors import NotFound, TransitionRefused
 from warehouse.integrations import repository as repo

@@ -1,4 +1,4 @@
-"""Stripe webhook events (`/webhooks/payment_processor?integration=int_…`).
+"""`payment_processor` (Stripe): webhook events (`/webhooks/payment_processor?integration=int_…`).
 
 Authenticated with the `Stripe-Signature` header, verified by the `stripe` library
 (`Webhook.construct_event`: HMAC-SHA256 of `t.body` under the endpoint's signing secret, and a
@@ -13,7 +13,7 @@ a 502 (too slow a 504), and Stripe redelivers the event. Any other type is store
 acknowledged with nothing applied (the endpoint may be subscribed to more than FloKit reads;
 Stripe would otherwise retry it for three days). `invoice.payment_failed` changes nothing by
 itself: Stripe follows it with `customer.subscription.updated` (`past_due`), which carries the
-state. The mapping and its conventions: `transforms.stores.stripe`.
+state. The mapping and its conventions: `transforms.purchases.payment_processor`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import stripe
 
-from api.processor.framework import (
+from api.notifications.framework import (
     Context,
     Handler,
     Incoming,
@@ -35,11 +35,11 @@ from api.processor.framework import (
     Verified,
     store_errors,
 )
-from api.processor.tenant import integration_tenant, tenant_of
+from api.notifications.tenant import integration_tenant, tenant_of
 from clients import stripe as stripe_api
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
-from transforms.stores import stripe as mapping
+from transforms.purchases import payment_processor as mapping
 from warehouse.entitlements import ledger
 from warehouse.entitlements.notifications import StoredNotification
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from transforms.integrations.subscription_provider_a import event_id as sync_event_id
-from transforms.stores import revenuecat as rc
+from transforms.purchases import subscription_provider_a as rc
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 MS = int(NOW.timestamp() * 1000)

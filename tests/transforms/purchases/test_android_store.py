@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.providers.google_play_fake import product, subscription, voided
-from transforms.stores import google_play as gp
+from transforms.purchases import android_store as gp
 
 AT = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

@@ -7,7 +7,7 @@ from datetime import date
 import polars as pl
 import pytest
 
-from transforms.integrations.warehouse import (
+from transforms.integrations.warehouse_export import (
     NO_ROWS,
     STATE_KEY,
     Partition,

@@ -1,4 +1,4 @@
-"""Adapty webhook events to `StoreFact`s and canonical events: pure, no I/O.
+"""`subscription_provider_b` (Adapty): webhook events to `StoreFact`s and canonical events, pure, no I/O.
 
 The body (Adapty docs, "Webhook event types and fields", adaptyteam/adapty-docs): `profile_id`
 (Adapty's user id), `customer_user_id` (the app's, null when never set), `event_type`,

@@ -1,4 +1,4 @@
-"""Stripe (the payment processor) events to `StoreFact`s and canonical events: pure, no I/O.
+"""`payment_processor` (Stripe): events to `StoreFact`s and canonical events, pure, no I/O.
 
 What is read, as Stripe's API reference describes the objects (stripe-python 16.1 types):
 

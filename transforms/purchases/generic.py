@@ -1,4 +1,4 @@
-"""FloKit's own JSON formats for the two generic provider paths: pure, no I/O.
+"""`generic-subscription` and `generic-attribution` (FloKit's own JSON formats, no vendor): pure, no I/O.
 
 A billing system FloKit has no adapter for posts these, signed with FloKit's `Service-Signature`
 scheme (`transforms.webhooks.verify`) under the app's generic secret, to
@@ -55,7 +55,7 @@ from transforms.ingest.attribution import (
     platform,
     stable_event_id,
 )
-from transforms.stores import event_ids
+from transforms.purchases import event_ids
 
 GENERIC_ATTRIBUTION = "generic-attribution"
 ID_PREFIX = "generic"

@@ -1,8 +1,8 @@
-"""The `warehouse` connector: FloKit as a source for the customer's warehouse.
+"""`warehouse` (the customer's S3 bucket, and Snowflake): FloKit as a source for the customer's warehouse.
 
 Each sync sends the lake partitions that changed since the last one, this workspace's rows only,
 as Parquet to the customer's S3-compatible bucket (`<prefix>/<dataset>/date=YYYY-MM-DD/part.parquet`,
-whole tables as `<prefix>/<dataset>/data.parquet`: `transforms/integrations/warehouse.py`), and,
+whole tables as `<prefix>/<dataset>/data.parquet`: `transforms/integrations/warehouse_export.py`), and,
 when the config names a Snowflake account, replaces the same rows in one Snowflake table per
 dataset. A partition is always sent whole, so sending it again is harmless: a failed sync keeps no
 state and the next one sends the same partitions again.
@@ -36,7 +36,7 @@ from clients import s3
 from orchestration.syncs.connectors import Connector, Log
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig
-from transforms.integrations.warehouse import (
+from transforms.integrations.warehouse_export import (
     NO_ROWS,
     Partition,
     destination_id,

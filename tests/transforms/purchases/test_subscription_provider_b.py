@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from transforms.integrations.subscription_provider_b import map_row
-from transforms.stores import adapty
+from transforms.purchases import subscription_provider_b
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 
@@ -17,7 +17,7 @@ def stamp(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%S.%f+0000")
 
 
-def event(kind: str, **props: Any) -> adapty.Event:
+def event(kind: str, **props: Any) -> subscription_provider_b.Event:
     body = {
         "profile_id": "p-1",
         "customer_user_id": "u1",
@@ -37,14 +37,14 @@ def event(kind: str, **props: Any) -> adapty.Event:
         }
         | props,
     }
-    parsed = adapty.parse(body)
+    parsed = subscription_provider_b.parse(body)
     assert parsed is not None
     return parsed
 
 
 def test_the_webhook_lands_what_the_export_row_of_the_same_event_lands() -> None:
     e = event("subscription_renewed")
-    [landed] = adapty.events(e, workspace_id="ws", user_id=None, received_at=NOW)
+    [landed] = subscription_provider_b.events(e, workspace_id="ws", user_id=None, received_at=NOW)
     row = {
         "profile_id": "p-1",
         "customer_user_id": "u1",
@@ -70,16 +70,16 @@ def test_the_webhook_lands_what_the_export_row_of_the_same_event_lands() -> None
      ("subscription_expired", False, False), ("subscription_refunded", False, None)],
 )  # fmt: skip
 def test_what_each_type_states(kind: str, active: bool, auto_renew: bool | None) -> None:
-    fact = adapty.fact(event(kind))
+    fact = subscription_provider_b.fact(event(kind))
     assert fact is not None and fact.active_at(NOW + timedelta(seconds=1)) is active
     assert fact.auto_renew is auto_renew and fact.store_key == "T1" and fact.user_hint == "u1"
     assert fact.in_trial is (kind == "trial_started")
 
 
 def test_one_time_purchases_are_lifetime_and_access_level_updated_states_refunds_and_grace() -> None:
-    bought = adapty.fact(event("non_subscription_purchase", subscription_expires_at=None))
+    bought = subscription_provider_b.fact(event("non_subscription_purchase", subscription_expires_at=None))
     assert bought is not None and bought.kind == "lifetime" and bought.active_at(NOW + timedelta(days=999))
-    grace = adapty.fact(
+    grace = subscription_provider_b.fact(
         event(
             "access_level_updated",
             is_active=True,
@@ -91,19 +91,21 @@ def test_one_time_purchases_are_lifetime_and_access_level_updated_states_refunds
     assert (
         grace is not None and grace.active_at(NOW + timedelta(days=2)) and not grace.active_at(NOW + timedelta(days=4))
     )
-    refunded = adapty.fact(event("access_level_updated", is_active=False, is_refund=True, expires_at=stamp(NOW)))
+    refunded = subscription_provider_b.fact(
+        event("access_level_updated", is_active=False, is_refund=True, expires_at=stamp(NOW))
+    )
     assert refunded is not None and refunded.revoked_at == NOW and not refunded.active_at(NOW)
 
 
 def test_sandbox_is_recorded_as_sandbox_and_a_body_without_an_event_is_none() -> None:
-    fact = adapty.fact(event("subscription_started", environment="Sandbox"))
+    fact = subscription_provider_b.fact(event("subscription_started", environment="Sandbox"))
     assert fact is not None and fact.environment == "sandbox"
     assert (
-        adapty.events(
+        subscription_provider_b.events(
             event("subscription_started", environment="Sandbox"), workspace_id="ws", user_id=None, received_at=NOW
         )
         == []
     )
-    assert adapty.parse({}) is None
-    with pytest.raises(adapty.NotAnEvent):
-        adapty.parse({"event_type": "subscription_started", "event_datetime": "yesterday"})
+    assert subscription_provider_b.parse({}) is None
+    with pytest.raises(subscription_provider_b.NotAnEvent):
+        subscription_provider_b.parse({"event_type": "subscription_started", "event_datetime": "yesterday"})

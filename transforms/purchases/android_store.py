@@ -1,4 +1,4 @@
-"""Google Play's purchase resources as ledger facts and canonical events.
+"""`android_store` (Google Play): purchase resources as ledger facts and canonical events.
 
 The Play Developer API is the source of truth (a real-time developer notification is only a
 signal to read it): `purchases.subscriptionsv2.get` answers a `SubscriptionPurchaseV2`,
@@ -54,7 +54,7 @@ from transforms import event_types as t
 from transforms.entitlements.effects import Effect
 from transforms.entitlements.facts import ANDROID_STORE, StoreFact
 from transforms.events import CanonicalEvent, canonical_event, lake_can_hold
-from transforms.stores import event_ids
+from transforms.purchases import event_ids
 
 MAX_CHAIN = 10  # linkedPurchaseToken hops followed to find a subscription's first token
 ID_PREFIX = "gp"

@@ -1,4 +1,4 @@
-"""App Store Server Notifications V2 (`POST /webhooks/ios_store`, body `{"signedPayload": ...}`).
+"""`ios_store` (Apple App Store): Server Notifications V2 (`POST /webhooks/ios_store`, `{"signedPayload"}`).
 
 The signed payload, then the signed transaction and renewal info inside it, are verified with
 Apple's library for the app whose bundle id the payload names (`api.stores.apple`); the app is
@@ -20,10 +20,10 @@ from appstoreserverlibrary.models.JWSTransactionDecodedPayload import JWSTransac
 from appstoreserverlibrary.models.NotificationTypeV2 import NotificationTypeV2
 from appstoreserverlibrary.models.ResponseBodyV2DecodedPayload import ResponseBodyV2DecodedPayload
 
-from api.processor.framework import Context, Handler, Incoming, Malformed, Unverified, Verified
+from api.notifications.framework import Context, Handler, Incoming, Malformed, Unverified, Verified
 from api.stores.apple import NotVerifiable, checked, verifier_for
 from transforms.entitlements.effects import Effects
-from transforms.stores import apple
+from transforms.purchases import ios_store
 from warehouse.db import utcnow
 from warehouse.entitlements.notifications import StoredNotification
 from warehouse.entitlements.stores import AppStores
@@ -96,7 +96,7 @@ class AppStoreNotifications:
         decoded = verified.payload
         assert isinstance(decoded, Decoded)
         try:
-            return apple.notification_effects(
+            return ios_store.notification_effects(
                 decoded.notification,
                 decoded.transaction,
                 decoded.renewal,
@@ -104,7 +104,7 @@ class AppStoreNotifications:
                 workspace_id=decoded.stores.workspace_id,
                 received_at=decoded.received_at,
             )
-        except apple.Unmappable as e:  # Apple's retries would not change it: acknowledged, noted
+        except ios_store.Unmappable as e:  # Apple's retries would not change it: acknowledged, noted
             return Effects(note=f"{verified.note}: not recorded: {e}")
 
 

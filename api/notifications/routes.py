@@ -5,9 +5,9 @@ from __future__ import annotations
 from flask import Response, current_app, jsonify, request
 
 from api.context import state
+from api.notifications import blueprint
+from api.notifications.framework import HANDLER_MODULES, Answer, Context, Incoming, process
 from api.openapi import operation
-from api.processor import blueprint
-from api.processor.framework import HANDLER_MODULES, Answer, Context, Incoming, process
 
 _CONTEXT = "flokit.processor"
 

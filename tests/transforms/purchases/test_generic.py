@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from transforms.ingest.attribution import Dropped
-from transforms.stores import generic
+from transforms.purchases import generic
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from transforms.stores import stripe as s
+from transforms.purchases import payment_processor as s
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 T = int(NOW.timestamp())
