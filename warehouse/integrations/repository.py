@@ -27,6 +27,7 @@ from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.errors import AlreadyExists, Conflict, NotFound, TransitionRefused
 from warehouse.integrations.tables import integration_syncs, integrations
+from warehouse.queue import WorkQueue
 from warehouse.tables import apps, workspaces
 from warehouse.webhooks.outbox import emit_event
 
@@ -37,6 +38,8 @@ FLOKIT_APP_TYPES = frozenset(
     {"payment_processor", "subscription_provider_a", "subscription_provider_b", "ios_store_connect", "android_store"}
 )
 HISTORY_LIMIT = 20
+# `active_for` holds the integration id while a sync is open: the table's one-open-sync rule.
+QUEUE = WorkQueue(integration_syncs, subject="integration_id", waiting="queued", ordered_by="queued_at")
 
 
 @dataclass(frozen=True)
@@ -239,17 +242,11 @@ def get_integration(conn: Connection, *, integration_id: str, workspace_id: str 
 
 
 def sync_history(conn: Connection, *, integration_id: str, limit: int = HISTORY_LIMIT) -> list[Sync]:
-    rows = conn.execute(
-        integration_syncs.select()
-        .where(integration_syncs.c.integration_id == integration_id)
-        .order_by(integration_syncs.c.queued_at.desc(), integration_syncs.c.id.desc())
-        .limit(limit)
-    )
-    return [_sync(r) for r in rows]
+    return [_sync(r) for r in QUEUE.history(conn, integration_id, limit)]
 
 
 def get_sync(conn: Connection, *, sync_id: str) -> Sync:
-    row = conn.execute(integration_syncs.select().where(integration_syncs.c.id == sync_id)).first()
+    row = QUEUE.get(conn, sync_id)
     if row is None:
         raise NotFound(f"Sync {sync_id} not found")
     return _sync(row)
@@ -289,34 +286,18 @@ def request_sync(
         raise TransitionRefused(
             f"Integration {integration_id} is disconnected; connect it again before syncing", "disconnected"
         )
-    pending = _pending(conn, integration_id)
-    if pending is not None:
-        return pending, False
-    sync_id = new_id("sync")
-    try:
-        with conn.begin_nested():
-            conn.execute(
-                integration_syncs.insert().values(
-                    id=sync_id,
-                    integration_id=integration_id,
-                    workspace_id=integration.workspace_id,
-                    trigger=trigger,
-                    status="queued",
-                    active_for=integration_id,
-                    queued_at=now,
-                )
-            )
-    except sa.exc.IntegrityError:
-        pending = _pending(conn, integration_id)
-        if pending is None:
-            raise
-        return pending, False
-    return get_sync(conn, sync_id=sync_id), True
-
-
-def _pending(conn: Connection, integration_id: str) -> Sync | None:
-    row = conn.execute(integration_syncs.select().where(integration_syncs.c.active_for == integration_id)).first()
-    return _sync(row) if row is not None else None
+    row, created = QUEUE.insert_once(
+        conn,
+        integration_id,
+        {
+            "id": new_id("sync"),
+            "workspace_id": integration.workspace_id,
+            "trigger": trigger,
+            "active_for": integration_id,
+            "queued_at": now,
+        },
+    )
+    return _sync(row), created
 
 
 def queued_syncs(conn: Connection) -> list[tuple[Sync, str]]:
@@ -331,8 +312,7 @@ def queued_syncs(conn: Connection) -> list[tuple[Sync, str]]:
 
 
 def running_syncs(conn: Connection) -> list[Sync]:
-    rows = conn.execute(integration_syncs.select().where(integration_syncs.c.status == "running"))
-    return [_sync(r) for r in rows]
+    return [_sync(r) for r in QUEUE.with_status(conn, ["running"])]
 
 
 def due_integrations(conn: Connection, *, now: datetime | None = None) -> list[str]:
@@ -370,12 +350,7 @@ def start_sync(
     """Move a queued sync to `running` (its integration to `syncing`) and hand over what the run
     needs; None when the sync is no longer queued (done, failed, or another run took it)."""
     now = now or utcnow()
-    taken = conn.execute(
-        integration_syncs.update()
-        .where(integration_syncs.c.id == sync_id, integration_syncs.c.status == "queued")
-        .values(status="running", started_at=now, run_id=run_id)
-    ).rowcount
-    if not taken:
+    if not QUEUE.claim(conn, sync_id, run_id, now):
         return None
     sync = get_sync(conn, sync_id=sync_id)
     integration = get_integration(conn, integration_id=sync.integration_id)
@@ -456,11 +431,6 @@ def finish_failure(
 
 
 def _finish(conn: Connection, sync_id: str, now: datetime, **values: Any) -> Sync:
-    done = conn.execute(
-        integration_syncs.update()
-        .where(integration_syncs.c.id == sync_id, integration_syncs.c.status.in_(ACTIVE_SYNC_STATUSES))
-        .values(finished_at=now, active_for=None, **values)
-    ).rowcount
-    if not done:
+    if not QUEUE.end(conn, sync_id, now, ACTIVE_SYNC_STATUSES, {"active_for": None, **values}):
         raise TransitionRefused(f"Sync {sync_id} has already ended", get_sync(conn, sync_id=sync_id).status)
     return get_sync(conn, sync_id=sync_id)
