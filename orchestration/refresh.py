@@ -4,7 +4,7 @@ Runs go through the Dagster instance it is given (the one at DAGSTER_HOME), so t
 the UI's run history like the daemon's, and each is the run the daemon itself would request:
 
 Before any run, it fails the runs a killed process left unfinished on this host and the syncs
-they left open (`orchestration.liveness`, `fail_abandoned`), and queues each such sync again:
+they left open (`orchestration.liveness`, `SYNCS.fail_abandoned`), and queues each such sync again:
 a refresh killed with SIGKILL would otherwise hold two of the dev instance's run slots and its
 integration `syncing` for good. Its own runs carry its host and pid, for the next one to check.
 
@@ -45,7 +45,7 @@ from orchestration.liveness import fail_dead_runs, process_tags
 from orchestration.partitions import range_label
 from orchestration.reports.jobs import refresh_reports
 from orchestration.syncs.jobs import integration_sync_job, sync_run_config
-from orchestration.syncs.sensors import fail_abandoned, sync_run_request
+from orchestration.syncs.sensors import SYNCS, sync_run_request
 from warehouse.actions.repository import running_actions
 from warehouse.adaccounts.repository import list_accounts, live_accounts
 from warehouse.db import Database
@@ -201,7 +201,7 @@ def recover(instance: dg.DagsterInstance, database: Database, progress: Callable
     their trigger; a disconnected integration's stays failed)."""
     for dead in fail_dead_runs(instance):
         progress(f"run {dead.run_id} ({dead.job_name}) marked failed: {dead.reason}")
-    for sync in fail_abandoned(instance, database):
+    for sync in SYNCS.fail_abandoned(instance, database):
         try:
             with database.write() as conn:
                 again, _ = request_sync(

@@ -21,6 +21,17 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from warehouse.errors import TransitionRefused
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a row asks work for: its id, its status now, and its name in a refusal."""
+
+    label: str  # "Integration", "Ad account"
+    id: str
+    status: str
+
 
 @dataclass(frozen=True)
 class WorkQueue:
@@ -46,10 +57,16 @@ class WorkQueue:
             t.select().where(t.c[self.subject] == subject_id, t.c.status.in_(self.open_statuses))
         ).first()
 
-    def insert_once(self, conn: Connection, subject_id: str, values: dict[str, Any]) -> tuple[Row[Any], bool]:
+    def insert_once(self, conn: Connection, subject: Subject, values: dict[str, Any]) -> tuple[Row[Any], bool]:
         """Insert a waiting row for the subject; `(row, True)`, or `(the open row, False)` while one
-        is open. Two concurrent inserts race on the table's uniqueness rule: the loser reads the
-        winner's row instead of queuing a second one."""
+        is open. A disconnected subject cannot sync (`TransitionRefused`: it has no credentials).
+        Two concurrent inserts race on the table's uniqueness rule: the loser reads the winner's
+        row instead of queuing a second one."""
+        if subject.status == "disconnected":
+            raise TransitionRefused(
+                f"{subject.label} {subject.id} is disconnected; connect it again before syncing", "disconnected"
+            )
+        subject_id = subject.id
         found = self.open_for(conn, subject_id)
         if found is not None:
             return found, False

@@ -2,7 +2,7 @@
 the dashboard's "Sync now" requests.
 
 `ad_account_sync_requests_sensor` is not here: its interval is a deployment setting, so the
-composition root builds it (`build_sync_requests_sensor`) with the resources.
+composition root builds it (`SYNC_REQUESTS.request_sensor`) with the resources.
 """
 
 from __future__ import annotations

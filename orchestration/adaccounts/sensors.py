@@ -17,7 +17,6 @@ import dagster as dg
 
 from orchestration.adaccounts.jobs import ACCOUNT_TAG, REQUEST_TAG, ad_accounts_sync_job, request_run_config
 from orchestration.queue import RunQueue
-from orchestration.resources import DatabaseResource
 from warehouse.adaccounts import sync_requests as requests
 from warehouse.db import Connection
 
@@ -56,16 +55,6 @@ SYNC_REQUESTS: RunQueue[requests.SyncRequest] = RunQueue(
     # kept so (behaviour unchanged): the `max_running` bound still ends it.
     check_run_exists=False,
 )
-
-
-def build_sync_requests_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
-    """Built at the composition root: the interval is the deployment's FLOKIT_SENSOR_INTERVAL_S."""
-    return SYNC_REQUESTS.request_sensor(minimum_interval_seconds)
-
-
-def sweep_abandoned(instance: dg.DagsterInstance, database: DatabaseResource) -> int:
-    """Mark failed the open requests whose run ended without ending them; returns how many."""
-    return SYNC_REQUESTS.sweep(instance, database)
 
 
 ad_account_sync_request_failure_sensor = SYNC_REQUESTS.failure_sensor()

@@ -17,7 +17,6 @@ from datetime import timedelta
 import dagster as dg
 
 from orchestration.queue import RunQueue
-from orchestration.resources import DatabaseResource
 from orchestration.syncs.jobs import (
     INTEGRATION_TAG,
     PROVIDER_TAG,
@@ -78,22 +77,6 @@ SYNCS: RunQueue[repo.Sync] = RunQueue(
     failure_description="Marks a sync failed when its run crashes before ending it.",
     prepare=_queue_due,
 )
-
-
-def build_sync_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
-    """Built at the composition root: the interval is the deployment's FLOKIT_SENSOR_INTERVAL_S."""
-    return SYNCS.request_sensor(minimum_interval_seconds)
-
-
-def sweep_abandoned(instance: dg.DagsterInstance, database: DatabaseResource) -> int:
-    """Mark failed the syncs whose run ended without ending them; returns how many."""
-    return SYNCS.sweep(instance, database)
-
-
-def fail_abandoned(instance: dg.DagsterInstance, db: Database) -> list[repo.Sync]:
-    """Mark failed every open sync whose run ended, vanished from the instance, or has run for
-    longer than MAX_SYNC; returns them as they ended (`flokit refresh` queues them again)."""
-    return SYNCS.fail_abandoned(instance, db)
 
 
 integration_sync_failure_sensor = SYNCS.failure_sensor()

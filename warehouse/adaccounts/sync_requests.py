@@ -28,7 +28,7 @@ from warehouse.adaccounts.repository import SyncCounts, get_account
 from warehouse.adaccounts.tables import ad_account_sync_requests as requests
 from warehouse.db import utcnow
 from warehouse.errors import NotFound, TransitionRefused
-from warehouse.queue import WorkQueue
+from warehouse.queue import Subject, WorkQueue
 
 HISTORY_LIMIT = 10
 QUEUE = WorkQueue(requests, subject="ad_account_id", waiting="pending", ordered_by="requested_at")
@@ -91,13 +91,9 @@ def request_sync(
     check collide on the partial unique index; the loser reads the winner's row."""
     now = now or utcnow()
     account = get_account(conn, ad_account_id=ad_account_id, workspace_id=workspace_id)
-    if account.status == "disconnected":
-        raise TransitionRefused(
-            f"Ad account {ad_account_id} is disconnected; connect it again before syncing", "disconnected"
-        )
     row, created = QUEUE.insert_once(
         conn,
-        ad_account_id,
+        Subject("Ad account", ad_account_id, account.status),
         {
             "id": new_id("adsync"),
             "workspace_id": account.workspace_id,

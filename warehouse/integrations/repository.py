@@ -27,7 +27,7 @@ from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.errors import AlreadyExists, Conflict, NotFound, TransitionRefused
 from warehouse.integrations.tables import integration_syncs, integrations
-from warehouse.queue import WorkQueue
+from warehouse.queue import Subject, WorkQueue
 from warehouse.tables import apps, workspaces
 from warehouse.webhooks.outbox import emit_event
 
@@ -282,13 +282,9 @@ def request_sync(
     the unique `active_for`: the loser reads the winner's row instead of queuing a second sync."""
     now = now or utcnow()
     integration = get_integration(conn, integration_id=integration_id, workspace_id=workspace_id)
-    if integration.status == "disconnected":
-        raise TransitionRefused(
-            f"Integration {integration_id} is disconnected; connect it again before syncing", "disconnected"
-        )
     row, created = QUEUE.insert_once(
         conn,
-        integration_id,
+        Subject("Integration", integration_id, integration.status),
         {
             "id": new_id("sync"),
             "workspace_id": integration.workspace_id,

@@ -16,9 +16,8 @@ import pytest
 from orchestration.adaccounts.jobs import ACCOUNT_TAG, REQUEST_TAG, ad_accounts_sync_job, request_run_config
 from orchestration.adaccounts.sensors import (
     MAX_SYNC,
+    SYNC_REQUESTS,
     ad_account_sync_request_failure_sensor,
-    build_sync_requests_sensor,
-    sweep_abandoned,
 )
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from tests.orchestration.adaccounts.test_sync import spend
@@ -62,7 +61,7 @@ def ask(db: Database, workspace_id: str, account_id: str) -> requests.SyncReques
 
 
 def tick(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult | dg.SkipReason:
-    sensor = build_sync_requests_sensor(5)
+    sensor = SYNC_REQUESTS.request_sensor(5)
     context = dg.build_sensor_context(
         instance=instance, resources={"database": DatabaseResource(url=settings.database_url)}
     )
@@ -209,10 +208,10 @@ def test_the_sweep_ends_requests_whose_run_ended_or_vanished(
         requests.claim(conn, request_id=stale.id, run_id="run-gone", now=utcnow() - MAX_SYNC - timedelta(minutes=1))
     database = DatabaseResource(url=settings.database_url)
 
-    assert sweep_abandoned(instance, database) == 2
+    assert SYNC_REQUESTS.sweep(instance, database) == 2
 
     first, second = get(db, canceled.id), get(db, stale.id)
     assert first.status == "failed" and f"its run {run_record.run_id} ended (CANCELED)" in (first.error_message or "")
     assert second.status == "failed" and "still running after 2:00:00" in (second.error_message or "")
-    assert sweep_abandoned(instance, database) == 0
+    assert SYNC_REQUESTS.sweep(instance, database) == 0
     assert isinstance(tick(settings, instance), dg.SkipReason)
