@@ -19,7 +19,7 @@ from orchestration.adaccounts.definitions import defs as adaccounts_defs
 from orchestration.adaccounts.sensors import SYNC_REQUESTS
 from orchestration.catalog.definitions import defs as catalog_defs
 from orchestration.events.definitions import defs as events_defs
-from orchestration.events.sensors import build_landed_events_sensor
+from orchestration.events.sensors import build_canonical_events_sensor
 from orchestration.reports.definitions import defs as reports_defs
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from orchestration.spend.definitions import defs as spend_defs
@@ -56,7 +56,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         workspaces_defs,
         dg.Definitions(
             sensors=[
-                build_landed_events_sensor(settings.sensor_interval_s),
+                build_canonical_events_sensor(settings.sensor_interval_s),
                 build_webhook_sensor(settings.sensor_interval_s),
                 SYNCS.request_sensor(settings.sensor_interval_s),
                 SYNC_REQUESTS.request_sensor(settings.sensor_interval_s),

@@ -50,9 +50,7 @@ class RunQueue(Generic[R]):
     `fail(conn, row_id, reason)` ends one failed and returns it (`TransitionRefused` when it had
     already ended); `prepare` runs first on each tick (e.g. queue the scheduled work that is due)."""
 
-    sensor_name: str
-    failure_sensor_name: str
-    job: dg.JobDefinition
+    job: dg.JobDefinition  # `<thing>_job`: the sensors are `<thing>_sensor`, `<thing>_failure_sensor`
     tag: str  # the run tag that holds the row id
     max_running: timedelta  # longer than any run should take: past it, the run is presumed dead
     run_requests: Callable[[Connection], Sequence[dg.RunRequest]]
@@ -65,6 +63,14 @@ class RunQueue(Generic[R]):
     prepare: Callable[[dg.SensorEvaluationContext, Database], None] | None = None
     # Whether a `running` row whose run id is not in the instance counts as abandoned.
     check_run_exists: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.job.name.endswith("_job"):
+            raise ValueError(f"a queue's job is named <thing>_job, not {self.job.name}")
+
+    @property
+    def thing(self) -> str:
+        return self.job.name.removesuffix("_job")
 
     def fail_abandoned(self, instance: dg.DagsterInstance, db: Database) -> list[R]:
         """Mark failed every open row whose run ended, vanished, or has run longer than
@@ -104,7 +110,7 @@ class RunQueue(Generic[R]):
         FLOKIT_SENSOR_INTERVAL_S."""
 
         @dg.sensor(
-            name=self.sensor_name,
+            name=f"{self.thing}_sensor",
             job=self.job,
             minimum_interval_seconds=minimum_interval_seconds,
             default_status=dg.DefaultSensorStatus.RUNNING,
@@ -130,7 +136,7 @@ class RunQueue(Generic[R]):
         scheduled one, has no row to end)."""
 
         @dg.run_failure_sensor(
-            name=self.failure_sensor_name,
+            name=f"{self.thing}_failure_sensor",
             monitored_jobs=[self.job],
             default_status=dg.DefaultSensorStatus.RUNNING,
             description=self.failure_description,

@@ -15,7 +15,7 @@ integration `syncing` for good. Its own runs carry its host and pid, for the nex
    (a platform's failure is that account's outcome, printed; the refresh goes on), so that the
    engine after the reports reads a registry as fresh as the data;
 1. `canonical_events` over every UTC day with pending landed rows (one run per block of nearby
-   days, as `landed_events_sensor` requests them; only the changed days are rewritten);
+   days, as `canonical_events_sensor` requests them; only the changed days are rewritten);
 2. the reports over every day whose inputs changed (the six-hourly schedule's runs);
 3. the growth-actions engine (`actions_engine_job`), after the reports: proposals from the
    signals just written (the daemon runs it on the `action_signals` materialization instead);

@@ -9,7 +9,7 @@ while a sync is queued or running, and stops once none is.
 
 Ad accounts (`warehouse.adaccounts`, `flokit admin ad-accounts`): the registry and "Sync now",
 which writes a `pending` request (`warehouse.adaccounts.sync_requests.request_sync`, the operator
-as `requested_by`) and returns; the Dagster sensor `ad_account_sync_requests_sensor` launches the
+as `requested_by`) and returns; the Dagster sensor `ad_accounts_sync_sensor` launches the
 registry sync for it and the run records the outcome on the request. The web app never calls an
 ad platform (nor imports orchestration). The status block polls itself every 5 s with htmx while
 the request is pending or running, as an integration's does.

@@ -1,12 +1,12 @@
 """The sensors of the dashboard's "Sync now": pending requests become runs, and no request is
 left open for good.
 
-`ad_account_sync_requests_sensor` requests one `ad_accounts_sync_job` run per pending request
+`ad_accounts_sync_sensor` requests one `ad_accounts_sync_job` run per pending request
 with `run_key` = the request id, so a request is run at most once however often the sensor sees
-it. It first sweeps, as `integration_syncs_sensor` does for the integrations' syncs: a request
+it. It first sweeps, as `integration_sync_sensor` does for the integrations' syncs: a request
 whose run has ended (failed, canceled, or killed and marked so by run monitoring) while the row
 still says pending or running is marked failed, as is one running for longer than any registry
-sync may take. `ad_account_sync_request_failure_sensor` does the same at once when a run fails.
+sync may take. `ad_accounts_sync_failure_sensor` does the same at once when a run fails.
 """
 
 from __future__ import annotations
@@ -39,8 +39,6 @@ def _fail(conn: Connection, request_id: str, reason: str) -> requests.SyncReques
 
 
 SYNC_REQUESTS: RunQueue[requests.SyncRequest] = RunQueue(
-    sensor_name="ad_account_sync_requests_sensor",
-    failure_sensor_name="ad_account_sync_request_failure_sensor",
     job=ad_accounts_sync_job,
     tag=REQUEST_TAG,
     max_running=MAX_SYNC,
@@ -57,4 +55,4 @@ SYNC_REQUESTS: RunQueue[requests.SyncRequest] = RunQueue(
 )
 
 
-ad_account_sync_request_failure_sensor = SYNC_REQUESTS.failure_sensor()
+ad_accounts_sync_failure_sensor = SYNC_REQUESTS.failure_sensor()

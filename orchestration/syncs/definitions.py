@@ -1,6 +1,6 @@
 """The syncs domain: the sync job and the run-failure sensor.
 
-`integration_syncs_sensor` is not here: its interval is a deployment setting, so the
+`integration_sync_sensor` is not here: its interval is a deployment setting, so the
 composition root builds it (`SYNCS.request_sensor`) with the resources.
 """
 

@@ -1,6 +1,6 @@
 """The sensors of the syncs: queued rows become runs, and no sync is left `running` for good.
 
-`integration_syncs_sensor` first queues the scheduled syncs that are due (each integration's
+`integration_sync_sensor` first queues the scheduled syncs that are due (each integration's
 cadence is stored on its row, not written here), then requests one run per queued sync with
 `run_key` = the sync id, so a sync is run at most once however often the sensor sees it. It also
 sweeps: a sync whose run has ended (failed, canceled, or killed and marked failed by run
@@ -63,8 +63,6 @@ def _open_syncs(conn: Connection) -> list[repo.Sync]:
 
 
 SYNCS: RunQueue[repo.Sync] = RunQueue(
-    sensor_name="integration_syncs_sensor",
-    failure_sensor_name="integration_sync_failure_sensor",
     job=integration_sync_job,
     tag=SYNC_TAG,
     max_running=MAX_SYNC,

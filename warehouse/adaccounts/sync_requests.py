@@ -1,7 +1,7 @@
 """An ad account's "sync now" requests: asked for on the dashboard, run by Dagster.
 
 The Flask app never calls an ad platform: `request_sync` writes a `pending` row (who asked and
-when) and returns; the sensor `ad_account_sync_requests_sensor` (orchestration/adaccounts)
+when) and returns; the sensor `ad_accounts_sync_sensor` (orchestration/adaccounts)
 launches one `ad_accounts_sync_job` run per pending row; the run `claim`s it (`running`, with
 its run id) and ends it with `finish_success` (the sync's counts) or `finish_failure` (the
 platform's error text, or ours). A run that dies before ending its request is found by the

@@ -17,7 +17,7 @@ from orchestration.adaccounts.jobs import ACCOUNT_TAG, REQUEST_TAG, ad_accounts_
 from orchestration.adaccounts.sensors import (
     MAX_SYNC,
     SYNC_REQUESTS,
-    ad_account_sync_request_failure_sensor,
+    ad_accounts_sync_failure_sensor,
 )
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from tests.orchestration.adaccounts.test_sync import spend
@@ -175,11 +175,11 @@ def test_a_run_that_crashes_before_ending_its_request_is_marked_failed_by_the_fa
     assert run_record is not None
     [failure] = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
     context = dg.build_run_status_sensor_context(
-        sensor_name="ad_account_sync_request_failure_sensor", dagster_instance=instance, dagster_run=run_record,
+        sensor_name="ad_accounts_sync_failure_sensor", dagster_instance=instance, dagster_run=run_record,
         dagster_event=failure.dagster_event,  # type: ignore[arg-type]
         resources={"database": DatabaseResource(url=settings.database_url)},
     ).for_run_failure()  # fmt: skip
-    ad_account_sync_request_failure_sensor(context)
+    ad_accounts_sync_failure_sensor(context)
 
     ended = get(db, asked.id)
     assert ended.status == "failed" and ended.error_code is None
