@@ -147,7 +147,7 @@ def show(app: App, integration_id: str) -> None:
     """One integration, its sync_stats and its sync history (newest first)."""
     try:
         with app.database.read() as conn:
-            integration = repo.get_integration(conn, integration_id=integration_id)
+            integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
             history = repo.sync_history(conn, integration_id=integration_id)
             stats = sync_stats(conn, app.settings.paths.lake(), integration, utcnow())
     except NotFound as exc:

@@ -47,11 +47,11 @@ from orchestration.reports.jobs import refresh_reports
 from orchestration.syncs.jobs import integration_sync_job, sync_run_config
 from orchestration.syncs.sensors import SYNCS, sync_run_request
 from warehouse.actions.repository import running_actions
-from warehouse.adaccounts.repository import list_accounts, live_accounts
+from warehouse.adaccounts.repository import list_accounts, live_accounts_for_operator
 from warehouse.db import Database
 from warehouse.errors import TransitionRefused
 from warehouse.events.landing import pending_days
-from warehouse.integrations.repository import get_sync, queued_syncs, request_sync
+from warehouse.integrations.repository import get_sync, queued_syncs, request_sync_for_operator
 from warehouse.lake import Lake
 
 REFRESH_TAG = "flokit/refresh"
@@ -118,7 +118,7 @@ def refresh(
         progress(f"  run {result.run_id} {'succeeded' if result.success else 'FAILED'}: sync {ended.status}, {detail}")
 
     with database.read() as conn:
-        accounts = live_accounts(conn)
+        accounts = live_accounts_for_operator(conn)
     progress(f"{len(accounts)} ad account(s) to sync")
     if accounts:
         progress("syncing the ad accounts' registry ...")
@@ -204,7 +204,7 @@ def recover(instance: dg.DagsterInstance, database: Database, progress: Callable
     for sync in SYNCS.fail_abandoned(instance, database):
         try:
             with database.write() as conn:
-                again, _ = request_sync(
+                again, _ = request_sync_for_operator(
                     conn,
                     integration_id=sync.integration_id,
                     trigger="scheduled" if sync.trigger == "scheduled" else "manual",

@@ -15,7 +15,7 @@ import dagster as dg
 from orchestration.adaccounts.requests import execute_request
 from orchestration.adaccounts.sync import sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
-from warehouse.adaccounts.repository import live_accounts
+from warehouse.adaccounts.repository import live_accounts_for_operator
 
 REQUEST_TAG = "flokit/ad_account_sync_request_id"
 ACCOUNT_TAG = "flokit/ad_account_id"
@@ -90,7 +90,7 @@ def ad_accounts_sync_schedule(
     context: dg.ScheduleEvaluationContext, database: DatabaseResource
 ) -> dg.RunRequest | dg.SkipReason:
     with database.database().read() as conn:
-        if not live_accounts(conn):
+        if not live_accounts_for_operator(conn):
             return dg.SkipReason("no live ad account")
     return dg.RunRequest(run_key=None)
 

@@ -186,7 +186,7 @@ def connect(
         subject_id=account_id,
         detail={"platform": platform, "options": _audit_options(config.options)},
     )
-    return get_account(conn, ad_account_id=account_id)
+    return get_account(conn, ad_account_id=account_id, workspace_id=workspace_id)
 
 
 def _audit_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -219,7 +219,7 @@ def remove(
         subject_id=ad_account_id,
         detail={"platform": account.platform},
     )
-    return get_account(conn, ad_account_id=ad_account_id)
+    return get_account(conn, ad_account_id=ad_account_id, workspace_id=workspace_id)
 
 
 def list_accounts(conn: Connection, *, workspace_id: str) -> list[AdAccount]:
@@ -231,12 +231,19 @@ def list_accounts(conn: Connection, *, workspace_id: str) -> list[AdAccount]:
     return [_account(r) for r in rows]
 
 
-def get_account(conn: Connection, *, ad_account_id: str, workspace_id: str | None = None) -> AdAccount:
-    """The account; `NotFound` when there is none, or it belongs to another workspace."""
-    query = ad_accounts.select().where(ad_accounts.c.id == ad_account_id)
-    if workspace_id is not None:
-        query = query.where(ad_accounts.c.workspace_id == workspace_id)
-    row = conn.execute(query).first()
+def get_account(conn: Connection, *, ad_account_id: str, workspace_id: str) -> AdAccount:
+    """The workspace's account; `NotFound` when there is none, or it belongs to another workspace."""
+    return _get(conn, ad_account_id, ad_accounts.c.workspace_id == workspace_id)
+
+
+def get_account_for_operator(conn: Connection, *, ad_account_id: str) -> AdAccount:
+    """The account, whichever workspace holds it: for the syncs, the executor and the operator's
+    CLI, which act for every workspace. `NotFound` when there is none."""
+    return _get(conn, ad_account_id)
+
+
+def _get(conn: Connection, ad_account_id: str, *where: sa.ColumnElement[bool]) -> AdAccount:
+    row = conn.execute(ad_accounts.select().where(ad_accounts.c.id == ad_account_id, *where)).first()
     if row is None:
         raise NotFound(f"Ad account {ad_account_id} not found")
     return _account(row)
@@ -255,11 +262,18 @@ def config_of(conn: Connection, *, ad_account_id: str, instance_key: str) -> Val
     return ValidConfig(options=dict(row.options or {}), secrets=secrets)
 
 
-def live_accounts(conn: Connection, *, workspace_id: str | None = None) -> list[AdAccount]:
-    """Every account a sync should read (connected, or in error: a sync is how it recovers)."""
-    query = ad_accounts.select().where(ad_accounts.c.status.in_(["connected", "syncing", "error"]))
-    if workspace_id is not None:
-        query = query.where(ad_accounts.c.workspace_id == workspace_id)
+def live_accounts(conn: Connection, *, workspace_id: str) -> list[AdAccount]:
+    """The workspace's accounts a sync should read (connected, or in error: a sync is how it recovers)."""
+    return _live(conn, ad_accounts.c.workspace_id == workspace_id)
+
+
+def live_accounts_for_operator(conn: Connection) -> list[AdAccount]:
+    """Every workspace's live accounts (the schedule and `flokit refresh` sync them all)."""
+    return _live(conn)
+
+
+def _live(conn: Connection, *where: sa.ColumnElement[bool]) -> list[AdAccount]:
+    query = ad_accounts.select().where(ad_accounts.c.status.in_(["connected", "syncing", "error"]), *where)
     return [_account(r) for r in conn.execute(query.order_by(ad_accounts.c.created_at, ad_accounts.c.id))]
 
 
@@ -413,11 +427,11 @@ def upsert_entities(
 def begin_sync(conn: Connection, *, ad_account_id: str, now: datetime | None = None) -> AdAccount:
     """`syncing` (a disconnected account cannot sync: `TransitionRefused`)."""
     now = now or utcnow()
-    account = get_account(conn, ad_account_id=ad_account_id)
+    account = get_account_for_operator(conn, ad_account_id=ad_account_id)
     if account.status == "disconnected":
         raise TransitionRefused(f"Ad account {ad_account_id} is disconnected; connect it again to sync", "disconnected")
     conn.execute(ad_accounts.update().where(ad_accounts.c.id == ad_account_id).values(status="syncing", updated_at=now))
-    return get_account(conn, ad_account_id=ad_account_id)
+    return get_account_for_operator(conn, ad_account_id=ad_account_id)
 
 
 def finish_sync_success(
@@ -430,7 +444,7 @@ def finish_sync_success(
 ) -> SyncCounts:
     """The registry written; the account `connected` with the platform's id and currency."""
     now = now or utcnow()
-    account = get_account(conn, ad_account_id=ad_account_id)
+    account = get_account_for_operator(conn, ad_account_id=ad_account_id)
     counts = upsert_entities(conn, account=account, listed=listed, now=now)
     conn.execute(
         ad_accounts.update()
@@ -462,7 +476,7 @@ def finish_sync_failure(
     5xx, timeout) only fails this sync: the account goes back to what it was."""
     now = now or utcnow()
     message = truncate(message)
-    account = get_account(conn, ad_account_id=ad_account_id)
+    account = get_account_for_operator(conn, ad_account_id=ad_account_id)
     if account.status == "disconnected":
         return account
     if refused:
@@ -472,7 +486,7 @@ def finish_sync_failure(
             .values(status="error", last_error=message, updated_at=now)
         )
         if account.last_error is not None:
-            return get_account(conn, ad_account_id=ad_account_id)
+            return get_account_for_operator(conn, ad_account_id=ad_account_id)
         emit_event(
             conn,
             workspace_id=account.workspace_id,
@@ -487,4 +501,4 @@ def finish_sync_failure(
         conn.execute(
             ad_accounts.update().where(ad_accounts.c.id == ad_account_id).values(status=status, updated_at=now)
         )
-    return get_account(conn, ad_account_id=ad_account_id)
+    return get_account_for_operator(conn, ad_account_id=ad_account_id)

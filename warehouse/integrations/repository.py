@@ -186,14 +186,14 @@ def connect(
         subject_id=integration_id,
         detail={"type": integration_type, "options": config.options},
     )
-    return get_integration(conn, integration_id=integration_id)
+    return get_integration(conn, integration_id=integration_id, workspace_id=workspace_id)
 
 
 def disconnect(conn: Connection, *, integration_id: str, actor: str, now: datetime | None = None) -> Integration:
     """`disconnected`, the credentials erased; a sync still queued fails (a running one finishes,
     and its end leaves the status alone)."""
     now = now or utcnow()
-    integration = get_integration(conn, integration_id=integration_id)
+    integration = get_integration_for_operator(conn, integration_id=integration_id)
     conn.execute(
         integrations.update()
         .where(integrations.c.id == integration_id)
@@ -218,7 +218,7 @@ def disconnect(conn: Connection, *, integration_id: str, actor: str, now: dateti
         subject_id=integration_id,
         detail={"type": integration.type},
     )
-    return get_integration(conn, integration_id=integration_id)
+    return get_integration_for_operator(conn, integration_id=integration_id)
 
 
 def list_integrations(conn: Connection, *, workspace_id: str) -> list[Integration]:
@@ -230,12 +230,19 @@ def list_integrations(conn: Connection, *, workspace_id: str) -> list[Integratio
     return [_integration(r) for r in rows]
 
 
-def get_integration(conn: Connection, *, integration_id: str, workspace_id: str | None = None) -> Integration:
-    """The integration; `NotFound` when there is none, or it belongs to another workspace."""
-    query = integrations.select().where(integrations.c.id == integration_id)
-    if workspace_id is not None:
-        query = query.where(integrations.c.workspace_id == workspace_id)
-    row = conn.execute(query).first()
+def get_integration(conn: Connection, *, integration_id: str, workspace_id: str) -> Integration:
+    """The workspace's integration; `NotFound` when there is none, or it belongs to another workspace."""
+    return _get(conn, integration_id, integrations.c.workspace_id == workspace_id)
+
+
+def get_integration_for_operator(conn: Connection, *, integration_id: str) -> Integration:
+    """The integration, whichever workspace holds it: for the runs, the sweep and the operator's
+    CLI, which act for every workspace. `NotFound` when there is none."""
+    return _get(conn, integration_id)
+
+
+def _get(conn: Connection, integration_id: str, *where: sa.ColumnElement[bool]) -> Integration:
+    row = conn.execute(integrations.select().where(integrations.c.id == integration_id, *where)).first()
     if row is None:
         raise NotFound(f"Integration {integration_id} not found")
     return _integration(row)
@@ -272,24 +279,36 @@ def request_sync(
     conn: Connection,
     *,
     integration_id: str,
-    workspace_id: str | None = None,
+    workspace_id: str,
     trigger: SyncTrigger = "manual",
     now: datetime | None = None,
 ) -> tuple[Sync, bool]:
-    """Queue a sync; `(sync, True)`, or `(the pending sync, False)` while one is queued or running.
+    """Queue a sync of the workspace's integration; `(sync, True)`, or `(the pending sync, False)`
+    while one is queued or running. `NotFound` when the integration is another workspace's.
 
     A disconnected integration cannot sync (`TransitionRefused`). Two concurrent requests race on
     the unique `active_for`: the loser reads the winner's row instead of queuing a second sync."""
-    now = now or utcnow()
     integration = get_integration(conn, integration_id=integration_id, workspace_id=workspace_id)
+    return _queue_sync(conn, integration, trigger, now or utcnow())
+
+
+def request_sync_for_operator(
+    conn: Connection, *, integration_id: str, trigger: SyncTrigger = "manual", now: datetime | None = None
+) -> tuple[Sync, bool]:
+    """`request_sync` for whichever workspace holds the integration (the schedule, `flokit refresh`)."""
+    integration = get_integration_for_operator(conn, integration_id=integration_id)
+    return _queue_sync(conn, integration, trigger, now or utcnow())
+
+
+def _queue_sync(conn: Connection, integration: Integration, trigger: SyncTrigger, now: datetime) -> tuple[Sync, bool]:
     row, created = QUEUE.insert_once(
         conn,
-        Subject("Integration", integration_id, integration.status),
+        Subject("Integration", integration.id, integration.status),
         {
             "id": new_id("sync"),
             "workspace_id": integration.workspace_id,
             "trigger": trigger,
-            "active_for": integration_id,
+            "active_for": integration.id,
             "queued_at": now,
         },
     )
@@ -334,7 +353,7 @@ def enqueue_due(conn: Connection, *, now: datetime | None = None) -> list[str]:
     now = now or utcnow()
     queued = []
     for integration_id in due_integrations(conn, now=now):
-        sync, created = request_sync(conn, integration_id=integration_id, trigger="scheduled", now=now)
+        sync, created = request_sync_for_operator(conn, integration_id=integration_id, trigger="scheduled", now=now)
         if created:
             queued.append(sync.id)
     return queued
@@ -349,7 +368,7 @@ def start_sync(
     if not QUEUE.claim(conn, sync_id, run_id, now):
         return None
     sync = get_sync(conn, sync_id=sync_id)
-    integration = get_integration(conn, integration_id=sync.integration_id)
+    integration = get_integration_for_operator(conn, integration_id=sync.integration_id)
     conn.execute(
         integrations.update()
         .where(integrations.c.id == integration.id, integrations.c.status != "disconnected")
@@ -396,7 +415,7 @@ def finish_failure(
     now = now or utcnow()
     message = truncate(message)
     sync = _finish(conn, sync_id, now, status="failed", records_written=records, error_code=code, error_message=message)
-    integration = get_integration(conn, integration_id=sync.integration_id)
+    integration = get_integration_for_operator(conn, integration_id=sync.integration_id)
     if integration.status == "disconnected":
         return get_sync(conn, sync_id=sync_id)
     status = after_sync(refused=refused, had_error=integration.error_message is not None)

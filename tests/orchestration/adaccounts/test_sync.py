@@ -93,7 +93,7 @@ def registry(db: Database, account_id: str, *, include_removed: bool = False) ->
 
 def account(db: Database, account_id: str) -> repo.AdAccount:
     with db.read() as conn:
-        return repo.get_account(conn, ad_account_id=account_id)
+        return repo.get_account_for_operator(conn, ad_account_id=account_id)
 
 
 def events(db: Database) -> list[dict[str, Any]]:

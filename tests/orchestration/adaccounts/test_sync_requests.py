@@ -115,7 +115,7 @@ def test_a_sandbox_request_is_launched_once_writes_the_registry_and_ends_with_it
     ended = get(db, asked.id)
     with db.read() as conn:
         registry = {e.name: e for e in accounts.entities(conn, ad_account_id=account_id)}
-        account = accounts.get_account(conn, ad_account_id=account_id)
+        account = accounts.get_account_for_operator(conn, ad_account_id=account_id)
     assert set(registry) == {"meta_broad", "meta_broad_cr1", "google_uac", "uac_cr1"}
     assert registry["meta_broad"].daily_budget == 10000 and registry["meta_broad"].report_campaign == "meta_broad"
     assert (ended.status, ended.run_id, ended.error_message) == ("succeeded", result.run_id, None)
@@ -151,7 +151,7 @@ def test_a_refused_meta_token_ends_the_request_failed_with_metas_text(
     assert "EAAG-revoked" not in (ended.error_message or "")
     assert ended.objects_listed is None and ended.run_id == result.run_id
     with db.read() as conn:
-        account = accounts.get_account(conn, ad_account_id=account_id)
+        account = accounts.get_account_for_operator(conn, ad_account_id=account_id)
     assert account.status == "error" and account.last_error == ended.error_message
     assert isinstance(tick(settings, instance), dg.SkipReason)
 

@@ -71,7 +71,7 @@ def test_credentials_sealed_under_another_instance_key_fail_the_sync_as_a_refusa
     """The instance key file was lost or replaced: the run says so, in the integration's status."""
     integration_id = connect(db, workspace["workspace_id"])
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
     data_dir = tmp_path / "data"
     data_dir.mkdir(exist_ok=True)
     (data_dir / "instance.key").write_text("x" * 43 + "\n")
@@ -88,7 +88,7 @@ def test_credentials_sealed_under_another_instance_key_fail_the_sync_as_a_refusa
     assert result.success
     with db.read() as conn:
         ended = repo.get_sync(conn, sync_id=sync.id)
-        integration = repo.get_integration(conn, integration_id=integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
     assert (ended.status, ended.error_code) == ("failed", "config")
     assert integration.status == "error" and "cannot be unsealed" in (integration.error_message or "")
 
@@ -98,7 +98,7 @@ def test_a_sync_whose_run_was_canceled_is_swept_to_failed(
 ) -> None:
     integration_id = connect(db, workspace["workspace_id"])
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
     run = instance.create_run_for_job(
         integration_sync_job, run_config=sync_run_config(sync.id), tags={SYNC_TAG: sync.id}
     )
@@ -106,7 +106,7 @@ def test_a_sync_whose_run_was_canceled_is_swept_to_failed(
     assert SYNCS.sweep(instance, DatabaseResource(url=settings.database_url)) == 1
     with db.read() as conn:
         ended = repo.get_sync(conn, sync_id=sync.id)
-        integration = repo.get_integration(conn, integration_id=integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
     assert ended.status == "failed" and ended.error_code is None
     assert f"its run {run.run_id} ended (CANCELED)" in (ended.error_message or "")
     assert integration.status == "connected"
@@ -119,12 +119,12 @@ def test_a_running_sync_whose_run_is_not_in_the_instance_is_swept_to_failed(
     """Its run vanished (a new Dagster instance): nothing will ever end the sync otherwise."""
     integration_id = connect(db, workspace["workspace_id"])
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
         assert repo.start_sync(conn, sync_id=sync.id, run_id="run-of-another-instance", instance_key=KEY)
     assert SYNCS.sweep(instance, DatabaseResource(url=settings.database_url)) == 1
     with db.read() as conn:
         ended = repo.get_sync(conn, sync_id=sync.id)
-        integration = repo.get_integration(conn, integration_id=integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
     assert ended.status == "failed"
     assert "its run run-of-another-instance is not in the Dagster instance" in (ended.error_message or "")
     assert integration.status == "connected"
