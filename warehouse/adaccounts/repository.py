@@ -10,7 +10,6 @@ four characters of each secret kept apart for display.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +18,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from transforms import sealing
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.kinds import ValidConfig, kind_of, secret_hint
 from transforms.ids import new_id
@@ -27,6 +25,7 @@ from transforms.integrations.errors import truncate
 from transforms.webhooks.payloads import ad_account_sync_failed
 from warehouse import audit
 from warehouse.adaccounts.tables import ad_accounts, ad_entities
+from warehouse.connected import Connected
 from warehouse.db import utcnow
 from warehouse.errors import AlreadyExists, NotFound, TransitionRefused
 from warehouse.tables import workspaces
@@ -36,6 +35,7 @@ SEAL_PURPOSE = "ad-account-credentials"
 # The option naming the account on its platform: two live accounts of a workspace may not name
 # the same one (the sandbox has none: one live sandbox per workspace).
 IDENTITY_OPTION = {"meta": "ad_account_id", "apple_search_ads": "org_id", "sandbox": None}
+ROWS = Connected(ad_accounts, "Ad account", sealed="config", purpose=SEAL_PURPOSE)
 
 
 @dataclass(frozen=True)
@@ -103,29 +103,11 @@ class SyncCounts:
 
 
 def _account(row: Row[Any]) -> AdAccount:
-    return AdAccount(
-        id=row.id,
-        workspace_id=row.workspace_id,
-        platform=row.platform,
-        name=row.name,
-        status=row.status,
-        options=dict(row.options or {}),
-        credential_hints=dict(row.credential_hints or {}),
-        external_account_id=row.external_account_id,
-        currency=row.currency,
-        last_synced_at=row.last_synced_at,
-        last_error=row.last_error,
-        created_at=row.created_at,
-    )
+    return ROWS.record(AdAccount, row)
 
 
 def _entity(row: Row[Any]) -> Entity:
     return Entity(**{name: getattr(row, name) for name in Entity.__dataclass_fields__})
-
-
-def _seal(instance_key: str, account_id: str, secrets: dict[str, str]) -> str:
-    plaintext = json.dumps(secrets, sort_keys=True).encode()
-    return sealing.seal(instance_key, SEAL_PURPOSE, plaintext, context=account_id)
 
 
 def default_name(platform: str, config: ValidConfig) -> str:
@@ -172,7 +154,7 @@ def connect(
             name=(name or default_name(platform, config))[:200],
             status="connected",
             options=config.options,
-            config=_seal(instance_key, account_id, config.secrets),
+            config=ROWS.seal(instance_key, account_id, config.secrets),
             credential_hints={field: secret_hint(value) for field, value in config.secrets.items()},
             created_at=now,
             updated_at=now,
@@ -223,43 +205,23 @@ def remove(
 
 
 def list_accounts(conn: Connection, *, workspace_id: str) -> list[AdAccount]:
-    rows = conn.execute(
-        ad_accounts.select()
-        .where(ad_accounts.c.workspace_id == workspace_id)
-        .order_by(ad_accounts.c.created_at, ad_accounts.c.id)
-    )
-    return [_account(r) for r in rows]
+    return [_account(r) for r in ROWS.in_workspace(conn, workspace_id)]
 
 
 def get_account(conn: Connection, *, ad_account_id: str, workspace_id: str) -> AdAccount:
     """The workspace's account; `NotFound` when there is none, or it belongs to another workspace."""
-    return _get(conn, ad_account_id, ad_accounts.c.workspace_id == workspace_id)
+    return _account(ROWS.one(conn, ad_account_id, workspace_id))
 
 
 def get_account_for_operator(conn: Connection, *, ad_account_id: str) -> AdAccount:
     """The account, whichever workspace holds it: for the syncs, the executor and the operator's
     CLI, which act for every workspace. `NotFound` when there is none."""
-    return _get(conn, ad_account_id)
-
-
-def _get(conn: Connection, ad_account_id: str, *where: sa.ColumnElement[bool]) -> AdAccount:
-    row = conn.execute(ad_accounts.select().where(ad_accounts.c.id == ad_account_id, *where)).first()
-    if row is None:
-        raise NotFound(f"Ad account {ad_account_id} not found")
-    return _account(row)
+    return _account(ROWS.one(conn, ad_account_id, None))
 
 
 def config_of(conn: Connection, *, ad_account_id: str, instance_key: str) -> ValidConfig:
     """The account's config with its secrets unsealed (for a client)."""
-    row = conn.execute(
-        sa.select(ad_accounts.c.options, ad_accounts.c.config).where(ad_accounts.c.id == ad_account_id)
-    ).first()
-    if row is None:
-        raise NotFound(f"Ad account {ad_account_id} not found")
-    if row.config is None:
-        raise TransitionRefused(f"Ad account {ad_account_id} is disconnected: it has no credentials", "disconnected")
-    secrets = json.loads(sealing.unseal(instance_key, SEAL_PURPOSE, row.config, context=ad_account_id))
-    return ValidConfig(options=dict(row.options or {}), secrets=secrets)
+    return ROWS.config(conn, ad_account_id, instance_key)
 
 
 def live_accounts(conn: Connection, *, workspace_id: str) -> list[AdAccount]:

@@ -9,7 +9,6 @@ instance key to connect and to read the config back for a run, and gets the secr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,13 +16,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from transforms import sealing
 from transforms.ids import new_id
 from transforms.integrations.errors import ErrorCode, truncate
 from transforms.integrations.kinds import KINDS, ValidConfig, kind_of, secret_hint
 from transforms.integrations.status import ACTIVE_SYNC_STATUSES, SyncTrigger, after_sync
 from transforms.webhooks.payloads import integration_sync_failed
 from warehouse import audit
+from warehouse.connected import Connected
 from warehouse.db import utcnow
 from warehouse.errors import AlreadyExists, Conflict, NotFound, TransitionRefused
 from warehouse.integrations.tables import integration_syncs, integrations
@@ -38,6 +37,7 @@ FLOKIT_APP_TYPES = frozenset(
     {"payment_processor", "subscription_provider_a", "subscription_provider_b", "ios_store_connect", "android_store"}
 )
 HISTORY_LIMIT = 20
+ROWS = Connected(integrations, "Integration", sealed="credentials", purpose=SEAL_PURPOSE)
 # `active_for` holds the integration id while a sync is open: the table's one-open-sync rule.
 QUEUE = WorkQueue(integration_syncs, subject="integration_id", waiting="queued", ordered_by="queued_at")
 
@@ -84,27 +84,11 @@ class StartedSync:
 
 
 def _integration(row: Row[Any]) -> Integration:
-    return Integration(
-        id=row.id,
-        workspace_id=row.workspace_id,
-        type=row.type,
-        status=row.status,
-        error_message=row.error_message,
-        last_synced_at=row.last_synced_at,
-        options=dict(row.options or {}),
-        credential_hints=dict(row.credential_hints or {}),
-        cadence_hours=row.cadence_hours,
-        created_at=row.created_at,
-    )
+    return ROWS.record(Integration, row)
 
 
 def _sync(row: Row[Any]) -> Sync:
     return Sync(**{name: getattr(row, name) for name in Sync.__dataclass_fields__})
-
-
-def _seal(instance_key: str, integration_id: str, secrets: dict[str, str]) -> str:
-    plaintext = json.dumps(secrets, sort_keys=True).encode()
-    return sealing.seal(instance_key, SEAL_PURPOSE, plaintext, context=integration_id)
 
 
 # --- the operator's side -------------------------------------------------------------------------
@@ -162,7 +146,7 @@ def connect(
         "status": "connected",
         "error_message": None,
         "options": config.options,
-        "credentials": _seal(instance_key, integration_id, config.secrets),
+        "credentials": ROWS.seal(instance_key, integration_id, config.secrets),
         "credential_hints": {name: secret_hint(value) for name, value in config.secrets.items()},
         "cadence_hours": kind.cadence_hours,
         "sync_state": {},
@@ -222,30 +206,18 @@ def disconnect(conn: Connection, *, integration_id: str, actor: str, now: dateti
 
 
 def list_integrations(conn: Connection, *, workspace_id: str) -> list[Integration]:
-    rows = conn.execute(
-        integrations.select()
-        .where(integrations.c.workspace_id == workspace_id)
-        .order_by(integrations.c.created_at, integrations.c.id)
-    )
-    return [_integration(r) for r in rows]
+    return [_integration(r) for r in ROWS.in_workspace(conn, workspace_id)]
 
 
 def get_integration(conn: Connection, *, integration_id: str, workspace_id: str) -> Integration:
     """The workspace's integration; `NotFound` when there is none, or it belongs to another workspace."""
-    return _get(conn, integration_id, integrations.c.workspace_id == workspace_id)
+    return _integration(ROWS.one(conn, integration_id, workspace_id))
 
 
 def get_integration_for_operator(conn: Connection, *, integration_id: str) -> Integration:
-    """The integration, whichever workspace holds it: for the runs, the sweep and the operator's
-    CLI, which act for every workspace. `NotFound` when there is none."""
-    return _get(conn, integration_id)
-
-
-def _get(conn: Connection, integration_id: str, *where: sa.ColumnElement[bool]) -> Integration:
-    row = conn.execute(integrations.select().where(integrations.c.id == integration_id, *where)).first()
-    if row is None:
-        raise NotFound(f"Integration {integration_id} not found")
-    return _integration(row)
+    """The integration, whichever workspace holds it: for the runs, the sweep, the operator's CLI
+    and the notification endpoint (which learns the tenant from it). `NotFound` when there is none."""
+    return _integration(ROWS.one(conn, integration_id, None))
 
 
 def sync_history(conn: Connection, *, integration_id: str, limit: int = HISTORY_LIMIT) -> list[Sync]:
@@ -261,15 +233,7 @@ def get_sync(conn: Connection, *, sync_id: str) -> Sync:
 
 def config_of(conn: Connection, *, integration_id: str, instance_key: str) -> ValidConfig:
     """The integration's config with its secrets unsealed (for a run or a `--check`)."""
-    row = conn.execute(
-        sa.select(integrations.c.options, integrations.c.credentials).where(integrations.c.id == integration_id)
-    ).first()
-    if row is None:
-        raise NotFound(f"Integration {integration_id} not found")
-    if row.credentials is None:
-        raise TransitionRefused(f"Integration {integration_id} is disconnected: it has no credentials", "disconnected")
-    secrets = json.loads(sealing.unseal(instance_key, SEAL_PURPOSE, row.credentials, context=integration_id))
-    return ValidConfig(options=dict(row.options or {}), secrets=secrets)
+    return ROWS.config(conn, integration_id, instance_key)
 
 
 # --- the queue -----------------------------------------------------------------------------------
