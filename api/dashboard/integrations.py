@@ -21,7 +21,6 @@ from datetime import datetime
 from typing import Any
 
 from flask import Response, g, request
-from flask.typing import ResponseReturnValue
 
 from api.context import state
 from api.dashboard import blueprint
@@ -181,19 +180,7 @@ INTEGRATION_SYNC = SyncNow(
 )
 
 
-@blueprint.get("/integrations/<integration_id>/status")
-def integration_status(integration_id: str) -> Response:
-    return INTEGRATION_SYNC.status(integration_id)
-
-
-@blueprint.get("/integrations/<integration_id>/sync")
-def integration_sync_confirm(integration_id: str) -> Response:
-    return INTEGRATION_SYNC.confirm(integration_id)
-
-
-@blueprint.post("/integrations/<integration_id>/sync")
-def integration_sync(integration_id: str) -> ResponseReturnValue:
-    return INTEGRATION_SYNC.post(integration_id)
+INTEGRATION_SYNC.add_routes(blueprint, "/integrations/<integration_id>")
 
 
 def ad_account_sync_consequence(sandbox: bool) -> str:
@@ -305,16 +292,4 @@ AD_ACCOUNT_SYNC = SyncNow(
 )
 
 
-@blueprint.get("/ad-accounts/<ad_account_id>/status")
-def ad_account_status(ad_account_id: str) -> Response:
-    return AD_ACCOUNT_SYNC.status(ad_account_id)
-
-
-@blueprint.get("/ad-accounts/<ad_account_id>/sync")
-def ad_account_sync_confirm(ad_account_id: str) -> Response:
-    return AD_ACCOUNT_SYNC.confirm(ad_account_id)
-
-
-@blueprint.post("/ad-accounts/<ad_account_id>/sync")
-def ad_account_sync(ad_account_id: str) -> ResponseReturnValue:
-    return AD_ACCOUNT_SYNC.post(ad_account_id)
+AD_ACCOUNT_SYNC.add_routes(blueprint, "/ad-accounts/<ad_account_id>")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flask import Response, redirect, url_for
+from flask import Blueprint, Response, redirect, url_for
 from flask.typing import ResponseReturnValue
 
 from api.context import state
@@ -76,6 +76,24 @@ class SyncNow:
         if is_htmx():
             return self._status_part(thing_id, 202 if created else 200, **{self.just_asked: created})
         return redirect(self._url(thing_id, **self.asked(row_id, created)), 303)
+
+    def add_routes(self, blueprint: Blueprint, page_url: str) -> None:
+        """`<page_url>/status` (GET) and `<page_url>/sync` (GET the confirm page, POST the row),
+        as the endpoints `<page>_status`, `<page>_sync_confirm` and `<page>_sync`."""
+        name = self.endpoint.rsplit(".", 1)[-1]
+        rules: list[tuple[str, str, str, Callable[[str], ResponseReturnValue]]] = [
+            ("/status", "_status", "GET", self.status),
+            ("/sync", "_sync_confirm", "GET", self.confirm),
+            ("/sync", "_sync", "POST", self.post),
+        ]
+        for suffix, endpoint, method, view in rules:
+            blueprint.add_url_rule(page_url + suffix, name + endpoint, self._view(view), methods=[method])
+
+    def _view(self, view: Callable[[str], ResponseReturnValue]) -> Callable[..., ResponseReturnValue]:
+        def answer(**url_values: str) -> ResponseReturnValue:
+            return view(url_values[self.id_arg])
+
+        return answer
 
     def _url(self, thing_id: str, **query: str) -> str:
         values: dict[str, Any] = {self.id_arg: thing_id, **query}
