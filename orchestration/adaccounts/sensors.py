@@ -6,7 +6,8 @@ with `run_key` = the request id, so a request is run at most once however often 
 it. It first sweeps, as `integration_sync_sensor` does for the integrations' syncs: a request
 whose run has ended (failed, canceled, or killed and marked so by run monitoring) while the row
 still says pending or running is marked failed, as is one running for longer than any registry
-sync may take. `ad_accounts_sync_failure_sensor` does the same at once when a run fails.
+sync may take. `ad_accounts_sync_failure_sensor` does the same at once when a run fails. Both
+are built by `orchestration.queue.RunQueue` from the spec `SYNC_REQUESTS` below.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ sweeps: a sync whose run has ended (failed, canceled, or killed and marked faile
 monitoring or `orchestration.liveness`) or vanished from the instance while the row still says
 queued or running is marked failed, as is one running for longer than any sync may take; the
 schedule queues the next one when the integration's cadence comes round, `flokit refresh` at once.
-`integration_sync_failure_sensor` does the same at once when a run fails.
+`integration_sync_failure_sensor` does the same at once when a run fails. Both are built by
+`orchestration.queue.RunQueue` from the spec `SYNCS` below.
 """
 
 from __future__ import annotations
