@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cli.context import App
+from clients.egress import Egress, check_config
 from transforms.integrations.kinds import ConfigProblem, Field, ValidConfig
 from warehouse.db import Connection
-from warehouse.egress import Egress, check_config
 
 T = TypeVar("T")
 

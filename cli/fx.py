@@ -6,6 +6,7 @@ import click
 import requests
 
 from cli.context import App, json_option, pass_app
+from clients import ecb
 from warehouse import fx as rates
 from warehouse.db import utcnow
 
@@ -16,7 +17,7 @@ def fx() -> None:
 
 
 @fx.command("refresh")
-@click.option("--url", default=rates.ECB_URL, show_default=True, help="Where to download eurofxref-hist.zip from.")
+@click.option("--url", default=ecb.ECB_URL, show_default=True, help="Where to download eurofxref-hist.zip from.")
 @json_option
 @pass_app
 def refresh(app: App, url: str) -> None:
@@ -25,8 +26,8 @@ def refresh(app: App, url: str) -> None:
     Days after the newest rate use that rate until the next refresh; re-run the report refresh
     for those days to convert them at their own rates."""
     try:
-        found = rates.refresh(app.settings.paths, url)
-    except (requests.RequestException, rates.InvalidRatesFile) as exc:
+        found = rates.install(app.settings.paths, ecb.download(url))
+    except (requests.RequestException, ecb.TooLarge, rates.InvalidRatesFile) as exc:
         app.fail(f"rates not refreshed ({exc}); the previous rates stay in use")
     app.emit(
         {

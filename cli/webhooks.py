@@ -9,12 +9,13 @@ from typing import Any
 import click
 
 from cli.context import App, json_option, pass_app
+from clients.dns import system_resolver
 from transforms.timefmt import iso_z, parse_iso8601
+from transforms.webhooks.urls import InvalidUrl
 from warehouse.db import utcnow
 from warehouse.errors import NotFound
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.endpoints import Endpoint
-from warehouse.webhooks.urls import InvalidUrl
 
 
 def _endpoint(e: Endpoint) -> dict[str, Any]:
@@ -66,6 +67,7 @@ def add(app: App, workspace_id: str, url: str, events: str, standard_webhooks: b
                 allow_private=app.settings.webhooks_allow_private,
                 instance_key=key,
                 standard_webhooks=standard_webhooks,
+                resolver=system_resolver,
             )
     except NotFound:
         app.fail(f"no workspace {workspace_id}")

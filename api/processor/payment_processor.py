@@ -19,8 +19,7 @@ state. The mapping and its conventions: `transforms.stores.stripe`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,12 +30,13 @@ from api.processor.framework import (
     Handler,
     Incoming,
     Malformed,
-    StoreTimeout,
     StoreUnavailable,
     Unverified,
     Verified,
+    store_errors,
 )
 from api.processor.tenant import integration_tenant, tenant_of
+from clients import stripe as stripe_api
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
 from transforms.stores import stripe as mapping
@@ -44,8 +44,6 @@ from warehouse.entitlements import ledger
 from warehouse.entitlements.notifications import StoredNotification
 
 PROVIDER = "payment_processor"
-# The processor answers Stripe within its own 10 s; a lookup that takes longer is a 504 (Stripe retries).
-STRIPE_TIMEOUT_S = 10.0
 
 
 def _json(body: bytes) -> dict[str, Any]:
@@ -127,60 +125,35 @@ class _Reads:
 
 
 def _client(ctx: Context, verified: Verified) -> stripe.StripeClient | None:
-    """A Stripe client with the integration's secret key (None without one), no retries of its
-    own: a failed lookup answers Stripe 5xx, and Stripe's redelivery is the retry."""
+    """A Stripe reader with the integration's secret key (None without one)."""
     tenant = integration_tenant(ctx, integration_id=verified.integration_id, integration_type=PROVIDER)
     key, base = tenant.config.get("secret_key"), tenant.config.get("base_url")
     if not isinstance(key, str) or not key:
         return None
-    return stripe.StripeClient(
-        key,
-        base_addresses={"api": base} if isinstance(base, str) and base else None,
-        max_network_retries=0,
-        http_client=stripe.RequestsClient(timeout=STRIPE_TIMEOUT_S),
-    )
-
-
-@contextmanager
-def _asking(what: str) -> Iterator[None]:
-    """Stripe's failures as the processor's: unreachable or refusing is 502, too slow 504."""
-    try:
-        yield
-    except stripe.APIConnectionError as e:
-        if "Timeout" in str(e):
-            raise StoreTimeout(f"Stripe did not answer {what} in time") from None
-        raise StoreUnavailable(f"Stripe is unreachable for {what}") from None
-    except stripe.StripeError as e:
-        raise StoreUnavailable(f"Stripe failed {what}: {e.user_message or e}") from None
+    return stripe_api.reader(key, base if isinstance(base, str) and base else None)
 
 
 def _customer_user(ctx: Context, verified: Verified, customer: str) -> str | None:
     """The user a Customer's metadata names, read from Stripe with the integration's secret key
-    (only for a subscription not linked to a user yet, whose own metadata names none)."""
+    (only for a subscription not linked to a user yet, whose own metadata names none). A deleted
+    or unknown customer: the purchase stays unlinked until a statement names its user."""
     client = _client(ctx, verified)
     if client is None:
         return None
-    with _asking("the customer lookup"):
-        try:
-            found = client.v1.customers.retrieve(customer)
-        except stripe.InvalidRequestError as e:
-            if e.http_status == 404:
-                return None  # deleted or unknown: the purchase stays unlinked until a statement names its user
-            raise
-    return mapping.subscription_user({"customer": found.to_dict()})
+    with store_errors():
+        found = stripe_api.customer(client, customer)
+    return mapping.subscription_user({"customer": found}) if found is not None else None
 
 
 def _invoice_payments(ctx: Context, verified: Verified, invoice: str) -> list[dict[str, Any]]:
-    """The invoice's payments (`GET /v1/invoice_payments?invoice=`, every page), for a one-time
-    purchase whose `invoice.paid` names no PaymentIntent (API versions since 2025-03-31). Any
-    failure, a missing key included, is a 5xx: applied under the invoice id meanwhile, the
-    purchase would be a grant that its refund cannot find."""
+    """The invoice's payments, for a one-time purchase whose `invoice.paid` names no
+    PaymentIntent (API versions since 2025-03-31). Any failure, a missing key included, is a 5xx:
+    applied under the invoice id meanwhile, the purchase would be a grant that its refund cannot find."""
     client = _client(ctx, verified)
     if client is None:
         raise StoreUnavailable(f"Integration {verified.integration_id} has no secret_key to read invoice {invoice}")
-    with _asking(f"the payments of invoice {invoice}"):
-        listed = client.v1.invoice_payments.list({"invoice": invoice, "limit": 100})
-        return [p.to_dict() for p in listed.auto_paging_iter()]
+    with store_errors():
+        return stripe_api.invoice_payments(client, invoice)
 
 
 def handler_for(path: str) -> Handler:

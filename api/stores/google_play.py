@@ -1,4 +1,4 @@
-"""Google Play purchases, read with the Play Developer API (`google-api-python-client`).
+"""Google Play purchases, read with the Play Developer API (`clients.google_play.PurchasesApi`).
 
 Each app's service account (`flokit admin apps stores --android-service-account FILE`) signs
 its own OAuth token requests (`google-auth`, at the key file's `token_uri`); the API is at
@@ -8,15 +8,14 @@ Every call has `passthrough_timeout_s` (the spec's 10 s downstream limit) as its
 set on the `httplib2.Http` each call gets: httplib2 objects are not thread-safe and have no
 per-request timeout, so the built service (static discovery, parsed once per app) is cached and
 each call runs on a fresh `AuthorizedHttp`. No answer in time: `StoreTimeout` (504); a refused
-connection, a 5xx or a 429: `StoreUnavailable` (502); 400/404/410 (a token Google does not know
-for this app): the purchase is not vouched for. A notified void is vouched for by Google's
+connection, a 5xx or a 429: `StoreUnavailable` (502) (`framework.store_errors`); 400/404/410 (a
+token Google does not know for this app): the purchase is not vouched for. A notified void is vouched for by Google's
 voided purchases (`confirmed_void`), never by the notification.
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -24,13 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import httplib2  # type: ignore[import-untyped]
-from google.auth import exceptions as auth_exceptions
-from google.oauth2 import service_account
-from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
-
-from api.processor.framework import Context, StoreTimeout, StoreUnavailable
+from api.processor.framework import Context, StoreUnavailable, store_errors
 from api.stores import ReceiptRejected, VerifiedPurchase
+from clients import google_play
+from clients.google_play import NotFound
 from transforms.entitlements.effects import Effect
 from transforms.entitlements.facts import ANDROID_STORE
 from transforms.stores import google_play as gp
@@ -40,85 +36,18 @@ from warehouse.entitlements.stores import AppStores
 
 log = logging.getLogger("flokit.stores.google_play")
 
-NOT_FOUND = (400, 404, 410)  # an invalid or unknown token, or one past its 60 days after expiry
 VOIDED_HORIZON = timedelta(days=30)  # how far back voidedpurchases.list reaches
 # Our clock and Google's differ: a startTime of exactly 30 days ago could be refused as older.
 HORIZON_MARGIN = timedelta(minutes=10)
-VOIDED_PAGE_SIZE = 1000  # voidedpurchases.list's maximum
 MAX_VOIDED_PAGES = 20  # 20 000 voids in 30 days; a void not among them is not confirmed
 
 
-class NotFound(Exception):
-    """Google does not know this token (for this app and product)."""
-
-
-@dataclass
-class Client:
-    """One app's Play Developer API: the service built once, credentials refreshed as needed."""
-
-    package: str
-    service: Any
-    credentials: service_account.Credentials
-    timeout: float
-
-    def _http(self) -> Any:
-        return gp.authorized_http(self.credentials, self.timeout)
+class Client(google_play.PurchasesApi):
+    """The gateway's Play client: its failures as the processor's (`framework.store_errors`)."""
 
     def call(self, request: Any) -> dict[str, Any]:
-        """Execute one API request: the store's answer, or the error it maps to."""
-        try:
-            answer: dict[str, Any] = request.execute(http=self._http(), num_retries=0)
-        except HttpError as e:
-            status = int(e.resp.status)
-            if status in NOT_FOUND:
-                raise NotFound(e.reason or str(status)) from None
-            if status in (401, 403):
-                raise StoreUnavailable(
-                    f"Google Play refused the app's service account ({status}): grant it access to the app in "
-                    "Play Console (Users and permissions)"
-                ) from None
-            raise StoreUnavailable(f"Google Play answered {status}") from None
-        except TimeoutError:  # socket.timeout
-            raise StoreTimeout(f"Google Play did not answer within {self.timeout:g} s") from None
-        except auth_exceptions.RefreshError as e:
-            raise StoreUnavailable(f"Google's token endpoint refused the app's service account: {e}") from None
-        except auth_exceptions.TransportError as e:
-            if isinstance(e.__cause__ or e.__context__, TimeoutError):
-                raise StoreTimeout(f"Google did not answer within {self.timeout:g} s") from None
-            raise StoreUnavailable(f"Google is unreachable: {e}") from None
-        except (OSError, httplib2.HttpLib2Error, http.client.HTTPException) as e:
-            raise StoreUnavailable(f"Google Play is unreachable: {type(e).__name__}") from None
-        return answer
-
-    def subscription(self, token: str) -> dict[str, Any]:
-        purchases = self.service.purchases().subscriptionsv2()
-        return self.call(purchases.get(packageName=self.package, token=token))
-
-    def product(self, product_id: str, token: str) -> dict[str, Any]:
-        purchases = self.service.purchases().products()
-        return self.call(purchases.get(packageName=self.package, productId=product_id, token=token))
-
-    def voided_page(self, *, start: datetime, page: str | None) -> dict[str, Any]:
-        """One page of `voidedpurchases.list` since `start`: subscriptions too (`type=1`), and
-        quantity-based partial refunds (which a notification may announce as well)."""
-        params: dict[str, Any] = {"packageName": self.package, "type": 1, "maxResults": VOIDED_PAGE_SIZE,
-                                  "includeQuantityBasedPartialRefund": True}  # fmt: skip
-        if page is None:
-            params["startTime"] = str(int(start.timestamp() * 1000))
-        else:
-            params["token"] = page
-        try:
-            return self.call(self.service.purchases().voidedpurchases().list(**params))
-        except NotFound as e:  # a 400 or 404 here is about the request, not a token
-            raise StoreUnavailable(f"Google Play refused listing the app's voided purchases: {e}") from None
-
-    def acknowledge_subscription(self, product_id: str, token: str) -> None:
-        purchases = self.service.purchases().subscriptions()
-        self.call(purchases.acknowledge(packageName=self.package, subscriptionId=product_id, token=token, body={}))
-
-    def acknowledge_product(self, product_id: str, token: str) -> None:
-        purchases = self.service.purchases().products()
-        self.call(purchases.acknowledge(packageName=self.package, productId=product_id, token=token, body={}))
+        with store_errors():
+            return super().call(request)
 
 
 def client_for(ctx: Context, app: AppStores) -> Client:
@@ -140,7 +69,7 @@ def client_for(ctx: Context, app: AppStores) -> Client:
         return found
     timeout = ctx.settings.passthrough_timeout_s
     try:
-        credentials, service = gp.service_for(info, api_url=ctx.settings.google_play_api_url, timeout=timeout)
+        credentials, service = google_play.service_for(info, api_url=ctx.settings.google_play_api_url, timeout=timeout)
     except ValueError as e:
         raise ReceiptRejected(f"The app's Google service account key cannot be used: {e}") from None
     client = Client(app.android_package, service, credentials, timeout)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from orchestration.adaccounts.client import AdPlatformClient, Retrier
+from clients.ad_platform import AdPlatformClient, Retrier
 from orchestration.adaccounts.sync import client_for
 from transforms.actions import execution as plan
 from transforms.actions.execution import Leg, Plan, Refusal, RegistryObject

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from orchestration.adaccounts.client import Retrier
+from clients.ad_platform import Retrier
 from orchestration.adaccounts.sync import SyncResult, sync_account
 from warehouse.adaccounts import sync_requests as requests
 from warehouse.db import Database

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from orchestration.adaccounts.client import LiveStatus
+from clients.ad_platform import LiveStatus
 from transforms.adaccounts import sandbox as objects
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.kinds import ValidConfig

@@ -23,7 +23,7 @@ from warehouse.db import Connection
 
 # Longer than any registry sync should take: a Meta account of a few thousand objects reads in
 # well under a minute at 25 per page, and the client sits out at most a few rate-limit waits
-# (orchestration/adaccounts/client.py). Past it, the run is presumed dead.
+# (clients/ad_platform.py). Past it, the run is presumed dead.
 MAX_SYNC = timedelta(hours=2)
 
 

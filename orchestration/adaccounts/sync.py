@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestration.adaccounts.apple_search_ads import AppleSearchAdsClient
-from orchestration.adaccounts.client import AdPlatformClient, Retrier
-from orchestration.adaccounts.meta import MetaClient
+from clients.ad_platform import AdPlatformClient, Retrier
+from clients.apple_search_ads import AppleSearchAdsClient
+from clients.egress import Egress, check_config
+from clients.meta import MetaClient
 from orchestration.adaccounts.sandbox import SandboxClient
 from transforms.adaccounts.entities import map_labels
 from transforms.adaccounts.errors import PlatformError, ProviderError
@@ -28,7 +29,6 @@ from transforms.adaccounts.kinds import ConfigProblem, ValidConfig, kind_of
 from warehouse.adaccounts import repository as repo
 from warehouse.adaccounts.lake import report_labels
 from warehouse.db import Database, utcnow
-from warehouse.egress import Egress, check_config
 from warehouse.lake import Lake
 
 ClientFactory = Callable[[repo.AdAccount, ValidConfig], AdPlatformClient]
@@ -67,7 +67,7 @@ def client_for(
     retrier: Retrier | None = None,
 ) -> AdPlatformClient:
     """The platform's client; `ProviderError` (config) when an address of the config is not one
-    the egress policy allows now (`warehouse.egress`: checked at connect time and again here, as
+    the egress policy allows now (`clients.egress`: checked at connect time and again here, as
     DNS may have changed)."""
     if account.platform != "sandbox":
         try:

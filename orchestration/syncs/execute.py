@@ -15,16 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from clients.egress import Egress, check_config
 from orchestration.syncs.connectors import connector_for
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ConfigProblem, ValidConfig, kind_of
 from transforms.sealing import SealError
+from transforms.webhooks.urls import InvalidUrl
 from warehouse.db import Database, utcnow
-from warehouse.egress import Egress, check_config
 from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
-from warehouse.webhooks.urls import InvalidUrl
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def execute_sync(
 
 
 def check_addresses(integration_type: str, config: ValidConfig) -> None:
-    """The config's addresses under this process's egress policy (`warehouse.egress`), checked
+    """The config's addresses under this process's egress policy (`clients.egress`), checked
     again as each sync starts: DNS may have changed since the integration was connected, and the
     SDK clients (boto3, Snowflake, Google's) open connections the policy cannot see."""
     try:

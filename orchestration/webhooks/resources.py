@@ -6,29 +6,17 @@ import threading
 from datetime import datetime, timedelta
 
 import dagster as dg
-import requests
 from pydantic import PrivateAttr
 
-from orchestration.webhooks.transport import AddressPolicy, PinnedAdapter
+from clients.webhooks import WebhookSender
+from transforms.webhooks.urls import Resolver
 from warehouse.db import utcnow
-from warehouse.webhooks.urls import InvalidUrl, Resolver, check_form, system_resolver
-
-# The start of a receiver's answer kept with each attempt (warehouse.webhooks.deliveries.EXCERPT_CHARS).
-EXCERPT_BYTES = 500
 
 
 class WebhookHttpClient(dg.ConfigurableResource):
-    """POSTs signed bodies to customer endpoints with (connect, read) timeouts.
-
-    No transport-level retries (the queue retries with backoff and records every send) and no
-    redirects (a 3xx is a failed delivery: following it would send the signed body somewhere the
-    operator never configured). The URL's form (https only unless private addresses are allowed)
-    is checked again before every send, and every connection resolves the host once, checks every
-    address and connects to a checked one (`transport.PinnedAdapter`): DNS may have changed since
-    the endpoint was added, and a second lookup to connect could answer differently (rebinding).
-    The environment is not trusted: no HTTP(S)_PROXY (a proxy resolves the host itself, out of our
-    sight) and no .netrc credentials on requests to customer endpoints.
-    """
+    """The settings of webhook sends, and the `clients.webhooks.WebhookSender` built from them
+    once per run (the sender's docstring says how a send is made safe: pinned addresses, no
+    redirects, no proxies)."""
 
     # 3.05 s: just above a multiple of the 3 s TCP retransmission window; 10 s read: receivers
     # are told to answer 200 at once and process asynchronously (spec delivery rule 3).
@@ -38,8 +26,7 @@ class WebhookHttpClient(dg.ConfigurableResource):
     allow_private: bool = False  # FLOKIT_WEBHOOKS_ALLOW_PRIVATE, bound at the composition root
     ca_bundle: str | None = None  # CA certificates (PEM file) to verify endpoints by; None: certifi's
 
-    _session: requests.Session | None = PrivateAttr(default=None)
-    _private_ok: bool = PrivateAttr(default=False)
+    _sender: WebhookSender | None = PrivateAttr(default=None)
     _setup_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _resolver: Resolver | None = PrivateAttr(default=None)  # None: the operating system's
 
@@ -50,26 +37,24 @@ class WebhookHttpClient(dg.ConfigurableResource):
         """
         with self._setup_lock:
             self._resolver = resolver
-            if self._session is not None:
-                self._session.close()
-                self._session = None
+            if self._sender is not None:
+                self._sender.close()
+                self._sender = None
         return self
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._private_ok = self.allow_private
-        policy = AddressPolicy(resolver=self._resolver or system_resolver, allow_private=self._private_ok)
-        adapter = PinnedAdapter(policy, pool_connections=self.pool_size, pool_maxsize=self.pool_size, max_retries=0)
-        session = requests.Session()
-        session.trust_env = False
-        session.verify = self.ca_bundle or True
-        session.mount("https://", adapter)
-        session.mount("http://", adapter)
-        session.headers["User-Agent"] = "FloKit-Webhooks/1"
-        self._session = session
+        self._sender = WebhookSender.build(
+            allow_private=self.allow_private,
+            connect_timeout_s=self.connect_timeout_s,
+            read_timeout_s=self.read_timeout_s,
+            pool_size=self.pool_size,
+            ca_bundle=self.ca_bundle,
+            resolver=self._resolver,
+        )
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        if self._session is not None:
-            self._session.close()
+        if self._sender is not None:
+            self._sender.close()
 
     def post(self, *, url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None]:
         """(status code, None) for any HTTP answer, (None, error text) when none came back."""
@@ -77,35 +62,15 @@ class WebhookHttpClient(dg.ConfigurableResource):
         return status_code, error
 
     def exchange(self, *, url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None, str | None]:
-        """As `post`, plus the first `EXCERPT_BYTES` of the answer's body as text (None when no
-        answer came): the delivery history shows what the receiver said."""
-        session = self._session
-        if session is None:  # used outside a run (benchmarks' baseline, scripts), or a new resolver
+        """As `post`, plus the start of the answer's body as text (`WebhookSender.exchange`)."""
+        sender = self._sender
+        if sender is None:  # used outside a run (benchmarks' baseline, scripts), or a new resolver
             with self._setup_lock:
-                if self._session is None:
+                if self._sender is None:
                     self.setup_for_execution(dg.build_init_resource_context())
-                session = self._session
-        assert session is not None
-        try:
-            check_form(url, allow_private=self._private_ok)
-            response = session.post(
-                url,
-                data=body,
-                headers=headers,
-                timeout=(self.connect_timeout_s, self.read_timeout_s),
-                allow_redirects=False,
-            )
-            response.close()
-        except InvalidUrl as exc:  # raised by the connection too, for a non-public address
-            return None, f"refused: {exc}", None
-        except requests.Timeout as exc:
-            return None, f"timeout: {type(exc).__name__}", None
-        except requests.RequestException as exc:
-            return None, f"network error: {type(exc).__name__}: {exc}", None
-        # The body was read already (no streaming); decoding a slice never guesses a charset.
-        excerpt = response.content[:EXCERPT_BYTES].decode("utf-8", errors="replace")
-        error = None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
-        return response.status_code, error, excerpt
+                sender = self._sender
+        assert sender is not None
+        return sender.exchange(url=url, body=body, headers=headers)
 
 
 class WebhookQueue(dg.ConfigurableResource):

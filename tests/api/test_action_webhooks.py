@@ -4,9 +4,8 @@ import json
 
 from flask.testing import FlaskClient
 
-from tests.actions_support import seed_queue
-from tests.conftest import bearer
-from tests.support import WEBHOOK_KEY
+from tests.support import WEBHOOK_KEY, bearer
+from tests.support.actions import seed_queue
 from warehouse.db import Database
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.tables import webhook_events

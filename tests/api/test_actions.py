@@ -8,10 +8,9 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.actions_support import seed_queue
-from tests.conftest import bearer
-from tests.engine_support import WORLD, connect_registry, signal_rows, write_lake
-from tests.support import live_server, run_together
+from tests.support import bearer, live_server, run_together
+from tests.support.actions import seed_queue
+from tests.support.engine import WORLD, connect_registry, signal_rows, write_lake
 from warehouse.actions import repository as repo
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
@@ -146,7 +145,7 @@ def test_history_shows_evaluations_with_the_transitions_oldest_first(
 
 
 def _with_data(db: Database, settings: Settings, workspace: dict) -> None:
-    """The planted world of tests/engine_support.py in the lake and a sandbox registry."""
+    """The planted world of tests/support/engine.py in the lake and a sandbox registry."""
     today = datetime.now(UTC).date()
     through = today - timedelta(days=1)
     write_lake(settings.paths.lake(), signal_rows(workspace["workspace_id"], through, WORLD), through)

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from api.app import create_app
-from tests.api.test_paywall_events import event
+from tests.support.paywalls import event
 from transforms import app_session
 from warehouse.settings import Settings
 

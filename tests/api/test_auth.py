@@ -4,7 +4,7 @@ from flask import Flask, jsonify
 from flask.testing import FlaskClient
 
 from api.auth import principal, require_key
-from tests.conftest import bearer
+from tests.support import bearer
 from warehouse import workspaces
 from warehouse.db import Database
 

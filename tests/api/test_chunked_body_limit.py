@@ -17,10 +17,10 @@ from urllib.parse import urlencode
 import pytest
 import requests
 
-from tests.ingest_support import PATH as INGEST
-from tests.ingest_support import callback, counts
 from tests.support import gunicorn_server
-from tests.webhook_receiver import Receiver, running_receiver
+from tests.support.ingest import PATH as INGEST
+from tests.support.ingest import callback, counts
+from tests.support.webhook_receiver import Receiver, running_receiver
 from warehouse.db import Database
 from warehouse.settings import Settings
 

@@ -27,9 +27,9 @@ import api.logs
 import warehouse.db
 from api.app import create_app
 from api.context import state
-from tests.conftest import bearer, fresh_database_url
-from tests.ingest_support import PATH, callback, counts
-from tests.support import free_port
+from tests.support import bearer, free_port
+from tests.support.databases import fresh_database_url
+from tests.support.ingest import PATH, callback, counts
 from warehouse.bootstrap import bootstrap
 from warehouse.db import close_database, database_for
 from warehouse.settings import Settings

@@ -21,11 +21,11 @@ import requests
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests.api.notifications_support import KEY, settings
-from tests.api.test_notifications_revenuecat import AUTH, PATH, integration, now_ms, rc_event
-from tests.conftest import fresh_database_url
-from tests.entitlements_support import fact, receipt, statement
 from tests.support import ROOT, gunicorn_server, wait_for
+from tests.support.databases import fresh_database_url
+from tests.support.entitlements import fact, receipt, statement
+from tests.support.notifications import AUTH, PATH, integration, now_ms, rc_event
+from tests.support.provider_notifications import KEY, settings
 from warehouse import workspaces
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, database_for
@@ -174,7 +174,7 @@ def listeners(db: Database) -> list[int]:
 REFUND_ELSEWHERE = """
 import json, sys
 from datetime import UTC, datetime
-from tests.entitlements_support import fact, statement
+from tests.support.entitlements import fact, statement
 from warehouse.db import Database
 db = Database(sys.argv[1])
 now = datetime.now(UTC)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from tests.entitlements_support import fact as entitlement_fact
-from tests.entitlements_support import receipt, statement
+from tests.support.entitlements import fact as entitlement_fact
+from tests.support.entitlements import receipt, statement
 from transforms.entitlements.facts import StoreFact
 from warehouse import workspaces
 from warehouse.db import Database

@@ -4,7 +4,7 @@ import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
-from tests.conftest import bearer
+from tests.support import bearer
 from warehouse.db import Database
 from warehouse.events.tables import landed_events
 

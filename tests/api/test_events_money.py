@@ -3,7 +3,7 @@
 import pytest
 from flask.testing import FlaskClient
 
-from tests.conftest import bearer
+from tests.support import bearer
 
 EVENT = {"event": "renewal", "user_id": "user_42", "timestamp": "2026-11-20T18:04:05Z"}
 

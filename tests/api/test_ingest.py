@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests.conftest import fresh_database_url
-from tests.ingest_support import PATH, VENDOR, callback, clear_landing_fault, counts, inject_landing_fault
+from tests.support.databases import fresh_database_url
+from tests.support.ingest import PATH, VENDOR, callback, clear_landing_fault, counts, inject_landing_fault
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, database_for
 from warehouse.events.landing import day_frame

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
-from tests.ingest_support import counts
+from tests.support.ingest import counts
 from warehouse.db import Database
 from warehouse.events.tables import landed_events
 from warehouse.ingest import repository

@@ -8,27 +8,12 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from tests.conftest import bearer
-from transforms.integrations.kinds import validate_config
+from tests.support import bearer
+from tests.support.integrations import ADJUST, KEY, connect
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.integrations import repository as repo
 from warehouse.integrations.tables import integration_syncs, integrations
-
-KEY = "k" * 43  # an instance key for the tests' sealing
-ADJUST = {"api_token": "adjust-token-0123456789abcdef", "base_url": "http://127.0.0.1:9"}
-
-
-def connect(db: Database, workspace_id: str, kind: str = "attribution_provider_a", raw: Any = None) -> str:
-    with db.write() as conn:
-        return repo.connect(
-            conn,
-            workspace_id=workspace_id,
-            integration_type=kind,
-            config=validate_config(kind, raw or ADJUST),
-            instance_key=KEY,
-            actor="ops@example.com",
-        ).id
 
 
 @pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: integrations/stats.py")

@@ -5,13 +5,13 @@ S3 export's event ids."""
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flask.testing import FlaskClient
 
-from tests.api.notifications_support import connect, entitlement, landed, settings, stored_count
+from tests.support.notifications import adapty_event, adapty_time
+from tests.support.provider_notifications import connect, entitlement, landed, settings, stored_count
 from transforms.integrations.subscription_provider_b import event_id as export_event_id
 from warehouse.db import Database
 
@@ -30,38 +30,6 @@ def integration(db: Database, workspace: dict[str, Any]) -> str:
         "app_id": workspace["app_id"],
     }
     return connect(db, workspace["workspace_id"], "subscription_provider_b", raw)
-
-
-def adapty_time(at: datetime) -> str:
-    """Adapty's spelling: `2020-07-10T15:00:00.000000+0000`."""
-    return at.strftime("%Y-%m-%dT%H:%M:%S.%f+0000")
-
-
-def adapty_event(
-    kind: str, at: datetime, *, user: str = "user-7", expires: datetime | None = None, **props: Any
-) -> Any:
-    return {
-        "profile_id": "00000000-0000-0000-0000-0000000000a1",
-        "customer_user_id": user,
-        "event_type": kind,
-        "event_datetime": adapty_time(at),
-        "event_properties": {
-            "store": "play_store",
-            "currency": "EUR",
-            "price_usd": 4.99,
-            "price_local": 4.59,
-            "environment": "Production",
-            "transaction_id": "GPA.3383-0000-0000-00001",
-            "original_transaction_id": "GPA.3383-0000-0000-00000",
-            "vendor_product_id": "onemonth_no_trial",
-            "profile_event_id": str(uuid.uuid4()),
-            "purchase_date": adapty_time(at),
-            "subscription_expires_at": adapty_time(expires or at + timedelta(days=30)),
-            "profile_country": "AR",
-        }
-        | props,
-        "event_api_version": 1,
-    }
 
 
 def post(client: FlaskClient, integration_id: str, body: Any, auth: str = AUTH) -> Any:

@@ -22,8 +22,6 @@ from flask.testing import FlaskClient
 
 from api.app import create_app
 from api.processor.framework import NOT_VERIFIED, Context, replay
-from tests.api.test_notifications_adapty import adapty_event
-from tests.api.test_notifications_revenuecat import rc_event
 from tests.providers.google_play_fake import (
     INSTANCE_KEY,
     PUSH_AUDIENCE,
@@ -34,6 +32,7 @@ from tests.providers.google_play_fake import (
     settings_for,
     subscription,
 )
+from tests.support.notifications import adapty_event, rc_event
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.entitlements.tables import store_notifications

@@ -4,8 +4,6 @@ app's generic secret (`set_stores(..., new_generic_secret=True)`)."""
 
 from __future__ import annotations
 
-import json
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,14 +11,13 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.processor.framework import NOT_VERIFIED
-from tests.api.notifications_support import KEY, entitlement, landed, settings, stored_count
-from transforms.webhooks.signing import service_signature
+from tests.support.notifications import SUBSCRIPTION, iso, post, purchase
+from tests.support.provider_notifications import KEY, entitlement, landed, settings, stored_count
 from warehouse.db import Database
 from warehouse.entitlements.stores import StoresUpdate, set_stores
 
 __all__ = ["settings"]
 
-SUBSCRIPTION = "/api/providers/generic-subscription/webhook"
 ATTRIBUTION = "/api/integrations/mmp/generic-attribution"
 
 
@@ -32,36 +29,6 @@ def secret(db: Database, workspace: dict[str, Any]) -> str:
         ).generic_secret
     assert made is not None
     return made
-
-
-def iso(at: datetime) -> str:
-    return at.isoformat().replace("+00:00", "Z")
-
-
-def post(client: FlaskClient, path: str, app_id: str, body: dict[str, Any], secret: str) -> Any:
-    raw = json.dumps(body).encode()
-    signature = service_signature(raw, [secret], int(time.time() * 1000))
-    return client.post(
-        f"{path}?app={app_id}", data=raw, headers={"Service-Signature": signature, "Content-Type": "application/json"}
-    )
-
-
-def purchase(kind: str = "purchase", **fields: Any) -> dict[str, Any]:
-    now = datetime.now(UTC)
-    return {
-        "id": "evt_1",
-        "type": kind,
-        "user_id": "user-7",
-        "purchase_id": "sub_9",
-        "product_id": "pro_monthly",
-        "kind": "subscription",
-        "channel": "web",
-        "environment": "production",
-        "occurred_at": iso(now - timedelta(minutes=5)),
-        "expires_at": iso(now + timedelta(days=30)),
-        "revenue": 9.99,
-        "currency": "EUR",
-    } | fields
 
 
 def test_a_signed_purchase_grants_and_a_refund_revokes(

@@ -5,7 +5,6 @@ RevenueCat sync's event ids."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
@@ -13,52 +12,12 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.processor.framework import NOT_VERIFIED
-from tests.api.notifications_support import connect, entitlement, landed, settings, stored_count
+from tests.support.notifications import AUTH, DAY_MS, PATH, integration, now_ms, rc_event
+from tests.support.provider_notifications import connect, entitlement, landed, settings, stored_count
 from transforms.integrations.subscription_provider_a import event_id as sync_event_id
 from warehouse.db import Database
 
 __all__ = ["settings"]
-
-AUTH = "Bearer rc-whk-5f1c9e07b3a84d26e9c0f4a7b81d352c"
-PATH = "/api/providers/subscription_provider_a/webhook"
-DAY_MS = 86_400_000
-
-
-def integration(db: Database, workspace: dict[str, Any], **extra: Any) -> str:
-    raw = {"api_key": "sk_rc_0123456789abcdef", "project_id": "proj1a2b3c4d"}
-    raw |= {"webhook_authorization": AUTH, "app_id": workspace["app_id"]} | extra
-    return connect(db, workspace["workspace_id"], "subscription_provider_a", raw)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def rc_event(kind: str, *, user: str = "user-7", original: str = "1000000111", **fields: Any) -> dict[str, Any]:
-    at = fields.pop("at", now_ms())
-    event = {
-        "id": str(uuid.uuid4()).upper(),
-        "type": kind,
-        "app_id": "app1234",
-        "event_timestamp_ms": at,
-        "app_user_id": user,
-        "original_app_user_id": user,
-        "aliases": [user],
-        "product_id": "pro_monthly",
-        "period_type": "NORMAL",
-        "purchased_at_ms": at - 1000,
-        "expiration_at_ms": at + 30 * DAY_MS,
-        "environment": "PRODUCTION",
-        "store": "APP_STORE",
-        "transaction_id": original,
-        "original_transaction_id": original,
-        "country_code": "US",
-        "currency": "EUR",
-        "price": 10.99,
-        "price_in_purchased_currency": 9.99,
-        "takehome_percentage": 0.7,
-    }
-    return event | fields
 
 
 def post(client: FlaskClient, integration_id: str, event: dict[str, Any], auth: str = AUTH) -> Any:

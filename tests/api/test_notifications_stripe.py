@@ -13,7 +13,6 @@ import stripe
 from flask.testing import FlaskClient
 
 from api.processor.framework import NOT_VERIFIED, Context, replay
-from tests.api.notifications_support import connect, entitlement, landed, localstripe, settings, stored_count
 from tests.providers.stripe_fake import (
     KEY,
     WEBHOOK_SECRET,
@@ -27,6 +26,7 @@ from tests.providers.stripe_fake import (
     subscription,
 )
 from tests.support import free_port
+from tests.support.provider_notifications import connect, entitlement, landed, localstripe, settings, stored_count
 from warehouse.db import Database
 from warehouse.entitlements import ledger
 from warehouse.settings import Settings

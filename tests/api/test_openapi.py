@@ -8,7 +8,7 @@ from flask.testing import FlaskClient
 
 from api.app import create_app
 from api.openapi import documented_rules, openapi_path, surface_of
-from tests.conftest import bearer
+from tests.support import bearer
 from warehouse.settings import Settings
 
 

@@ -10,7 +10,7 @@ from flask.testing import FlaskClient
 from api.app import create_app
 from api.passthrough.forward import FORWARDED_HEADERS, PATHS
 from tests.support import free_port
-from tests.webhook_receiver import running_receiver
+from tests.support.webhook_receiver import running_receiver
 from warehouse.settings import Settings
 
 # A body whose every byte matters to a signature: odd spacing, key order, unicode, a trailing newline.

@@ -8,7 +8,7 @@ from flask.testing import FlaskClient
 
 from api.app import create_app
 from api.gateway.config import CACHE, LiveConfigs, _live_configs
-from tests.transforms.test_paywall import document
+from tests.support.paywalls import document
 from transforms import paywall
 from warehouse.db import Database
 from warehouse.paywalls import configs

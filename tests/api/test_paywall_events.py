@@ -2,36 +2,19 @@
 
 from typing import Any
 
-import sqlalchemy as sa
 from flask.testing import FlaskClient
 
+from tests.support.paywalls import event, landed
 from warehouse.db import Database
-from warehouse.events.tables import landed_events
 from warehouse.workspaces import create_app
 
 URL = "/api/paywall/events"
-
-
-def event(app_id: str, kind: str = "impression", **extra: Any) -> dict[str, Any]:
-    return {
-        "event_type": kind,
-        "app_id": app_id,
-        "properties": {"paywall_id": "onboarding", "variant_id": "b", "product_id": "pro_weekly"},
-        "occurred_at": "2026-11-20T10:00:00Z",
-        **extra,
-    }
 
 
 def post(client: FlaskClient, workspace: dict, events: list[dict[str, Any]] | Any, **headers: str) -> Any:
     sent = {"x-app-key": workspace["app_key"], "x-user-id": "user-7"} | headers
     body = events if not isinstance(events, list) else {"events": events}
     return client.post(URL, json=body, headers={k: v for k, v in sent.items() if v is not None})
-
-
-def landed(db: Database) -> list[dict[str, Any]]:
-    with db.read() as conn:
-        rows = conn.execute(sa.select(landed_events).order_by(landed_events.c.seq)).mappings().all()
-    return [dict(r) for r in rows]
 
 
 def test_a_batch_lands_with_canonical_types_and_a_retry_lands_nothing_more(

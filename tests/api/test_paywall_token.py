@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests.api.test_paywall_events import event, landed
+from tests.support.paywalls import event, landed
 from warehouse.db import Database
 from warehouse.settings import Settings
 from warehouse.tables import apps

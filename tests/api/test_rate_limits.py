@@ -20,14 +20,13 @@ import requests
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests.api.notifications_support import KEY, connect, stored_count
-from tests.api.test_notifications_revenuecat import AUTH as RC_AUTH
-from tests.api.test_notifications_revenuecat import PATH as RC_PATH
-from tests.api.test_notifications_revenuecat import rc_event
-from tests.conftest import bearer
-from tests.ingest_support import PATH as INGEST
-from tests.support import free_port, gunicorn_server
-from tests.webhook_receiver import running_receiver
+from tests.support import bearer, free_port, gunicorn_server
+from tests.support.ingest import PATH as INGEST
+from tests.support.notifications import AUTH as RC_AUTH
+from tests.support.notifications import PATH as RC_PATH
+from tests.support.notifications import rc_event
+from tests.support.provider_notifications import KEY, connect, stored_count
+from tests.support.webhook_receiver import running_receiver
 from warehouse.db import Database
 from warehouse.settings import RATE_LIMIT_DEFAULTS, Settings, SettingsError
 

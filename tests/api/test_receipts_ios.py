@@ -15,9 +15,9 @@ from flask.testing import FlaskClient
 
 from api.app import create_app
 from api.stores.apple import NOT_VOUCHED
-from tests.api.ios_support import active, landed, notify, pki_settings_fields, receipt, set_up_ios
 from tests.providers.apple_pki import DAY_MS, ApplePki, now_ms, renewal, transaction
 from tests.support import free_port
+from tests.support.ios import active, landed, notify, pki_settings_fields, receipt, set_up_ios
 from transforms.entitlements.identity import apple_account_token
 from transforms.timefmt import iso_z
 from warehouse.bootstrap import bootstrap

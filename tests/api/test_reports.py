@@ -10,9 +10,9 @@ import dagster as dg
 import pytest
 from flask.testing import FlaskClient
 
-from tests.conftest import bearer
-from tests.money_support import reports_database
-from tests.reports_support import refresh, seed_lake
+from tests.support import bearer
+from tests.support.money import reports_database
+from tests.support.reports import refresh, seed_lake
 from transforms.reports.curves import MIN_WEEK_USERS
 from warehouse.db import Database, utcnow
 from warehouse.reports import serving

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from tests.conftest import bearer
+from tests.support import bearer
 
 PAYBACK = "/v1/reports/payback"
 RANGE = {"start_date": "2026-06-01", "end_date": "2026-07-31"}

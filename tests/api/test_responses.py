@@ -7,7 +7,7 @@ from flask.testing import FlaskClient
 from api.app import create_app
 from api.openapi import Health, NotReady, operation
 from api.responses import DECLARED, respond
-from tests.conftest import bearer
+from tests.support import bearer
 from transforms.ids import ID_MAX_LENGTH
 from warehouse.settings import Settings
 

@@ -2,7 +2,7 @@
 
 The server is a real threaded HTTP server on 127.0.0.1 serving only the v1 surface (so its
 /openapi.json is the v1 document), with a bootstrapped read-write key, a queue of actions in every
-status (tests/actions_support.py), so that generated ids sometimes hit real actions, and published
+status (tests/support/actions.py), so that generated ids sometimes hit real actions, and published
 reports (a generated history refreshed through the real assets), so that report answers with rows,
 organic ones included, are checked against their declared schemas (`response_schema_conformance`).
 Examples per operation are capped to keep the run short.
@@ -28,10 +28,10 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from api.app import create_app
-from tests.actions_support import seed_queue
-from tests.money_support import reports_database
-from tests.reports_support import START, refresh, seed_lake
 from tests.support import live_server
+from tests.support.actions import seed_queue
+from tests.support.money import reports_database
+from tests.support.reports import START, refresh, seed_lake
 from warehouse.db import Database, utcnow
 from warehouse.settings import Settings
 from warehouse.tables import workspaces

@@ -7,8 +7,7 @@ import json
 import pytest
 from flask.testing import FlaskClient
 
-from tests.conftest import bearer
-from tests.support import WEBHOOK_KEY
+from tests.support import WEBHOOK_KEY, bearer
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.webhooks import deliveries, endpoints

@@ -1,6 +1,6 @@
 from flask.testing import FlaskClient
 
-from tests.conftest import bearer
+from tests.support import bearer
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 

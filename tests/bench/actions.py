@@ -29,7 +29,7 @@ from tests.bench.payback import START, WORKSPACE, _lake, _peak_mb, _refresh, pha
 
 
 def _database(root: Path) -> Any:
-    from tests.money_support import reports_database
+    from tests.support.money import reports_database
     from warehouse.db import database_for
 
     return database_for(reports_database(root, WORKSPACE))

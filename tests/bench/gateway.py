@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tests.bench.ingest import SLICES, Load, combine, database, ensure_wrk, gunicorn, run_wrk
 from tests.support import free_port
-from tests.transforms.test_paywall import document
+from tests.support.paywalls import document
 from transforms.entitlements.facts import StoreFact
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap

@@ -5,7 +5,7 @@
 
 Per backend: a fresh database, a bootstrapped workspace whose app is set up for the test PKI's
 bundle id (Production), and gunicorn as `flokit up` configures it (its config file and
-`DEFAULT_WORKERS` workers, through `tests/support.py gunicorn_server`; online checks off: this
+`DEFAULT_WORKERS` workers, through `tests/support/__init__.py gunicorn_server`; online checks off: this
 machine reaches no OCSP responder). Every notification
 is a distinct SUBSCRIBED (its own notificationUUID and purchase), signed beforehand by a root ->
 intermediate -> leaf chain with Apple's OIDs (`tests/providers/apple_pki.py`), so the server does

@@ -74,7 +74,7 @@ def phase_generate(root: Path, users: int, days: int, seed: int) -> dict[str, An
 
 
 def phase_polars(root: Path) -> dict[str, Any]:
-    from tests.money_support import RATES, reporting
+    from tests.support.money import RATES, reporting
     from transforms.reports import lifecycle, payback
     from warehouse.reports import store
 
@@ -134,7 +134,7 @@ def _refresh(root: Path) -> tuple[float, bool, dict[str, int]]:
     from orchestration.definitions import build_definitions
     from orchestration.refresh import QUIET
     from orchestration.reports.jobs import refresh_reports
-    from tests.money_support import reports_database
+    from tests.support.money import reports_database
     from warehouse.settings import Settings
 
     # The report assets read each workspace's reporting currency from the operational database.

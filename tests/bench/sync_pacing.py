@@ -29,7 +29,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from orchestration.syncs.connectors.subscription_provider_a import CONNECTOR, RevenueCatClient
+from clients.revenuecat import RevenueCatClient
+from orchestration.syncs.connectors.subscription_provider_a import CONNECTOR
 from tests.providers.revenuecat_fake import ANCHOR, FakeRevenueCat, Stats
 from transforms.integrations.kinds import validate_config
 from warehouse import migrate

@@ -39,7 +39,7 @@ from orchestration.webhooks.jobs import webhook_deliveries_job
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
 from tests.support import ROOT, WEBHOOK_KEY
-from tests.webhook_receiver import Received, running_receiver
+from tests.support.webhook_receiver import Received, running_receiver
 from transforms.webhooks.signing import request_headers
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap

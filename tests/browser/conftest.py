@@ -26,8 +26,8 @@ from tests.browser.support import (
     screenshots_dir,
     written_screenshots,
 )
-from tests.demo_world import World, copy_world
 from tests.support import GunicornServer, gunicorn_server
+from tests.support.demo_world import World, copy_world
 from warehouse.db import close_database
 from warehouse.settings import Settings
 

@@ -2,7 +2,7 @@
 an operator signed in through a one-time link, and actions that are real.
 
 Real actions come two ways, both as an operator would meet them: the engine's, in the populated
-demo world (tests/demo_world.py: `flokit demo seed` + `flokit refresh` + `flokit demo walkthrough`
+demo world (tests/support/demo_world.py: `flokit demo seed` + `flokit refresh` + `flokit demo walkthrough`
 run as commands, built once per run and copied by file into each test, the `demo_world` fixture),
 or a client's, created with `POST /v1/actions` (status ready). What the dashboard did is read back over v1
 (`GET /v1/actions/<id>`), the API a client reads it with.

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,3 +279,17 @@ def assert_accessible(page: Any) -> None:
     if violations:
         lines = "\n".join(f"  - {v.line()}" for v in violations)
         raise AssertionError(f"axe found {len(violations)} accessibility violation(s) on {page.url}:\n{lines}")
+
+
+def child_pytest(folder: Path, suite: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run `suite` with our browser fixtures in a child pytest, so that its failures do not fail ours."""
+    (folder / "conftest.py").write_text('pytest_plugins = ["tests.browser.conftest"]\n')
+    (folder / "test_child.py").write_text(suite)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-W", "error", "-p", "no:cacheprovider", "-rA", str(folder)],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "FLOKIT_SCREENSHOTS_DIR": str(folder / "shots"), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -34,10 +34,9 @@ from tests.browser.demo_world import (
     v1,
     v1_action,
 )
-from tests.browser.support import PageGuard, assert_accessible, expect, shoot
-from tests.browser.test_harness import child_pytest
-from tests.demo_world import World
+from tests.browser.support import PageGuard, assert_accessible, child_pytest, expect, shoot
 from tests.support import GunicornServer
+from tests.support.demo_world import World
 from transforms.actions.consequences import approve_consequence
 from warehouse.db import Database
 from warehouse.settings import Settings

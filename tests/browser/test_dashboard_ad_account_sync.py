@@ -21,7 +21,7 @@ from orchestration.adaccounts.jobs import ad_accounts_sync_job
 from orchestration.adaccounts.sensors import SYNC_REQUESTS
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from tests.browser.support import assert_accessible, press_sign_in, shoot
-from tests.orchestration.adaccounts.test_sync import spend
+from tests.support.adaccounts import spend
 from warehouse.adaccounts import sync_requests as requests
 from warehouse.dashboard import sessions
 from warehouse.db import Database

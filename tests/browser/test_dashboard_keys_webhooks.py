@@ -26,7 +26,7 @@ from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from tests.browser.demo_world import tables_wider_than_their_wrapper
 from tests.browser.support import assert_accessible, press_sign_in, shoot
 from tests.support import WEBHOOK_KEY, GunicornServer
-from tests.webhook_receiver import Receiver, running_receiver
+from tests.support.webhook_receiver import Receiver, running_receiver
 from transforms.webhooks.verify import verify
 from warehouse.bootstrap import bootstrap
 from warehouse.dashboard import sessions

@@ -25,8 +25,8 @@ from tests.browser.demo_world import (
     tables_wider_than_their_wrapper,
 )
 from tests.browser.support import assert_accessible, expect, shoot
-from tests.demo_world import World
 from tests.support import GunicornServer
+from tests.support.demo_world import World
 from warehouse.db import Database
 
 CSP = (

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import requests
 
-from tests.api.test_integrations import KEY, connect
 from tests.browser.support import PageGuard, assert_accessible, expect, press_sign_in, shoot
-from tests.engine_support import WORLD, connect_registry
 from tests.support import GunicornServer
-from tests.transforms.test_paywall import document, offer
+from tests.support.engine import WORLD, connect_registry
+from tests.support.integrations import KEY, connect
+from tests.support.paywalls import document, offer
 from transforms import paywall
 from warehouse.dashboard import sessions
 from warehouse.db import Database

@@ -1,7 +1,7 @@
 """The Payback and Cohorts pages in Debian's chromium, served by gunicorn on real reports.
 
 The workspace's history is generated the way `flokit demo seed` generates it (1500 users over
-70 days, tests/reports_support.py) and its reports built by one real refresh per module, served
+70 days, tests/support/reports.py) and its reports built by one real refresh per module, served
 by one gunicorn the module's tests share (they only read; each signs in with its own link). What
 the charts were drawn with is read from the Chart.js instances themselves (`Chart.getChart(canvas)`)
 and compared with `GET /v1/reports/...` for the same query.
@@ -61,8 +61,8 @@ REFRESH = """
 import sys
 from pathlib import Path
 import dagster as dg
-from tests.money_support import reports_database
-from tests.reports_support import refresh, seed_lake
+from tests.support.money import reports_database
+from tests.support.reports import refresh, seed_lake
 data_dir, workspace = Path(sys.argv[1]), sys.argv[2]
 seed_lake(data_dir, workspace, users=1500, days=70)
 with dg.DagsterInstance.ephemeral() as instance:

@@ -9,10 +9,7 @@ chart data in a `<script type="application/json">` block, no inline script.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +19,15 @@ from typing import Any
 import pytest
 
 from api.dashboard import CSP  # the policy the dashboard sends, not a copy that could drift from it
-from tests.browser.support import PageGuard, assert_accessible, axe_violations, png_size, screenshots_dir, shoot
+from tests.browser.support import (
+    PageGuard,
+    assert_accessible,
+    axe_violations,
+    child_pytest,
+    png_size,
+    screenshots_dir,
+    shoot,
+)
 from tests.support import ROOT, serving
 
 VENDOR = ROOT / "api" / "dashboard" / "static" / "vendor"
@@ -235,20 +240,6 @@ def test_that_fails_itself_on_a_page_that_threw(page):
     page.goto("data:text/html,<title>x</title><script>throw new Error('harness: thrown before the assert')</script>")
     assert page.title() == "not x"
 """
-
-
-def child_pytest(folder: Path, suite: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run `suite` with our browser fixtures in a child pytest, so that its failures do not fail ours."""
-    (folder / "conftest.py").write_text('pytest_plugins = ["tests.browser.conftest"]\n')
-    (folder / "test_child.py").write_text(suite)
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-W", "error", "-p", "no:cacheprovider", "-rA", str(folder)],
-        cwd=folder,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "FLOKIT_SCREENSHOTS_DIR": str(folder / "shots"), **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_the_page_fixture_fails_a_test_whose_page_logged_an_error(browser: Any, tmp_path: Path) -> None:

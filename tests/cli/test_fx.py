@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.cli_support import Ran, flokit_in_process
+from tests.support.cli import Ran, flokit_in_process
 from warehouse import fx
 from warehouse.settings import Settings
 

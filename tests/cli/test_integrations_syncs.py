@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli.main import main
-from tests.conftest import fresh_database_url
+from tests.support.databases import fresh_database_url
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.integrations import repository as repo

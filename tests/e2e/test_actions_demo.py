@@ -20,8 +20,8 @@ import polars as pl
 import pytest
 
 from api.app import create_app
-from tests.conftest import bearer
 from tests.e2e.truth_world import NO_SIGNAL_SEED, Seeded, TruthWorld, truth_world
+from tests.support import bearer
 from warehouse.actions import repository as repo
 from warehouse.db import database_for
 from warehouse.reports.store import ACTION_SIGNALS, scan_days

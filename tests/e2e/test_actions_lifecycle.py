@@ -34,11 +34,11 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from tests.cli_support import flokit_in_process
-from tests.conftest import fresh_database_url
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
-from tests.up_support import Up, dagster_ready, flokit_up
-from tests.webhook_receiver import Receiver, running_receiver
+from tests.support.cli import flokit_in_process
+from tests.support.databases import fresh_database_url
+from tests.support.up import Up, dagster_ready, flokit_up
+from tests.support.webhook_receiver import Receiver, running_receiver
 from transforms.demo import DEFAULT_WORLD
 from transforms.webhooks.verify import verify
 from warehouse.actions.tables import actions

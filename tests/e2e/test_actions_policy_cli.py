@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_support import Ran, flokit_in_process
+from tests.support.cli import Ran, flokit_in_process
 
 pytestmark = pytest.mark.e2e
 

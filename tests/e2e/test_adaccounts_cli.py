@@ -15,7 +15,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.cli_support import Ran, flokit_in_process
 from tests.providers.apple_search_ads_fake import (
     CLIENT_ID,
     KEY_ID,
@@ -25,6 +24,7 @@ from tests.providers.apple_search_ads_fake import (
     new_private_key,
 )
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
+from tests.support.cli import Ran, flokit_in_process
 from transforms.reports.schemas import SPEND_SCHEMA
 from warehouse.lake import Lake
 from warehouse.reports.store import write_spend_raw

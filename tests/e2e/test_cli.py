@@ -1,5 +1,5 @@
 """The `flokit` command as an operator runs it: JSON out, real database. The commands run in-process
-(`tests.cli_support`); the last test runs the installed `flokit` itself, for its exit status."""
+(`tests.support.cli`); the last test runs the installed `flokit` itself, for its exit status."""
 
 import json
 import os
@@ -10,23 +10,12 @@ from pathlib import Path
 import pytest
 
 from api.app import create_app
-from tests.cli_support import Ran, flokit_in_process
-from tests.conftest import bearer
+from tests.support import bearer
+from tests.support.cli import run, run_json
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e
 FLOKIT = str(Path(sys.executable).parent / "flokit")
-
-
-def run(settings: Settings, *args: str, ok: bool = True) -> Ran:
-    result = flokit_in_process({**os.environ, **settings.child_env()}, *args)
-    if ok:
-        assert result.returncode == 0, result.stdout + result.stderr
-    return result
-
-
-def run_json(settings: Settings, *args: str) -> dict:
-    return json.loads(run(settings, *args, "--json").stdout)
 
 
 def test_admin_commands_end_to_end(settings: Settings) -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.cli_support import Ran, flokit_in_process
 from tests.support import http_ok, wait_for
-from tests.up_support import flokit_up
+from tests.support.cli import Ran, flokit_in_process
+from tests.support.up import flokit_up
 
 pytestmark = pytest.mark.e2e
 

@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from api.app import create_app
-from tests.cli_support import Ran, flokit_in_process
-from tests.conftest import bearer
+from tests.support import bearer
+from tests.support.cli import Ran, flokit_in_process
 from warehouse.db import Database
 from warehouse.events import landing
 from warehouse.events.tables import landed_events

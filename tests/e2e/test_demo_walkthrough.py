@@ -1,9 +1,10 @@
 """`flokit demo walkthrough` as `flokit up` runs it on a fresh demo: after `flokit demo seed` (its
-size) and `flokit refresh` (tests/demo_world.py), the engine's ready shift is running on the sandbox (the registry shows
-the moved budgets), its ready pause was run and rolled back (the ads are active again, through
-the executor's revert), its ready offer test is rejected, each by the labelled demo operator with
-a note; what the daemon's executor sensor then asks for writes nothing twice; a second walkthrough
-finds nothing ready; and a workspace with a real ad account is refused before anything is written.
+size) and `flokit refresh` (tests/support/demo_world.py), the engine's ready shift is running on
+the sandbox (the registry shows the moved budgets), its ready pause was run and rolled back (the
+ads are active again, through the executor's revert), its ready offer test is rejected, each by
+the labelled demo operator with a note; what the daemon's executor sensor then asks for writes
+nothing twice; a second walkthrough finds nothing ready; and a workspace with a real ad account
+is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import pytest
 from orchestration.actions.executor import execute
 from orchestration.actions.walkthrough import DEMO_OPERATOR
 from tests.browser.support import flokit_env
-from tests.cli_support import flokit_in_process
-from tests.conftest import fresh_database_url
-from tests.demo_world import EXPECTED, Walked, copy_world, populate, registry
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
+from tests.support.cli import flokit_in_process
+from tests.support.databases import fresh_database_url
+from tests.support.demo_world import EXPECTED, Walked, copy_world, populate, registry
 from warehouse.actions import executions, repository
 from warehouse.actions.executions import work_after
 from warehouse.db import close_database, database_for
@@ -65,7 +66,7 @@ class Demo:
 def demo(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Demo]:
     """A fresh demo at `flokit up`'s size, refreshed, and the walkthrough run once. On SQLite, a
     copy of the run's populated demo world, which these same commands built once for this test and
-    the browser's (tests/demo_world.py); on PostgreSQL, built here."""
+    the browser's (tests/support/demo_world.py); on PostgreSQL, built here."""
     if request.param == "sqlite":
         world = copy_world(request.getfixturevalue("demo_world_root"), tmp_path)
         try:

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import requests
 
-from tests.api.ios_support import pki_settings_fields, set_up_ios
 from tests.providers.apple_pki import ApplePki, now_ms, renewal, transaction
 from tests.support import GunicornServer, free_port, gunicorn_server
+from tests.support.ios import pki_settings_fields, set_up_ios
 from warehouse.db import database_for
 from warehouse.settings import Settings
 

@@ -1,5 +1,5 @@
 """Ingest as it runs in production: gunicorn with the ingest surface, real HTTP, `flokit` commands
-(in-process, `tests.cli_support`), the DuckDB catalog read by an analyst's read-only connection."""
+(in-process, `tests.support.cli`), the DuckDB catalog read by an analyst's read-only connection."""
 
 import json
 import os
@@ -12,9 +12,9 @@ import duckdb
 import pytest
 import requests
 
-from tests.cli_support import Ran, flokit_in_process
-from tests.ingest_support import PATH, VENDOR, callback, counts
 from tests.support import ROOT, free_port, gunicorn_server, http_ok, wait_for
+from tests.support.cli import Ran, flokit_in_process
+from tests.support.ingest import PATH, VENDOR, callback, counts
 from warehouse.db import Database
 from warehouse.settings import Settings
 

@@ -1,6 +1,6 @@
 """AppsFlyer end to end: installs pushed to gunicorn the way AppsFlyer's
 Push API sends them, the spend the Master API reports for them synced from a fake on 127.0.0.1,
-`flokit refresh` (in-process, `tests.cli_support`), and the payback report in the analyst catalog meeting the two
+`flokit refresh` (in-process, `tests.support.cli`), and the payback report in the analyst catalog meeting the two
 on campaign and creative."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 import requests
 
 from orchestration.syncs.connectors import connector_for
-from tests.cli_support import Ran, flokit_in_process
 from tests.providers.appsflyer_fake import APP_ID, TOKEN, Row, appsflyer_fake
 from tests.support import gunicorn_server
+from tests.support.cli import Ran, flokit_in_process
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.integrations.target import SyncTarget

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.cli_support import Ran, flokit_in_process
-from tests.ingest_support import PATH, callback
 from tests.providers.adjust_fake import TOKEN, AdjustFake, campaign_name, creative_name, running
 from tests.support import gunicorn_server
+from tests.support.cli import Ran, flokit_in_process
+from tests.support.ingest import PATH, callback
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e

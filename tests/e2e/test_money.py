@@ -16,9 +16,9 @@ import duckdb
 import pytest
 import requests
 
-from tests.cli_support import Ran, flokit_in_process
-from tests.ingest_support import PATH, VENDOR, callback
 from tests.support import gunicorn_server
+from tests.support.cli import Ran, flokit_in_process
+from tests.support.ingest import PATH, VENDOR, callback
 from warehouse.db import Database
 from warehouse.ingest import repository
 from warehouse.settings import Settings

@@ -34,7 +34,7 @@ import pytest
 import requests
 
 from tests.support import ROOT, GunicornServer, free_port, gunicorn_server, http_ok, wait_for
-from tests.webhook_receiver import Receiver, running_receiver
+from tests.support.webhook_receiver import Receiver, running_receiver
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e

@@ -13,8 +13,8 @@ import pytest
 import sqlalchemy as sa
 
 from api.app import create_app
-from tests.api.test_notifications_generic import SUBSCRIPTION, iso, post, purchase
 from tests.e2e import test_integrations_cli as cli
+from tests.support.notifications import SUBSCRIPTION, iso, post, purchase
 from warehouse.db import database_for
 from warehouse.entitlements import ledger
 from warehouse.entitlements.tables import entitlement_grants

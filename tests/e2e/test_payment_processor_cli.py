@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pytest_httpserver import HTTPServer
 
-from tests.api.notifications_support import localstripe
-from tests.cli_support import Ran, flokit_in_process
+from tests.support.cli import Ran, flokit_in_process
+from tests.support.provider_notifications import localstripe
 
 pytestmark = pytest.mark.e2e
 SECRET_KEY = "sk_test_0123456789abcdefghij"

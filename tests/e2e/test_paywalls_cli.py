@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from api.app import create_app
-from tests.e2e.test_cli import run, run_json
-from tests.transforms.test_paywall import document
+from tests.support.cli import run, run_json
+from tests.support.paywalls import document
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e

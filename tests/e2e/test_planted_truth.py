@@ -28,9 +28,8 @@ import duckdb
 import pytest
 import requests
 
-from tests.conftest import bearer
 from tests.e2e.truth_world import NO_SIGNAL_SEED, SEEDS, Seeded, truth_world
-from tests.support import gunicorn_server
+from tests.support import bearer, gunicorn_server
 
 pytestmark = pytest.mark.e2e
 WINDOW = 30

@@ -22,8 +22,8 @@ import pytest
 import requests
 
 from tests.support import GunicornServer, gunicorn_server, http_ok, wait_for
-from tests.up_support import flokit_up
-from tests.webhook_receiver import running_receiver
+from tests.support.up import flokit_up
+from tests.support.webhook_receiver import running_receiver
 from warehouse.db import close_database
 from warehouse.settings import Settings
 

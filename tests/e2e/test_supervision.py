@@ -23,9 +23,8 @@ import requests
 from cli.dagster_instance import head_revision
 from cli.supervisor import RestartPolicy, Supervisor
 from cli.up import children
-from tests.conftest import bearer
-from tests.support import ROOT, free_port, http_ok, wait_for
-from tests.up_support import Up, alembic_rows, dagster_ready, flokit_up, run_flokit
+from tests.support import ROOT, bearer, free_port, http_ok, wait_for
+from tests.support.up import Up, alembic_rows, dagster_ready, flokit_up, run_flokit
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database

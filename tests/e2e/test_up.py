@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from tests.support import ROOT, free_port, http_ok, wait_for
-from tests.up_support import run_flokit
+from tests.support.up import run_flokit
 from warehouse import workspaces
 from warehouse.db import Database
 

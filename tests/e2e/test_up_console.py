@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from tests.support import http_ok, wait_for
-from tests.up_support import Up, assert_daemon_brings_the_demo_to_reports_and_catalog, flokit_up
+from tests.support.up import Up, assert_daemon_brings_the_demo_to_reports_and_catalog, flokit_up
 
 pytestmark = pytest.mark.e2e
 

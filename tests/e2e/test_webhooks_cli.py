@@ -9,9 +9,8 @@ from datetime import timedelta
 import pytest
 
 from api.app import create_app
-from tests.conftest import bearer
-from tests.e2e.test_cli import run, run_json
-from tests.support import WEBHOOK_KEY
+from tests.support import WEBHOOK_KEY, bearer
+from tests.support.cli import run, run_json
 from warehouse.db import database_for, utcnow
 from warehouse.settings import Settings
 from warehouse.webhooks import deliveries, endpoints

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli_support import flokit_in_process
-from tests.conftest import fresh_database_url
 from tests.support import built_once
+from tests.support.cli import flokit_in_process
+from tests.support.databases import fresh_database_url
 from warehouse.db import close_database, database_for
 from warehouse.settings import Settings
 from warehouse.workspaces import create_key, create_workspace

@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from tests.support import WEBHOOK_KEY, http_ok, wait_for
-from tests.up_support import flokit_up
-from tests.webhook_receiver import Receiver, running_receiver
+from tests.support.up import flokit_up
+from tests.support.webhook_receiver import Receiver, running_receiver
 from warehouse.db import Database
 from warehouse.settings import Settings
 from warehouse.webhooks import endpoints

@@ -30,8 +30,8 @@ import requests
 import sqlalchemy as sa
 
 from tests.faults.postgres import private_cluster
-from tests.ingest_support import PATH, callback
 from tests.support import GunicornServer, gunicorn_server
+from tests.support.ingest import PATH, callback
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import wait_for
-from tests.up_support import alembic_rows, dagster_ready, flokit_up
+from tests.support.up import alembic_rows, dagster_ready, flokit_up
 
 pytestmark = [pytest.mark.fault, pytest.mark.e2e]
 

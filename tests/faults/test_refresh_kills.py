@@ -21,12 +21,12 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from tests.cli_support import Ran, flokit_in_process
-from tests.conftest import fresh_database_url
 from tests.providers.adjust_fake import TOKEN, AdjustFake, running
 from tests.support import BIN, ROOT, http_ok, wait_for
-from tests.up_support import flokit_up
-from tests.webhook_receiver import running_receiver
+from tests.support.cli import Ran, flokit_in_process
+from tests.support.databases import fresh_database_url
+from tests.support.up import flokit_up
+from tests.support.webhook_receiver import running_receiver
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.integrations import repository as repo
@@ -73,7 +73,7 @@ def flokit_env(settings: Settings) -> dict[str, str]:
 
 
 def flokit(settings: Settings, *args: str) -> Ran:
-    """A command run in-process (`tests.cli_support`); the refreshes killed are real processes."""
+    """A command run in-process (`tests.support.cli`); the refreshes killed are real processes."""
     return flokit_in_process(flokit_env(settings), *args)
 
 

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from orchestration.webhooks.drain import DrainReport, drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from tests.support import ROOT, WEBHOOK_KEY
-from tests.webhook_receiver import Received, Receiver, running_receiver
+from tests.support.webhook_receiver import Received, Receiver, running_receiver
 from warehouse.db import Database
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.outbox import emit_event

@@ -26,7 +26,7 @@ from orchestration.actions.monitor import (
 )
 from orchestration.definitions import build_definitions
 from orchestration.refresh import refresh
-from tests.monitor_support import CPI_RULE, TRIAL_RULE, plant, running_action, signal_row, times
+from tests.support.monitor import CPI_RULE, TRIAL_RULE, plant, running_action, signal_row, times
 from transforms.actions.rules import RollbackRule, render
 from transforms.reports.schemas import ACTION_SIGNAL_SCHEMA
 from warehouse.actions import repository

@@ -16,8 +16,8 @@ from polars.testing import assert_frame_equal
 
 from orchestration.definitions import build_definitions
 from orchestration.reports.jobs import reports_job
-from tests.money_support import reports_database
-from tests.reports_support import START, refresh, seed_lake
+from tests.support.money import reports_database
+from tests.support.reports import START, refresh, seed_lake
 from transforms.reports.schemas import DIMENSIONS
 from warehouse.lake import Lake
 from warehouse.paths import DataPaths

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchestration.actions.engine import ACTOR, run_engine
-from tests.engine_support import FAST, WORLD, connect_registry, signal_rows, write_lake
+from tests.support.engine import FAST, WORLD, connect_registry, signal_rows, write_lake
 from transforms.actions import proposals as gen
 from warehouse.actions import repository as repo
 from warehouse.actions.policy import change_policy

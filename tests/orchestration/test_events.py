@@ -24,7 +24,7 @@ from orchestration.events.sensors import EVENTS_WRITER_TAG, build_canonical_even
 from orchestration.partitions import range_label, range_tags
 from orchestration.refresh import refresh
 from orchestration.resources import DatabaseResource, DataDirResource
-from tests.ingest_support import PATH, callback, counts
+from tests.support.ingest import PATH, callback, counts
 from transforms.events import CANONICAL_EVENT_SCHEMA, CanonicalEvent
 from warehouse.db import Database
 from warehouse.events import landing

@@ -20,9 +20,9 @@ from orchestration.refresh import refresh as run_refresh
 from orchestration.reports.assets import DAILY_ASSETS, TABLE_ASSETS
 from orchestration.reports.jobs import REPORTS_WRITER_TAG, reports_job, reports_schedule
 from orchestration.resources import DataDirResource
-from tests.money_support import reports_database
-from tests.reports_support import START, refresh, seed_lake
 from tests.support import ROOT
+from tests.support.money import reports_database
+from tests.support.reports import START, refresh, seed_lake
 from transforms.reports.schemas import PAYBACK_KEY
 from warehouse import migrate
 from warehouse.db import Database, utcnow

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.money_support import reports_database
-from tests.reports_support import refresh, seed_lake
+from tests.support.money import reports_database
+from tests.support.reports import refresh, seed_lake
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.reports.schemas import SPEND_SCHEMA
 from warehouse.lake import Lake

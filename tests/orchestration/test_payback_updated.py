@@ -23,8 +23,8 @@ from orchestration.definitions import build_definitions
 from orchestration.reports.jobs import payback_updated_job
 from orchestration.reports.sensors import payback_updated_sensor
 from orchestration.resources import DatabaseResource, DataDirResource
-from tests.reports_support import START, refresh
 from tests.support import WEBHOOK_KEY
+from tests.support.reports import START, refresh
 from transforms.demo import DemoConfig, generate
 from transforms.timefmt import iso_z
 from warehouse.db import Database, utcnow

@@ -15,8 +15,8 @@ from orchestration.reports.assets import ASSETS, acquisitions, payback
 from orchestration.reports.jobs import REFRESH_CRON, reports_schedule
 from orchestration.reports.sensors import reports_sensor
 from orchestration.resources import DatabaseResource, DataDirResource
-from tests.money_support import reports_database
-from tests.reports_support import START, refresh, seed_lake
+from tests.support.money import reports_database
+from tests.support.reports import START, refresh, seed_lake
 from transforms.reports import quality
 from transforms.reports.schemas import PAYBACK_KEY
 from warehouse.catalog import build_catalog

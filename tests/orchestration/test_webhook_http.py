@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from orchestration.webhooks.resources import WebhookHttpClient
 from tests.support import free_port
-from tests.webhook_receiver import running_receiver
+from tests.support.webhook_receiver import running_receiver
 
 
 def test_client_reports_status_and_errors_as_values() -> None:

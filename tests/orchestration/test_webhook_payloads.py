@@ -22,11 +22,11 @@ import sqlalchemy as sa
 from orchestration.actions.monitor import monitor_workspace
 from orchestration.webhooks.drain import drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
-from tests.actions_support import literal_content
-from tests.monitor_support import CPI_RULE, plant, running_action, times
-from tests.reports_support import refresh, seed_lake
 from tests.support import WEBHOOK_KEY
-from tests.webhook_receiver import Receiver, running_receiver
+from tests.support.actions import literal_content
+from tests.support.monitor import CPI_RULE, plant, running_action, times
+from tests.support.reports import refresh, seed_lake
+from tests.support.webhook_receiver import Receiver, running_receiver
 from transforms.integrations.kinds import validate_config
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES
 from transforms.webhooks.envelope import EVENT_TYPES

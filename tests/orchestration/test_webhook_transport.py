@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from orchestration.webhooks.resources import WebhookHttpClient
-from tests.webhook_receiver import Receiver, running_receiver
+from tests.support.webhook_receiver import Receiver, running_receiver
 
 # A public address for names to answer. Tests connect to it only on the port of a local listener
 # (a random high port, nothing answers there): refused or timed out after 0.5 s.

@@ -21,7 +21,7 @@ from orchestration.webhooks.jobs import webhook_deliveries_job
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
 from tests.support import WEBHOOK_KEY
-from tests.webhook_receiver import Received, Receiver, running_receiver
+from tests.support.webhook_receiver import Received, Receiver, running_receiver
 from transforms.webhooks.verify import verify
 from warehouse.db import Database
 from warehouse.settings import Settings

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.money_support import LATEST
+from tests.support.money import LATEST
 from transforms.event_types import CANONICAL_EVENT_TYPES
 from transforms.events import CanonicalEvent
 from transforms.ingest.attribution import (

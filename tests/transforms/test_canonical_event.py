@@ -3,7 +3,7 @@ derived the same way as before it existed, from the event's own source, type and
 
 from datetime import UTC, datetime
 
-from tests.money_support import LATEST
+from tests.support.money import LATEST
 from transforms.api_events import api_event, canonical_json
 from transforms.events import CanonicalEvent, DerivedId, canonical_event, derived_event_id
 from transforms.ingest.attribution import ADAPTERS, mapping_key, normalize

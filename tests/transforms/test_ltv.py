@@ -6,7 +6,7 @@ from datetime import date, timedelta
 import polars as pl
 import pytest
 
-from tests.money_support import RATES, reporting
+from tests.support.money import RATES, reporting
 from transforms.demo import DemoConfig, generate
 from transforms.reports import lifecycle, ltv, payback
 

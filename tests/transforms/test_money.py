@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import polars as pl
 import pytest
 
-from tests.money_support import RATES, reporting
+from tests.support.money import RATES, reporting
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.reports import lifecycle, money
 from transforms.reports.schemas import SPEND_SCHEMA

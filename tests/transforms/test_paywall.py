@@ -1,32 +1,13 @@
 """Paywall documents and variant assignment: valid documents only, deterministic weighted splits."""
 
 from collections import Counter
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.paywalls import document, offer
 from transforms import paywall
-
-
-def offer(product_id: str = "pro_weekly") -> dict[str, Any]:
-    return {
-        "product_id": product_id,
-        "name": "Pro weekly",
-        "price_usd_cents": 699,
-        "currency": "USD",
-        "billing_period": "weekly",
-        "trial_days": 3,
-    }
-
-
-def document(weights: list[float], active: bool = True) -> paywall.PaywallDocument:
-    variants = [
-        {"variant_id": f"v{i}", "layout": "standard", "offers": [offer()], "traffic_weight": w}
-        for i, w in enumerate(weights)
-    ]
-    return paywall.parse_document({"experiment_active": active, "variants": variants})
 
 
 @pytest.mark.parametrize(

@@ -1,64 +1,21 @@
 """Report transforms on tiny literal frames, plus invariants over generated histories."""
 
-import json
-from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from datetime import date, timedelta
 
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from tests.money_support import RATES, reporting
+from tests.support.money import RATES, reporting
+from tests.support.report_rows import D0, T0, events, spend_rows
 from transforms.demo import DemoConfig, generate
-from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.reports import lifecycle, payback
-from transforms.reports.schemas import PAYBACK_SCHEMA, SPEND_SCHEMA
+from transforms.reports.schemas import PAYBACK_SCHEMA
 from transforms.reports.summary import DAILY_SUMS_SCHEMA, payback_summary
 
-D0 = date(2026, 3, 2)
-T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 # Every workspace these tests generate reports in USD (the demo's currency).
 REPORTING = reporting("ws_a", "ws_h", "ws_p", "ws_b", "ws_c")
-
-
-def events(*rows: tuple[str, str, datetime, dict[str, Any]], country: str = "US") -> pl.LazyFrame:
-    """(event_type, user_id, occurred_at, properties) rows as a canonical-event frame."""
-    records = [
-        {name: None for name in CANONICAL_EVENT_SCHEMA}
-        | {
-            "event_id": f"e{i}",
-            "workspace_id": "ws_a",
-            "event_type": kind,
-            "occurred_at": at,
-            "received_at": at,
-            "user_id": user,
-            "country": country,
-            "platform": "ios",
-            "source": "test",
-            "properties": json.dumps(props, sort_keys=True, separators=(",", ":")),
-        }
-        for i, (kind, user, at, props) in enumerate(rows)
-    ]
-    return pl.LazyFrame(records, schema=CANONICAL_EVENT_SCHEMA)
-
-
-def spend_rows(*rows: tuple[date, str, str, str, float]) -> pl.LazyFrame:
-    return pl.LazyFrame(
-        [
-            {
-                "workspace_id": "ws_a",
-                "spend_date": d,
-                "campaign": c,
-                "creative": k,
-                "country": g,
-                "spend": s,
-                "currency": "USD",
-            }
-            for d, c, k, g, s in rows
-        ],
-        schema=SPEND_SCHEMA,
-    )
 
 
 def test_acquisitions_keep_the_first_install_of_each_day_and_default_organic() -> None:

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.actions_support import literal_content, seed_queue
 from tests.support import run_together
+from tests.support.actions import literal_content, seed_queue
 from warehouse.actions import repository as repo
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fresh_database_url
-from tests.entitlements_support import fact, receipt
+from tests.support.databases import fresh_database_url
+from tests.support.entitlements import fact, receipt
 from warehouse.bootstrap import bootstrap
 from warehouse.db import database_for
 from warehouse.entitlements import cache

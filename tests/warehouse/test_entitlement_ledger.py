@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.entitlements_support import fact
 from tests.support import run_together
+from tests.support.entitlements import fact
 from transforms.entitlements.facts import SOURCES, StoreFact
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from tests.transforms.test_paywall import document
+from tests.support.paywalls import document
 from warehouse import audit
 from warehouse.db import Database
 from warehouse.paywalls import configs

@@ -8,14 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from warehouse.webhooks.urls import (
-    DoesNotResolve,
-    InvalidUrl,
-    check_form,
-    public_addresses,
-    system_resolver,
-    validate_url,
-)
+from clients.dns import system_resolver, validate_url
+from transforms.webhooks.urls import DoesNotResolve, InvalidUrl, check_form, public_addresses
 
 
 class Answers:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from clients.dns import validate_url
 from tests.support import WEBHOOK_KEY
+from transforms.webhooks.urls import InvalidUrl
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
 from warehouse.errors import NotFound
@@ -17,7 +19,6 @@ from warehouse.settings import Settings, SettingsError
 from warehouse.webhooks import deliveries, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_deliveries, webhook_events
-from warehouse.webhooks.urls import InvalidUrl, validate_url
 
 
 def add(db: Database, workspace: dict, events: list[str]) -> str:

@@ -5,7 +5,7 @@ signal to read it): `purchases.subscriptionsv2.get` answers a `SubscriptionPurch
 `purchases.products.get` a `ProductPurchase`. This module maps both, and a voided purchase, to a
 `StoreFact`; the HTTP calls live in `api.stores.google_play` (receipts, notifications) and
 `orchestration.syncs.connectors.android_store` (the sync), which build their API client with
-`service_for` and resolve a purchase's key with `resolve_store_key`.
+`clients.google_play.service_for` and resolve a purchase's key with `resolve_store_key`.
 
 Access by `subscriptionState` (developer.android.com, "Subscription lifecycle"):
 - ACTIVE: until the line items' latest `expiryTime`.
@@ -50,18 +50,12 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-import google_auth_httplib2  # type: ignore[import-untyped]  # no type information shipped
-import httplib2  # type: ignore[import-untyped]
-from google.oauth2 import service_account
-from googleapiclient import discovery  # type: ignore[import-untyped]
-
 from transforms import event_types as t
 from transforms.entitlements.effects import Effect
 from transforms.entitlements.facts import ANDROID_STORE, StoreFact
 from transforms.events import CanonicalEvent, canonical_event, lake_can_hold
 from transforms.stores import event_ids
 
-SCOPE = "https://www.googleapis.com/auth/androidpublisher"
 MAX_CHAIN = 10  # linkedPurchaseToken hops followed to find a subscription's first token
 ID_PREFIX = "gp"
 PLATFORM = "android"
@@ -454,33 +448,6 @@ def refund_events(
     event = _event(t.REFUND, order_id, fact, workspace_id=workspace_id, user_id=user_id,
                    occurred_at=fact.revoked_at, received_at=received_at)  # fmt: skip
     return [event] if event is not None else []
-
-
-def service_for(info: Mapping[str, Any], *, api_url: str, timeout: float) -> tuple[service_account.Credentials, Any]:
-    """The app's service-account credentials and the androidpublisher v3 service built on them.
-
-    Construction only (the discovery document ships with google-api-python-client, so nothing
-    is fetched; the OAuth token is requested on the first call). Each call should then run on
-    its own `AuthorizedHttp` (`authorized_http`): httplib2 objects are not thread-safe. A key
-    file that is not a usable service-account key raises `ValueError`."""
-    try:
-        credentials = service_account.Credentials.from_service_account_info(dict(info), scopes=[SCOPE])
-    except KeyError as e:
-        raise ValueError(f"the key file lacks {e}") from None
-    service = discovery.build(
-        "androidpublisher",
-        "v3",
-        http=authorized_http(credentials, timeout),
-        client_options={"api_endpoint": api_url},
-        static_discovery=True,
-        cache_discovery=False,
-    )
-    return credentials, service
-
-
-def authorized_http(credentials: service_account.Credentials, timeout: float) -> Any:
-    """A fresh authorized transport for one call, `timeout` seconds on its socket."""
-    return google_auth_httplib2.AuthorizedHttp(credentials, http=httplib2.Http(timeout=timeout))
 
 
 def resolve_store_key(

@@ -56,13 +56,8 @@ def _reject(reason: str) -> Verdict:
     return Verdict(False, reason)
 
 
-def verify(
-    raw_body: bytes,
-    signature_header: str | Sequence[str] | None,
-    secrets: Sequence[str],
-    now_ms: int,
-) -> Verdict:
-    """Verify one request; see the module docstring for every rule and bound."""
+def _one_header(signature_header: str | Sequence[str] | None) -> str | Verdict:
+    """The header's one value, or why there is none (absent, empty, sent twice, not text)."""
     if signature_header is None:
         return _reject("unsigned")
     if not isinstance(signature_header, str):
@@ -78,6 +73,11 @@ def verify(
         return _reject("unsigned")
     if len(signature_header) > MAX_HEADER_CHARS:
         return _reject("header_too_long")
+    return signature_header
+
+
+def _bad_inputs(raw_body: bytes, secrets: Sequence[str], now_ms: int) -> Verdict | None:
+    """A refusal for inputs a caller got wrong (the secrets, the body's type and size, the clock)."""
     if isinstance(secrets, str) or not 1 <= len(secrets) <= MAX_SECRETS:
         return _reject("bad_secrets")
     if any(not isinstance(s, str) or not s or len(s) > MAX_SECRET_CHARS for s in secrets):
@@ -88,10 +88,14 @@ def verify(
         return _reject("body_too_large")
     if isinstance(now_ms, bool) or not isinstance(now_ms, int):
         return _reject("bad_clock")
+    return None
 
+
+def _parse(header: str) -> tuple[str, list[str]] | Verdict:
+    """The header's one timestamp and its `v1` signatures, or why the header is refused."""
     timestamps: list[str] = []
     signatures: list[str] = []
-    for item in signature_header.split(","):
+    for item in header.split(","):
         match = _ITEM.fullmatch(item)
         if match is None:
             return _reject("malformed_header")
@@ -113,6 +117,29 @@ def verify(
         return _reject("too_many_signatures")
     if any(_HEX64.fullmatch(v) is None for v in signatures):
         return _reject("malformed_signature")
+    return t_text, signatures
+
+
+def verify(
+    raw_body: bytes,
+    signature_header: str | Sequence[str] | None,
+    secrets: Sequence[str],
+    now_ms: int,
+) -> Verdict:
+    """Verify one request; see the module docstring for every rule and bound.
+
+    The checks run in the order the refusal reasons are documented: the header first, then the
+    caller's inputs, then the header's contents, the clock, and last the signatures."""
+    header = _one_header(signature_header)
+    if isinstance(header, Verdict):
+        return header
+    refused = _bad_inputs(raw_body, secrets, now_ms)
+    if refused is not None:
+        return refused
+    parsed = _parse(header)
+    if isinstance(parsed, Verdict):
+        return parsed
+    t_text, signatures = parsed
     if abs(now_ms - int(t_text)) > TOLERANCE_MS:
         return _reject("timestamp_out_of_tolerance")
 

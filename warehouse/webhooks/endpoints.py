@@ -24,11 +24,11 @@ from transforms import sealing
 from transforms.ids import new_id
 from transforms.webhooks.envelope import check_event_type
 from transforms.webhooks.signing import SECRET_PREFIX, new_signing_secret
+from transforms.webhooks.urls import Resolver, check_form, public_addresses
 from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.errors import NotFound
 from warehouse.webhooks.tables import webhook_endpoints, webhook_secrets
-from warehouse.webhooks.urls import validate_url
 from warehouse.workspaces import get_workspace
 
 # Spec: "for 24 hours both the active and retiring secrets sign".
@@ -103,12 +103,19 @@ def create_endpoint(
     instance_key: str,
     standard_webhooks: bool = False,
     actor: str = "cli",
+    resolver: Resolver | None = None,
 ) -> tuple[Endpoint, str]:
     """A new enabled endpoint and its first signing secret (returned once, to show the operator;
-    stored sealed under `instance_key`)."""
+    stored sealed under `instance_key`).
+
+    The URL's form is checked here; its addresses too when a `resolver` is given (the CLI passes
+    `clients.dns.system_resolver`: warehouse makes no lookups itself). The sender checks the
+    addresses again at every connection (`clients.transport`), so DNS changing later is covered."""
     get_workspace(conn, workspace_id)
     chosen = parse_events(events)
-    validate_url(url, allow_private=allow_private)
+    host, port = check_form(url, allow_private=allow_private)
+    if resolver is not None and not allow_private:
+        public_addresses(host, port, resolver)
     now = utcnow()
     endpoint_id, secret = new_id("whe"), new_signing_secret()
     conn.execute(

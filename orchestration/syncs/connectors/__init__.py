@@ -2,7 +2,7 @@
 how to check the credentials with one cheap call, and how to sync.
 
 A connector module `orchestration/syncs/connectors/<type>.py` defines `CONNECTOR`. Its `sync`
-pulls from the provider through the client (a `ProviderClient`, `orchestration/syncs/http.py`),
+pulls from the provider through the client (a `ProviderClient`, `clients/http.py`),
 maps the records with pure code in `transforms/integrations/`, and writes only through the
 `SyncTarget` it is given; it raises `SyncFailure` for anything the provider refused or could not
 answer. Modules are imported on first use: the sync job loads one connector, not all of them.

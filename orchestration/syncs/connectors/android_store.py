@@ -32,25 +32,18 @@ without a package or service account fails `config`.
 
 from __future__ import annotations
 
-import email.utils
-import http.client
-import math
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httplib2  # type: ignore[import-untyped]
-from google.auth import exceptions as auth_exceptions
-from google.oauth2 import service_account
-from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
-
+from clients import google_play
+from clients.google_play import PlayApi
+from clients.http import Pacer
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import Pacer
 from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import ANDROID_STORE
-from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, SyncFailure, truncate
+from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig
 from transforms.sealing import SealError
 from transforms.stores import google_play as gp
@@ -61,169 +54,16 @@ from warehouse.entitlements.expiring import grants_ending_between
 from warehouse.integrations.target import SyncTarget
 from warehouse.settings import Settings
 
-PAGE_SIZE = 1000  # voidedpurchases.list's maximum
 VOIDED_HORIZON = timedelta(days=30)  # how far back Google lets startTime reach
 # Our clock and Google's differ: a startTime of exactly 30 days ago could be refused as older.
 HORIZON_MARGIN = timedelta(minutes=10)
 CURSOR_OVERLAP = timedelta(days=1)
 REREAD_WINDOW = timedelta(days=3)
 APPLY_BATCH = 100  # purchases applied per transaction (a failure mid-way keeps what was applied)
-NOT_FOUND = (400, 404, 410)  # a token Google does not know (for this app), or no longer does
 STATE_KEY = "google_play"
 CURSOR = "voided_since"  # ISO time: the start of the last successful sync
 FULL_REFUND = 1  # voidedPurchaseNotification.refundType REFUND_TYPE_FULL_REFUND
 PACING_MARGIN = 0.97
-
-
-def _retry_after(resp: Mapping[str, Any]) -> float | None:
-    """`Retry-After` (delay-seconds or an HTTP-date) from httplib2's lower-cased headers."""
-    value = str(resp.get("retry-after") or "").strip()
-    if not value:
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-        return max(0.0, (when - datetime.now(UTC)).total_seconds())
-    return max(0.0, number) if math.isfinite(number) else None
-
-
-def _google_words(error: HttpError) -> str:
-    """Google's error message (`error.message` of its JSON error body)."""
-    try:
-        reason = error.reason
-    except Exception:  # the client parses the body lazily; a proxy's page has no message
-        reason = None
-    return truncate(str(reason or error.resp.reason or error.resp.status), MAX_PROVIDER_TEXT)
-
-
-class _NotFound(Exception):
-    pass
-
-
-@dataclass
-class PlayApi:
-    """One app's Play Developer API with the sync's pacing and retry rules."""
-
-    package: str
-    credentials: service_account.Credentials
-    service: Any
-    pacer: Pacer
-    attempts: int = 5
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
-    max_wait_s: float = 120.0
-    timeout_s: float = 60.0
-    sleep: Callable[[float], None] = time.sleep
-    log: Log = lambda _line: None
-    calls: int = 0
-    rate_limited: int = 0
-
-    def call(self, request: Any, *, what: str) -> dict[str, Any]:
-        """Execute `request` (retried by the rules above): Google's answer, `_NotFound`, or `SyncFailure`."""
-        wait = 0.0
-        for attempt in range(1, self.attempts + 1):
-            if wait:
-                self.log(f"Google Play: waiting {wait:.2f} s before retrying {what} (attempt {attempt})")
-                self.sleep(wait)
-            self.pacer.wait()
-            self.calls += 1
-            last = attempt == self.attempts
-            try:
-                answer = request.execute(http=gp.authorized_http(self.credentials, self.timeout_s), num_retries=0)
-            except HttpError as e:
-                status = int(e.resp.status)
-                words = _google_words(e)
-                if status in NOT_FOUND:
-                    raise _NotFound(words) from None
-                if status in (401, 403):
-                    raise SyncFailure(
-                        "auth",
-                        f"{what}: Google Play answered {status}: {words} (the service account needs access to the "
-                        "app in Play Console, with the permissions 'View app information' and 'View financial "
-                        "data')",
-                        status=status,
-                    ) from None
-                if status == 429:
-                    self.rate_limited += 1
-                    asked = _retry_after(e.resp)
-                    if asked is not None:
-                        self.pacer.push_back(asked)
-                    if last or (asked is not None and asked > self.max_wait_s):
-                        raise SyncFailure(
-                            "rate_limited",
-                            f"{what}: Google Play answered 429 after {attempt} attempt(s): {words}",
-                            status=429,
-                        ) from None
-                    wait = asked if asked is not None else self._backoff(attempt)
-                    continue
-                if status >= 500 and not last:
-                    wait = self._backoff(attempt)
-                    continue
-                code: ErrorCode = "provider_error" if status >= 500 else "config"
-                raise SyncFailure(
-                    code, f"{what}: Google Play answered {status} after {attempt} attempt(s): {words}", status=status
-                ) from None
-            except auth_exceptions.RefreshError as e:
-                raise SyncFailure(
-                    "auth", f"{what}: Google's token endpoint refused the app's service account key: {e}"
-                ) from None
-            except (auth_exceptions.TransportError, OSError, httplib2.HttpLib2Error, http.client.HTTPException) as e:
-                if last:
-                    raise SyncFailure(
-                        "provider_error", f"{what}: Google Play did not answer ({type(e).__name__}: {e})"
-                    ) from None
-                wait = self._backoff(attempt)
-                continue
-            if not isinstance(answer, dict):
-                raise SyncFailure("bad_response", f"{what}: not a JSON object")
-            return answer
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def _backoff(self, attempt: int) -> float:
-        return float(min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s))
-
-    def voided_pages(self, start: datetime, *, page_size: int = PAGE_SIZE) -> Iterator[list[dict[str, Any]]]:
-        """`voidedpurchases.list` from `start` (subscriptions too), page by page."""
-        voided = self.service.purchases().voidedpurchases()
-        token: str | None = None
-        seen: set[str] = set()
-        page = 0
-        while True:
-            page += 1
-            params: dict[str, Any] = {"packageName": self.package, "type": 1, "maxResults": page_size}
-            if token is None:
-                params["startTime"] = str(int(start.timestamp() * 1000))
-            else:
-                params["token"] = token
-            what = f"listing the voided purchases of {self.package} (page {page})"
-            try:
-                body = self.call(voided.list(**params), what=what)
-            except _NotFound as e:
-                raise SyncFailure("config", f"{what}: Google Play refused the request: {e}") from None
-            items = body.get("voidedPurchases", [])
-            if not isinstance(items, list):
-                raise SyncFailure("bad_response", f"{what}: voidedPurchases is not a list")
-            yield [i for i in items if isinstance(i, dict)]
-            paging = body.get("tokenPagination")
-            token = paging.get("nextPageToken") if isinstance(paging, Mapping) else None
-            if not token:
-                return
-            if not isinstance(token, str) or token in seen:
-                raise SyncFailure("bad_response", f"{what}: nextPageToken {token!r} does not move on")
-            seen.add(token)
-
-    def subscription(self, token: str) -> dict[str, Any] | None:
-        """`subscriptionsv2.get`, or None when Google knows no subscription with this token."""
-        request = self.service.purchases().subscriptionsv2().get(packageName=self.package, token=token)
-        try:
-            return self.call(request, what=f"reading a subscription of {self.package}")
-        except _NotFound:
-            return None
 
 
 @dataclass
@@ -263,7 +103,9 @@ class PlayClient:
         if not app.android_package or info is None:
             raise SyncFailure("config", f"app {self.app_id} has no Android package or service account; {setup}")
         try:
-            credentials, service = gp.service_for(info, api_url=self.base_url.rstrip("/") + "/", timeout=self.timeout_s)
+            credentials, service = google_play.service_for(
+                info, api_url=self.base_url.rstrip("/") + "/", timeout=self.timeout_s
+            )
         except ValueError as e:
             raise SyncFailure("config", f"the app's Google service account key cannot be used: {e}; {setup}") from None
         return PlayApi(

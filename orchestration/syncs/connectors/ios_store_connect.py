@@ -18,34 +18,24 @@ now (Apple does not say how soon a notification shows in the history, and readin
 harmless); the first sync reads everything Apple keeps. A record whose signature does not verify is
 not Apple's word for this app: it is skipped, counted and logged, never applied.
 
-Apple's library (`AppStoreServerAPIClient`: the ES256 JWT, the request, the decoding) raises
-`APIException(http_status_code, api_error)` and does not retry; this module does: 429
-(`RateLimitExceededError`) and 5xx are retried with a doubling wait within a budget (Apple's
-library exposes no response header, so no `Retry-After` can be read), then `rate_limited` /
-`provider_error`; 401 is `auth`. The base URL of a proxy or a test is set through the library's
-private `_base_url`, the only way it offers (design note §1.7, §5).
+Apple's library, its retries and its errors: `clients.app_store`.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, TypeVar
 
-import requests
-from appstoreserverlibrary.api_client import APIError, APIException, AppStoreServerAPIClient
-from appstoreserverlibrary.models.Environment import Environment
+from appstoreserverlibrary.api_client import AppStoreServerAPIClient
 from appstoreserverlibrary.models.NotificationHistoryRequest import NotificationHistoryRequest
 from appstoreserverlibrary.models.NotificationHistoryResponse import NotificationHistoryResponse
 from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier, VerificationException, VerificationStatus
 
+from clients.app_store import AppStoreClient, TokenExpired
 from orchestration.syncs.connectors import Connector, Log
-from orchestration.syncs.http import guarded_session
 from transforms.entitlements.effects import Effect, Effects
-from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, code_for_status, truncate
+from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, kind_of
 from transforms.stores import apple
 from warehouse.db import Database, database_for, utcnow
@@ -64,34 +54,19 @@ OVERLAP = timedelta(hours=1)
 CHECK_SPAN = timedelta(hours=1)
 # A pagination token Apple let expire: the window is read again from its start this many times.
 RESTARTS = 3
-T = TypeVar("T")
-
-
-class TokenExpired(Exception):
-    """Apple no longer accepts the pagination token (`PaginationTokenExpiredError`)."""
 
 
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-@dataclass
-class AppStoreConnect:
+@dataclass(kw_only=True)
+class AppStoreConnect(AppStoreClient):
     """The integration's In-App Purchase key and app; the App Store client is built per run from
     the app's store identities (bundle id, environment), which live in FloKit's database."""
 
-    issuer_id: str
-    key_id: str
-    private_key: str
     app_id: str
-    base_url: str
     settings: Settings | None = None  # None: the process's environment (`Settings.from_env()`)
-    attempts: int = 5  # tries of one call (429, 5xx, a connection failure)
-    backoff_s: float = 1.0  # the first wait; doubles
-    max_backoff_s: float = 60.0
-    sleep: Callable[[float], None] = time.sleep
-    calls: int = 0
-    rate_limited: int = 0
 
     def __repr__(self) -> str:  # never the key
         return f"AppStoreConnect(issuer_id={self.issuer_id!r}, key_id={self.key_id!r}, app_id={self.app_id!r})"
@@ -117,17 +92,8 @@ class AppStoreConnect:
         return stores
 
     def api(self, stores: AppStores) -> AppStoreServerAPIClient:
-        environment = stores.ios_environment or "Production"
         assert stores.ios_bundle_id is not None
-        try:
-            client = GuardedAppStoreClient(
-                self.private_key.encode(), self.key_id, self.issuer_id, stores.ios_bundle_id, Environment(environment)
-            )
-        except (ValueError, TypeError) as e:
-            raise SyncFailure("config", f"private_key is not an In-App Purchase key (.p8, PEM): {e}") from None
-        if self.base_url.rstrip("/") != kind_of(TYPE).default_base_url:
-            client._base_url = self.base_url.rstrip("/")  # a proxy or a test; else the library's own per environment
-        return client
+        return self.api_for(stores.ios_bundle_id, stores.ios_environment or "Production")
 
     def verifier(self, stores: AppStores) -> SignedDataVerifier:
         settings = self.process_settings()
@@ -152,71 +118,6 @@ class AppStoreConnect:
             )
         except ValueError as e:
             raise SyncFailure("config", f"app {self.app_id}'s App Store settings are incomplete: {e}") from None
-
-    def call(self, what: str, request: Callable[[], T], log: Log) -> T:
-        """One library call, retried on 429, 5xx and connection failures; failures classified."""
-        for attempt in range(1, self.attempts + 1):
-            last = attempt == self.attempts
-            self.calls += 1
-            try:
-                return request()
-            except APIException as e:
-                status = e.http_status_code
-                text = _apple_error(e)
-                if e.raw_api_error == APIError.PAGINATION_TOKEN_EXPIRED:
-                    raise TokenExpired(text) from None
-                if status == 429 or e.raw_api_error == APIError.RATE_LIMIT_EXCEEDED:
-                    self.rate_limited += 1
-                    if last:
-                        raise SyncFailure(
-                            "rate_limited", f"{what}: HTTP 429 after {attempt} attempt(s): {text}", status=429
-                        ) from None
-                elif status >= 500:
-                    if last:
-                        raise SyncFailure(
-                            "provider_error", f"{what}: HTTP {status} after {attempt} attempt(s): {text}", status=status
-                        ) from None
-                else:
-                    raise SyncFailure(
-                        code_for_status(status), f"{what}: HTTP {status}: {text}", status=status
-                    ) from None
-                reason = f"HTTP {status}"
-            except (requests.ConnectionError, requests.Timeout) as e:
-                if last:
-                    raise SyncFailure("provider_error", f"{what}: {type(e).__name__}: {e}") from None
-                reason = type(e).__name__
-            except (KeyError, TypeError, ValueError) as e:  # a 2xx body the library could not read
-                raise SyncFailure("bad_response", f"{what}: not a notification history: {e}") from None
-            wait = min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
-            log(f"App Store: {reason} {what}; waiting {wait:.2f} s before attempt {attempt + 1}")
-            self.sleep(wait)
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-
-class GuardedAppStoreClient(AppStoreServerAPIClient):
-    """Apple's client whose requests go through a session under the egress policy and follow no
-    redirect (orchestration/syncs/http.py), instead of the library's module-level `requests`."""
-
-    def _execute_request(
-        self,
-        method: str,
-        url: str,
-        params: dict[str, str | list[str]],
-        headers: dict[str, str],
-        json: dict[str, Any] | None,
-        data: bytes | None,
-    ) -> requests.Response:
-        session = getattr(self, "_guarded", None)
-        if session is None:
-            session = self._guarded = guarded_session()
-        return session.request(method, url, params=params, headers=headers, json=json, data=data, timeout=30)
-
-
-def _apple_error(e: APIException) -> str:
-    """Apple's error object as the operator reads it: its message and errorCode."""
-    if e.error_message or e.raw_api_error is not None:
-        return f"{truncate(e.error_message or 'no message', MAX_PROVIDER_TEXT)} (errorCode {e.raw_api_error!r:.20})"
-    return "no error body"
 
 
 def client(config: ValidConfig) -> AppStoreConnect:

@@ -13,14 +13,15 @@ is read again, landing keeping one copy of each event (ids `adapty:<transaction>
 first sync reads every file in the folder, i.e. the whole history Adapty has delivered. A manual
 export older than the 30-day dedup window is held off by the target's high-water mark.
 
-Retries and S3's errors: `orchestration/syncs/s3.py` (the shared RetryRules, 5 attempts from 1 s).
+The export folder's client: `clients.adapty`; retries and S3's errors: `clients/s3.py` (the
+shared RetryRules, 5 attempts from 1 s).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeVar
+from typing import TypeVar
 
-from orchestration.syncs import s3
+from clients.adapty import AdaptyExportClient
 from orchestration.syncs.connectors import Connector, Log
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig
@@ -30,13 +31,6 @@ from warehouse.integrations.target import SyncTarget
 TYPE = "subscription_provider_b"
 _FILES = "files"  # state key: {object key: ETag it was read at}
 T = TypeVar("T")
-
-
-class AdaptyExportClient(s3.S3ExportFolder):
-    """The bucket folder Adapty exports to. `base_url` is the S3 endpoint (the AWS default lets
-    boto pick the region's endpoint; anything else, e.g. MinIO or R2, is used as given)."""
-
-    PROVIDER: ClassVar[str] = "Adapty S3 export"
 
 
 def client(config: ValidConfig) -> AdaptyExportClient:

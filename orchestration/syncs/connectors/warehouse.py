@@ -8,7 +8,7 @@ dataset. A partition is always sent whole, so sending it again is harmless: a fa
 state and the next one sends the same partitions again.
 
 S3 is reached with boto3 (`endpoint_url` = the integration's `base_url`), with the retries and
-the reading of S3's errors every S3 connector shares (`orchestration/syncs/s3.py`): refused
+the reading of S3's errors every S3 connector shares (`clients/s3.py`): refused
 credentials are `auth` with S3's own message, a missing or misnamed bucket `config`, throttling
 `rate_limited`, other 5xx and unreachable endpoints `provider_error`.
 
@@ -32,7 +32,7 @@ import polars as pl
 import snowflake.connector
 import snowflake.connector.errors as sf_errors
 
-from orchestration.syncs import s3
+from clients import s3
 from orchestration.syncs.connectors import Connector, Log
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, SyncFailure, truncate
 from transforms.integrations.kinds import ValidConfig

@@ -1,6 +1,6 @@
 """The dashboard's action queue and detail over HTTP: filters, pages, approve/reject/roll back.
 
-Actions are moved through the real repository (tests/actions_support.py); what the dashboard did
+Actions are moved through the real repository (tests/support/actions.py); what the dashboard did
 is read back through v1 (`GET /v1/actions/<id>`), the API a client would read it with.
 """
 
@@ -13,10 +13,10 @@ from datetime import timedelta
 import pytest
 from flask.testing import FlaskClient
 
-from tests.actions_support import literal_content, seed_queue
-from tests.api.dashboard.conftest import OPERATOR
-from tests.conftest import bearer
-from tests.engine_support import WORLD, connect_registry
+from tests.support import bearer
+from tests.support.actions import literal_content, seed_queue
+from tests.support.dashboard import OPERATOR
+from tests.support.engine import WORLD, connect_registry
 from transforms.actions.consequences import approve_consequence, impact_sentence, rollback_consequence
 from warehouse.actions import repository as repo
 from warehouse.actions.repository import Action
@@ -30,7 +30,7 @@ EN = "\N{EN DASH}"  # ranges read "1-25 of 212" with an en dash
 
 @pytest.fixture
 def seeded(db: Database, workspace: dict) -> list[Action]:
-    """The eight actions of tests/actions_support.py QUEUE, one or two in each status."""
+    """The eight actions of tests/support/actions.py QUEUE, one or two in each status."""
     with db.write() as conn:
         return seed_queue(conn, workspace_id=workspace["workspace_id"])
 

@@ -15,8 +15,8 @@ import re
 
 from flask.testing import FlaskClient
 
-from tests.api.dashboard.conftest import OPERATOR
-from tests.engine_support import WORLD, connect_registry
+from tests.support.dashboard import OPERATOR
+from tests.support.engine import WORLD, connect_registry
 from warehouse.adaccounts import repository as accounts
 from warehouse.adaccounts import sync_requests as requests
 from warehouse.adaccounts.tables import ad_account_sync_requests

@@ -11,8 +11,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests.api.dashboard.conftest import OPERATOR, confirm, csrf_of, login_link, sign_in
-from tests.conftest import bearer
+from tests.support import bearer
+from tests.support.dashboard import OPERATOR, confirm, csrf_of, login_link, sign_in
 from warehouse.audit import entries
 from warehouse.dashboard import sessions
 from warehouse.db import Database, utcnow

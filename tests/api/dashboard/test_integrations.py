@@ -13,9 +13,9 @@ import re
 import pytest
 from flask.testing import FlaskClient
 
-from tests.api.test_integrations import KEY, connect
-from tests.conftest import bearer
-from tests.engine_support import WORLD, connect_registry
+from tests.support import bearer
+from tests.support.engine import WORLD, connect_registry
+from tests.support.integrations import KEY, connect
 from warehouse.adaccounts import repository as accounts
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database

@@ -17,9 +17,8 @@ import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
-from tests.api.dashboard.conftest import OPERATOR, csrf_of, sign_in
-from tests.conftest import bearer
-from tests.support import WEBHOOK_KEY
+from tests.support import WEBHOOK_KEY, bearer
+from tests.support.dashboard import OPERATOR, csrf_of, sign_in
 from warehouse import audit, migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
@@ -231,7 +230,7 @@ def test_webhooks_empty_state_and_add_with_inline_errors(browser: FlaskClient, d
     assert secret.group(1) not in listing
 
 
-@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/endpoints.py, webhooks/urls.py")
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: webhooks/endpoints.py")
 def test_add_refuses_http_and_private_addresses_unless_the_instance_allows(
     database_url: str, tmp_path: Path, workspace: dict, db: Database
 ) -> None:

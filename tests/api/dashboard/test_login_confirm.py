@@ -9,7 +9,7 @@ from datetime import timedelta
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.api.dashboard.conftest import OPERATOR, confirm, csrf_of, login_link, token_of
+from tests.support.dashboard import OPERATOR, confirm, csrf_of, login_link, token_of
 from warehouse.audit import entries
 from warehouse.dashboard import sessions
 from warehouse.db import Database, utcnow

@@ -13,7 +13,7 @@ from api.app import create_app
 from cli.context import App
 from cli.main import main
 from cli.up import dashboard_link
-from tests.api.dashboard.conftest import OPERATOR, confirm
+from tests.support.dashboard import OPERATOR, confirm
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.settings import Settings

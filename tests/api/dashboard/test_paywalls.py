@@ -16,8 +16,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from orchestration.actions.executor import EXECUTOR, finish_offer_test
-from tests.actions_support import literal_content
-from tests.transforms.test_paywall import document, offer
+from tests.support.actions import literal_content
+from tests.support.paywalls import document, offer
 from transforms import paywall
 from warehouse import audit
 from warehouse.actions import repository as actions_repo

@@ -3,7 +3,7 @@
 What a page shows is compared with what `GET /v1/reports/...` answers for the same query, read
 with an API key of the same workspace: the chart data block, the table and the CSV must carry
 v1's figures (one computation, two surfaces). The reports come from one real refresh per module
-(tests/reports_support.py: 1500 generated users over 70 days), copied into each test's data dir.
+(tests/support/reports.py: 1500 generated users over 70 days), copied into each test's data dir.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests.api.dashboard.conftest import sign_in
-from tests.conftest import bearer
-from tests.money_support import reports_database
-from tests.reports_support import refresh, seed_lake
+from tests.support import bearer
+from tests.support.dashboard import sign_in
+from tests.support.money import reports_database
+from tests.support.reports import refresh, seed_lake
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, database_for, utcnow
 from warehouse.settings import Settings

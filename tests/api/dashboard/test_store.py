@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from tests.api.dashboard.conftest import OPERATOR
 from tests.support import run_together
+from tests.support.dashboard import OPERATOR
 from warehouse import migrate
 from warehouse.dashboard import sessions
 from warehouse.dashboard.tables import dashboard_login_tokens, dashboard_sessions

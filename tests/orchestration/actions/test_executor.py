@@ -17,13 +17,12 @@ import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
+from clients.ad_platform import Retrier
 from orchestration.actions.executor import EXECUTOR, execute, finish_offer_test
 from orchestration.actions.jobs import execute_action_job, execute_run_config
 from orchestration.actions.sensors import action_executor_retry, build_action_executor_sensor
-from orchestration.adaccounts.client import Retrier
 from orchestration.adaccounts.sync import client_for, sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
-from tests.conftest import bearer
 from tests.providers.apple_search_ads_fake import (
     CLIENT_ID,
     KEY_ID,
@@ -33,6 +32,7 @@ from tests.providers.apple_search_ads_fake import (
     new_private_key,
 )
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
+from tests.support import bearer
 from transforms.actions import ActionContent
 from transforms.adaccounts.kinds import validate_config
 from transforms.paywall import parse_document

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from orchestration.adaccounts.apple_search_ads import AppleSearchAdsClient
-from orchestration.adaccounts.client import Retrier
+from clients.ad_platform import Retrier
+from clients.apple_search_ads import AppleSearchAdsClient
 from tests.providers.apple_search_ads_fake import (
     CLIENT_ID,
     KEY_ID,

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestration.adaccounts.client import Retrier
-from orchestration.adaccounts.meta import MetaClient
+from clients.ad_platform import Retrier
+from clients.meta import MetaClient
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
 from transforms.adaccounts.errors import AuthError, RateLimited
 from transforms.adaccounts.kinds import validate_config

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-import polars as pl
 import pytest
 import sqlalchemy as sa
 
-from orchestration.adaccounts.client import Retrier
+from clients.ad_platform import Retrier
 from orchestration.adaccounts.sandbox import SandboxClient
 from orchestration.adaccounts.sync import sync_account, sync_accounts
 from tests.providers.apple_search_ads_fake import (
@@ -26,13 +25,12 @@ from tests.providers.apple_search_ads_fake import (
     new_private_key,
 )
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
+from tests.support.adaccounts import spend
 from transforms.adaccounts.kinds import validate_config
-from transforms.reports.schemas import SPEND_SCHEMA
 from transforms.webhooks.payloads import PAYLOAD_TYPES, conformance
 from warehouse.adaccounts import repository as repo
 from warehouse.db import Database
 from warehouse.lake import Lake
-from warehouse.reports.store import write_spend_raw
 from warehouse.settings import Settings
 from warehouse.webhooks import endpoints
 from warehouse.webhooks.tables import webhook_deliveries, webhook_events
@@ -57,25 +55,6 @@ def meta() -> Iterator[MetaGraphFake]:
     fake.add("ad_set", "summer_set", parent=unknown, daily_budget=9000)
     with fake:
         yield fake
-
-
-def spend(lake: Lake, workspace_id: str, rows: list[tuple[date, str, str, float]], currency: str = "USD") -> None:
-    frame = pl.DataFrame(
-        [
-            {
-                "workspace_id": workspace_id,
-                "spend_date": d,
-                "campaign": c,
-                "creative": k,
-                "country": "US",
-                "spend": s,
-                "currency": currency,
-            }
-            for d, c, k, s in rows
-        ],
-        schema=SPEND_SCHEMA,
-    )
-    write_spend_raw(lake, frame)
 
 
 def connect(db: Database, workspace_id: str, platform: str, raw: dict[str, Any]) -> str:

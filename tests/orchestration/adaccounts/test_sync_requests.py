@@ -20,8 +20,8 @@ from orchestration.adaccounts.sensors import (
     ad_accounts_sync_failure_sensor,
 )
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
-from tests.orchestration.adaccounts.test_sync import spend
 from tests.providers.meta_graph_fake import ACCOUNT, MetaGraphFake
+from tests.support.adaccounts import spend
 from transforms.adaccounts.kinds import validate_config
 from warehouse.adaccounts import repository as accounts
 from warehouse.adaccounts import sync_requests as requests

@@ -280,8 +280,8 @@ def test_synced_spend_meets_the_callbacks_installs_in_the_payback_report(
     beside an "organic" install."""
     import dagster as dg
 
-    from tests.money_support import LATEST
-    from tests.reports_support import refresh
+    from tests.support.money import LATEST
+    from tests.support.reports import refresh
     from transforms.events import CanonicalEvent
     from transforms.ingest.attribution import ATTRIBUTION_PROVIDER_A, normalize
     from warehouse.events.landing import day_frame

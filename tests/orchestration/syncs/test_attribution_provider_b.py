@@ -13,8 +13,8 @@ from typing import Any
 import polars as pl
 import pytest
 
+from clients.appsflyer import AppsFlyerClient
 from orchestration.syncs.connectors import connector_for
-from orchestration.syncs.connectors.attribution_provider_b import AppsFlyerClient
 from tests.providers.appsflyer_fake import APP_ID, TOKEN, AppsFlyerFake, Row, appsflyer_fake
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import validate_config

@@ -1,4 +1,4 @@
-"""Where integrations and ad accounts may send requests (warehouse/egress.py), as an operator and
+"""Where integrations and ad accounts may send requests (clients/egress.py), as an operator and
 an attacker would see it: connecting to the instance's own network is refused unless the host is
 named in FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS, a sync checks again when it runs, follows no
 redirect to another host, and keeps only a status and a short message of what a target answered.
@@ -22,16 +22,16 @@ from flask.testing import FlaskClient
 from pytest_httpserver import HTTPServer
 
 from cli.main import main
+from clients.egress import Egress
+from clients.http import ProviderHttp, RetryRules, guarded_session
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from orchestration.syncs.connectors.attribution_provider_a import CONNECTOR, client_for
-from orchestration.syncs.http import ProviderHttp, RetryRules, guarded_session
 from orchestration.syncs.jobs import SYNC_TAG, integration_sync_job, sync_run_config
-from tests.conftest import bearer
 from tests.providers.apple_search_ads_fake import new_private_key
+from tests.support import bearer
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
-from warehouse.egress import Egress
 from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
@@ -97,7 +97,7 @@ def test_a_host_the_operator_names_may_be_private(
     assert json.loads(named.stdout)["options"]["base_url"] == f"http://127.0.0.1:{target.port}"
 
 
-@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: egress.py, webhooks/urls.py, settings.py")
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: settings.py, and the egress rules")
 def test_an_ad_accounts_token_url_on_the_metadata_address_is_refused(
     settings: Settings, db: Database, workspace: dict[str, Any], tmp_path: Path
 ) -> None:

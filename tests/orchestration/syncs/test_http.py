@@ -12,7 +12,7 @@ import requests
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from orchestration.syncs.http import Pacer, ProviderHttp, RetryRules
+from clients.http import Pacer, ProviderHttp, RetryRules
 from transforms.integrations.errors import SyncFailure
 
 
@@ -81,7 +81,7 @@ def test_an_unreadable_answer_is_a_bad_response(server: HTTPServer) -> None:
     response = http.request("GET", server.url_for("/r"), what="report")
     with pytest.raises(SyncFailure) as failure:
         http.json(response, what="report")
-    # The status, never the body: the address may not be a provider's (warehouse/egress.py).
+    # The status, never the body: the address may not be a provider's (clients/egress.py).
     assert failure.value.code == "bad_response" and "HTTP 200" in failure.value.message
     assert "proxy error" not in failure.value.message
 

@@ -25,8 +25,8 @@ from werkzeug import Request, Response
 
 from orchestration.syncs.connectors.ios_store_connect import CONNECTOR, STATE_KEY, AppStoreConnect
 from orchestration.syncs.execute import execute_sync
-from tests.api.ios_support import INSTANCE_KEY, active, landed, notify, pki_settings_fields, receipt, set_up_ios
 from tests.providers.apple_pki import BUNDLE_ID, DAY_MS, ApplePki, now_ms, renewal, transaction
+from tests.support.ios import INSTANCE_KEY, active, landed, notify, pki_settings_fields, receipt, set_up_ios
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database, utcnow

@@ -15,11 +15,10 @@ import pytest
 import stripe
 from flask.testing import FlaskClient
 
+from clients.stripe import StripeSync, retry_after
 from orchestration.syncs.connectors import connector_for
-from orchestration.syncs.connectors.payment_processor import CONNECTOR, StripeSync, retry_after
+from orchestration.syncs.connectors.payment_processor import CONNECTOR
 from orchestration.syncs.execute import SyncOutcome, execute_sync
-from tests.api.notifications_support import KEY as NOTIFICATIONS_KEY
-from tests.api.notifications_support import connect, landed, localstripe, settings
 from tests.providers.stripe_fake import (
     KEY,
     WEBHOOK_SECRET,
@@ -34,6 +33,8 @@ from tests.providers.stripe_fake import (
     subscription,
     subscription_invoice,
 )
+from tests.support.provider_notifications import KEY as NOTIFICATIONS_KEY
+from tests.support.provider_notifications import connect, landed, localstripe, settings
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database

@@ -11,9 +11,9 @@ import pytest
 import sqlalchemy as sa
 from pytest_httpserver import HTTPServer
 
+from clients.adapty import AdaptyExportClient
 from orchestration.syncs.connectors import connector_for
-from orchestration.syncs.connectors.subscription_provider_b import CONNECTOR, AdaptyExportClient
-from tests.money_support import RATES, reporting
+from orchestration.syncs.connectors.subscription_provider_b import CONNECTOR
 from tests.providers import s3_fake
 from tests.providers.s3_fake import S3Fake
 from tests.providers.subscription_provider_b_export import (
@@ -21,6 +21,7 @@ from tests.providers.subscription_provider_b_export import (
     event_row,
     export_csv,
 )
+from tests.support.money import RATES, reporting
 from transforms.integrations.errors import SyncFailure
 from transforms.integrations.kinds import ValidConfig, validate_config
 from transforms.reports import lifecycle

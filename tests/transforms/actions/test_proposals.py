@@ -1,6 +1,6 @@
 # The data signals and guardrail details are written with the product's typography (→, ≥, ×, −).
 # ruff: noqa: RUF003
-"""The engine's generators on literal frames (tests/engine_support.py): each fires where the data
+"""The engine's generators on literal frames (tests/support/engine.py): each fires where the data
 says so and stays silent where it does not; every guardrail's detail; fingerprints; ranking and cap."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import date, timedelta
 import polars as pl
 import pytest
 
-from tests.engine_support import FAST, MIXED, SLOW, WORLD, Campaign, context, signal_rows
+from tests.support.engine import FAST, MIXED, SLOW, WORLD, Campaign, context, signal_rows
 from transforms.actions import proposals as gen
 from transforms.actions.policy import DEFAULT
 from transforms.actions.rules import render

@@ -6,13 +6,13 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from tests.money_support import RATES, reporting
 from tests.providers.subscription_provider_b_export import (
     EVENT_COLUMNS,
     PAYWALL_VISIT_COLUMNS,
     event_row,
     export_csv,
 )
+from tests.support.money import RATES, reporting
 from transforms.events import CANONICAL_EVENT_SCHEMA, CanonicalEvent
 from transforms.integrations.subscription_provider_b import ExportProblem, map_rows, read_export
 from transforms.reports import lifecycle

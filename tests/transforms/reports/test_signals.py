@@ -8,8 +8,8 @@ from datetime import date, datetime, timedelta
 import polars as pl
 import pytest
 
-from tests.money_support import RATES, reporting
-from tests.transforms.test_report_transforms import D0, T0, events, spend_rows
+from tests.support.money import RATES, reporting
+from tests.support.report_rows import D0, T0, events, spend_rows
 from transforms.reports import lifecycle, payback, signals
 from transforms.reports.schemas import ACTION_SIGNAL_SCHEMA
 

@@ -1,10 +1,10 @@
-"""Where an integration or an ad account may send its requests: public addresses only.
+"""integrations and ad accounts: where their provider calls may go (public addresses only), the egress policy.
 
 The operator sets the addresses a sync calls (`base_url`, `endpoint_url`, `snowflake_url`,
 `token_url`, ...), and what the target answers reaches the sync history. Without a rule, such an
 address could point at the instance's own network (loopback, the cloud metadata service at
 169.254.169.254) and read it back through `error_message`. So the outbound-webhook rule applies
-(`warehouse.webhooks.urls`, `transforms.webhooks.addresses`): https to hosts whose every address is
+(`transforms.webhooks.urls`, `transforms.webhooks.addresses`): https to hosts whose every address is
 public, checked when the integration is connected and again when it is called, since DNS can
 change in between. A host the operator names in FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS (a proxy
 on the private network, a test's fake provider on 127.0.0.1) may resolve anywhere and be reached
@@ -14,7 +14,7 @@ A type's default address (the vendor's production API) is not looked up by `chec
 FloKit's, not the operator's, and an instance without DNS (a test, an air-gapped install) must
 still be able to connect; the connections' own check covers it like any other address.
 
-Calls go through `orchestration.webhooks.transport.PinnedAdapter` where the client's HTTP session
+Calls go through `clients.transport.PinnedAdapter` where the client's HTTP session
 is ours (one lookup per connection, every address checked, no second lookup to connect); SDKs
 whose connections we cannot reach (boto3, Snowflake's connector, Google's and Apple's libraries)
 have their addresses checked when the sync starts (`check_config`).
@@ -26,9 +26,9 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from clients.dns import system_resolver
 from transforms.integrations.kinds import ConfigProblem, Field, ValidConfig
-from warehouse.settings import private_hosts
-from warehouse.webhooks.urls import InvalidUrl, Resolver, check_form, public_addresses, resolve, system_resolver
+from transforms.webhooks.urls import InvalidUrl, Resolver, check_form, private_hosts, public_addresses, resolve
 
 # Snowflake's address when the config names only the account (the connector's own rule).
 SNOWFLAKE_HOST = "{account}.snowflakecomputing.com"

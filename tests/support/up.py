@@ -20,8 +20,8 @@ import duckdb
 import psutil
 import requests
 
-from tests.cli_support import Ran, flokit_in_process
 from tests.support import BIN, ROOT, free_port, wait_for
+from tests.support.cli import Ran, flokit_in_process
 
 READY_QUERY = """
 {

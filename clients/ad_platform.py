@@ -1,4 +1,4 @@
-"""The one small protocol the registry sync and the executor use for every ad platform.
+"""ad platforms (meta, apple_search_ads, sandbox): the one small protocol the registry sync and the executor use.
 
 A client lists the account's objects, reads one object's live state, and writes a daily budget
 (an ABSOLUTE value in ISO minor units: a retried absolute write is harmless, and none of the
@@ -14,11 +14,11 @@ wait longer than `max_wait_s` is not sat out in a run: the error is raised, and 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
+from clients.retry import RetryPolicy
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.errors import PlatformError, RateLimited
 
@@ -53,12 +53,11 @@ class AdPlatformClient(Protocol):
 
 
 @dataclass
-class Retrier:
-    attempts: int = 5
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
-    max_wait_s: float = 120.0
-    sleep: Callable[[float], None] = time.sleep
+class Retrier(RetryPolicy):
+    """The retry policy applied to an ad platform's calls: a `RateLimited` waits what the
+    platform asked, a transient `ProviderError` the policy's backoff; every wait is logged and
+    kept (`waits`)."""
+
     log: Callable[[str], None] = lambda _line: None
     waits: list[float] = field(default_factory=list)
 
@@ -67,12 +66,11 @@ class Retrier:
             try:
                 return call()
             except PlatformError as error:
-                if not error.transient or attempt == self.attempts:
+                if not error.transient:
                     raise
-                asked = error.retry_after if isinstance(error, RateLimited) else None
-                if asked is not None and asked > self.max_wait_s:
+                wait = self.next_wait(attempt, error.retry_after if isinstance(error, RateLimited) else None)
+                if wait is None:
                     raise
-                wait = asked if asked is not None else min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
                 self.log(f"{what}: {error.code} ({error.message}); waiting {wait:.1f} s (attempt {attempt})")
                 self.waits.append(wait)
                 self.sleep(wait)

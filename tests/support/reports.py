@@ -29,6 +29,6 @@ def seed_lake(data_dir: Path, workspace_id: str, *, users: int = 1500, days: int
 def refresh(data_dir: Path, database_url: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult | None:
     """`database_url`: an operational database holding the lake's workspaces (the report assets
     read their reporting currencies; the publish records what `report.payback_updated` announced),
-    e.g. `tests.money_support.reports_database`."""
+    e.g. `tests.support.money.reports_database`."""
     definitions = build_definitions(Settings(data_dir=data_dir, database_url=database_url))
     return refresh_reports(definitions, instance, Lake(data_dir / "lake"))

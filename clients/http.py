@@ -1,6 +1,8 @@
-"""The HTTP side every provider client shares: one `requests.Session`, timeouts, retries by the
-provider's own rules, pacing under its documented rate limit, and failures classified into the
-sync error vocabulary (`transforms.integrations.errors`).
+"""integrations and ad accounts: the HTTP side shared by the provider clients (Adjust, AppsFlyer, RevenueCat, Meta).
+
+One `requests.Session`, timeouts, retries by the provider's own rules, pacing under its
+documented rate limit, and failures classified into the sync error vocabulary
+(`transforms.integrations.errors`).
 
 Generic retry helpers get the providers wrong (design/integrations.md §1.10): RevenueCat states
 its wait in milliseconds in the body (`backoff_ms`), beside a `Retry-After` whose documented unit
@@ -10,7 +12,7 @@ not retry a 429, AppsFlyer and Adjust answer a bare 429. So each client states i
 adapter.
 
 Every session is `guarded_session`: it connects only to addresses the egress policy allows
-(`warehouse.egress`), checked per connection, and follows no redirect (a 3xx is the answer, and
+(`clients.egress`), checked per connection, and follows no redirect (a 3xx is the answer, and
 fails the call): a redirect could lead anywhere, the instance's own network included. What a
 failure keeps of the answer is its status and a short, provider-shaped message
 (`transforms.integrations.errors.provider_text`), never an arbitrary target's body.
@@ -26,14 +28,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import dagster as dg
 import requests
-from pydantic import PrivateAttr
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from orchestration.webhooks.transport import PinnedAdapter
+from clients.egress import Egress
+from clients.retry import RetryPolicy
+from clients.transport import PinnedAdapter
 from transforms.integrations.errors import SyncFailure, code_for_status, provider_text
-from warehouse.egress import Egress
-from warehouse.webhooks.urls import InvalidUrl
+from transforms.webhooks.urls import InvalidUrl
 
 USER_AGENT = "FloKit-sync/1"
 
@@ -94,16 +96,11 @@ def body_text(response: requests.Response) -> str:
     return provider_text(json_or_none(response), response.reason)
 
 
-@dataclass(frozen=True)
-class RetryRules:
-    """How one provider wants to be retried. `attempts` counts every try of one request."""
+@dataclass
+class RetryRules(RetryPolicy):
+    """The retry policy of one HTTP provider, with how to read its answers: the wait it asks for
+    (`retry_after`), its error text, and which statuses are worth another try."""
 
-    attempts: int = 5
-    backoff_s: float = 1.0  # first wait after a 5xx or a timeout; doubles each time
-    max_backoff_s: float = 30.0
-    # A Retry-After longer than this is not waited out inside a run: the sync fails as
-    # `rate_limited` and the next scheduled sync tries again.
-    max_wait_s: float = 120.0
     retry_after: Callable[[requests.Response], float | None] = retry_after_seconds
     error_text: Callable[[requests.Response], str] = body_text
     retry_statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})
@@ -148,7 +145,7 @@ class ProviderHttp:
     rules: RetryRules
     timeout: tuple[float, float] = (5.0, 60.0)
     pacer: Pacer | None = None
-    sleep: Callable[[float], None] = time.sleep
+    sleep: Callable[[float], None] | None = None  # None: the rules' (RetryPolicy.sleep)
     log: Callable[[str], None] = lambda _line: None
     calls: int = 0
     rate_limited: int = 0
@@ -161,7 +158,7 @@ class ProviderHttp:
         for attempt in range(1, self.rules.attempts + 1):
             if wait:
                 self.log(f"{self.provider}: waiting {wait:.2f} s before retrying {what} (attempt {attempt})")
-                self.sleep(wait)
+                (self.sleep or self.rules.sleep)(wait)
             if self.pacer is not None:
                 self.pacer.wait()
             self.calls += 1
@@ -171,14 +168,14 @@ class ProviderHttp:
             except (requests.ConnectionError, requests.Timeout) as exc:
                 if last:
                     raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
-                wait = self._backoff(attempt)
+                wait = self.rules.backoff(attempt)
                 continue
             except InvalidUrl as exc:  # the connection's address check: a policy refusal, not an outage
                 raise SyncFailure("config", f"{what}: {exc}") from None
             except requests.RequestException as exc:  # a refused proxy, a malformed answer
                 if last:
                     raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}") from exc
-                wait = self._backoff(attempt)
+                wait = self.rules.backoff(attempt)
                 continue
             if response.status_code in accepted:
                 return response
@@ -192,13 +189,14 @@ class ProviderHttp:
                 self.rate_limited += 1
                 if asked is not None and self.pacer is not None:
                     self.pacer.push_back(asked)
-            if last or (asked is not None and asked > self.rules.max_wait_s):
+            next_wait = self.rules.next_wait(attempt, asked)
+            if next_wait is None:
                 raise SyncFailure(
                     code_for_status(status),
                     f"{what}: HTTP {status} after {attempt} attempt(s): {self.rules.error_text(response)}",
                     status=status,
                 )
-            wait = asked if asked is not None else self._backoff(attempt)
+            wait = next_wait
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def json(self, response: requests.Response, *, what: str) -> Any:
@@ -208,16 +206,16 @@ class ProviderHttp:
         except ValueError as exc:
             raise SyncFailure("bad_response", f"{what}: the answer (HTTP {response.status_code}) is not JSON") from exc
 
-    def _backoff(self, attempt: int) -> float:
-        return float(min(self.rules.backoff_s * 2 ** (attempt - 1), self.rules.max_backoff_s))
 
-
-class ProviderClient(dg.ConfigurableResource):
+class ProviderClient(BaseModel):
     """Base of every provider client: `base_url`, the timeouts, and a lazily built `ProviderHttp`.
 
     A subclass names its provider, states its `rules()` (and `per_minute` pacing where the
     provider documents a rate), and lists its secret fields in `SECRET_FIELDS` so that they
-    never appear in a repr (Dagster logs resources' reprs on errors)."""
+    never appear in a repr (Dagster logs the reprs of what fails in a run). A pydantic model,
+    frozen, as the Dagster resource it was: the connector builds it from the stored config."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     PROVIDER: ClassVar[str] = "provider"
     SECRET_FIELDS: ClassVar[frozenset[str]] = frozenset()

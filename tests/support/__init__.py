@@ -19,7 +19,7 @@ from typing import Any
 import requests
 from werkzeug.serving import make_server
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
@@ -139,3 +139,8 @@ def run_together(*calls: Callable[[], Any]) -> list[Any]:
 # The instance key tests seal webhook signing secrets with (warehouse/webhooks/endpoints.py) and
 # hand to the delivery run that unseals them.
 WEBHOOK_KEY = "w" * 43
+
+
+def bearer(key: str) -> dict[str, str]:
+    """The v1 API's Authorization header for a key."""
+    return {"Authorization": f"Bearer {key}"}

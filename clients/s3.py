@@ -1,7 +1,9 @@
-"""S3 for every connector that reads or writes the customer's object storage (the Adapty event
+"""subscription_provider_b, warehouse and RevenueCat's exports: Amazon S3 (and S3-compatible stores), through boto3.
+
+For every connector that reads or writes the customer's object storage (the Adapty event
 export, the warehouse export): one client recipe, one retry loop, one reading of S3's errors.
 
-Retries: botocore's own are off (`total_max_attempts=1`) and `S3Bucket.call` retries by the
+Retries: botocore's own are off (`total_max_attempts=1`) and `call` retries by the
 shared `RetryRules` instead: `SlowDown`, 5xx answers, timeouts and dropped connections are
 retried with exponential backoff (S3 sends no `Retry-After`; AWS asks for backoff), each wait
 logged. botocore's standard mode would wait a random, unlogged time that a test cannot keep short.
@@ -14,7 +16,6 @@ does not answer as S3 does (a proxy's page would read as an empty listing) `bad_
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -33,7 +34,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 from pydantic import PrivateAttr
 
-from orchestration.syncs.http import ProviderClient, RetryRules
+from clients.http import ProviderClient, RetryRules
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, ErrorCode, SyncFailure, code_for_status, truncate
 
 AWS_S3 = "https://s3.amazonaws.com"  # the S3 kinds' default base_url: boto picks the region's endpoint
@@ -142,7 +143,7 @@ def call(
     rules: RetryRules,
     log: Callable[[str], None],
     provider: str,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> T:
     """`fn` (one S3 call) with retries by `rules`; a failure it cannot retry, or the last one,
     becomes a `SyncFailure` carrying S3's own code and message."""
@@ -150,7 +151,7 @@ def call(
     for attempt in range(1, rules.attempts + 1):
         if wait:
             log(f"{provider}: waiting {wait:.2f} s before retrying {what} (attempt {attempt})")
-            sleep(wait)
+            (sleep or rules.sleep)(wait)
         last = attempt == rules.attempts
         try:
             return fn()
@@ -169,8 +170,24 @@ def call(
             raise SyncFailure("bad_response", f"{what}: the answer is not S3's (is base_url an S3 endpoint?)") from exc
         except BotoCoreError as exc:
             raise SyncFailure("provider_error", f"{what}: {type(exc).__name__}: {exc}") from exc
-        wait = float(min(rules.backoff_s * 2 ** (attempt - 1), rules.max_backoff_s))
+        wait = rules.backoff(attempt)
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+@dataclass(frozen=True)
+class ExportObject:
+    key: str
+    etag: str
+    size: int
+
+
+def listing(page: dict[str, Any], what: str) -> dict[str, Any]:
+    """A ListObjectsV2 answer always names its bucket and says whether it is truncated; a 200
+    page without them came from something else at that address (botocore parses any XML, or
+    HTML, into an empty listing, which would sync nothing and look fine)."""
+    if "Name" not in page or "IsTruncated" not in page:
+        raise SyncFailure("bad_response", f"{what}: the answer is not an S3 listing (is base_url an S3 endpoint?)")
+    return page
 
 
 class S3ProviderClient(ProviderClient):
@@ -208,13 +225,6 @@ class S3ProviderClient(ProviderClient):
         return call(what, fn, rules=self.rules(), log=log, provider=self.PROVIDER)
 
 
-@dataclass(frozen=True)
-class ExportObject:
-    key: str
-    etag: str
-    size: int
-
-
 class S3ExportFolder(S3ProviderClient):
     """A folder of the customer's bucket that a provider delivers export files to (Adapty's event
     export, RevenueCat's Scheduled Data Exports): listed whole, each file read with the ETag of
@@ -240,7 +250,7 @@ class S3ExportFolder(S3ProviderClient):
         page: dict[str, Any] = self.call(
             what, lambda: self.s3().list_objects_v2(Bucket=self.bucket, Prefix=self.folder, MaxKeys=1), log
         )
-        return _listing(page, what)
+        return listing(page, what)
 
     def list_files(self, log: Callable[[str], None]) -> list[ExportObject]:
         """Every object under the folder, following `NextContinuationToken` to the last page."""
@@ -253,7 +263,7 @@ class S3ExportFolder(S3ProviderClient):
                 params["ContinuationToken"] = token
             pages += 1
             what = f"listing {self.location} (page {pages})"
-            page = _listing(self.call(what, partial(self.s3().list_objects_v2, **params), log), what)
+            page = listing(self.call(what, partial(self.s3().list_objects_v2, **params), log), what)
             for item in page.get("Contents", []):
                 found.append(ExportObject(key=item["Key"], etag=item.get("ETag", ""), size=int(item.get("Size", 0))))
             token = page.get("NextContinuationToken")
@@ -314,12 +324,3 @@ class S3ExportFolder(S3ProviderClient):
             seen[obj.key] = etag or obj.etag
         present = {o.key for o in files}
         return {key: etag for key, etag in sorted(seen.items()) if key in present}, broken
-
-
-def _listing(page: dict[str, Any], what: str) -> dict[str, Any]:
-    """A ListObjectsV2 answer always names its bucket and says whether it is truncated; a 200
-    page without them came from something else at that address (botocore parses any XML, or
-    HTML, into an empty listing, which would sync nothing and look fine)."""
-    if "Name" not in page or "IsTruncated" not in page:
-        raise SyncFailure("bad_response", f"{what}: the answer is not an S3 listing (is base_url an S3 endpoint?)")
-    return page

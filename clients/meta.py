@@ -1,4 +1,4 @@
-"""Meta Marketing API through Meta's own SDK (`facebook-business`).
+"""meta: Meta Marketing API through Meta's own SDK (`facebook-business`), an ad platform client.
 
 The SDK builds every URL from its session's `GRAPH` (facebook_business/api.py `call`: `"/".join((
 url_override or self._session.GRAPH, api_version, path))`), so `base_url` is applied by setting
@@ -45,14 +45,15 @@ from facebook_business.adobjects.campaign import Campaign
 from facebook_business.api import FacebookAdsApi
 from facebook_business.exceptions import FacebookError, FacebookRequestError
 
-from orchestration.adaccounts.client import LiveStatus, Retrier
-from orchestration.syncs.http import guard
+from clients.ad_platform import LiveStatus, Retrier
+from clients.egress import Egress
+from clients.http import guard
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError, RateLimited
 from transforms.adaccounts.kinds import ValidConfig
 from transforms.adaccounts.money import from_meta, to_meta
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, provider_text, truncate
-from warehouse.webhooks.urls import InvalidUrl
+from transforms.webhooks.urls import InvalidUrl
 
 AUTH_CODES = frozenset({102, 190})
 RATE_CODES = frozenset({4, 17, 32, 613, *range(80000, 80015)})
@@ -121,7 +122,7 @@ def _time(value: object) -> datetime | None:
 
 def guard_non_json_errors(response: requests.Response, *_args: Any, **_kwargs: Any) -> requests.Response:
     """A `requests` response hook: an HTTP error without Meta's JSON error body is classified here,
-    a redirect too (it is not followed: orchestration/syncs/http.py `guard`)."""
+    a redirect too (it is not followed: clients/http.py `guard`)."""
     if response.status_code < 300 or response.status_code == 304:
         return response
     try:
@@ -141,7 +142,12 @@ class MetaClient:
     platform = "meta"
 
     def __init__(
-        self, config: ValidConfig, *, retrier: Retrier | None = None, timeout: tuple[float, float] = (5.0, 60.0)
+        self,
+        config: ValidConfig,
+        *,
+        egress: Egress | None = None,
+        retrier: Retrier | None = None,
+        timeout: tuple[float, float] = (5.0, 60.0),
     ) -> None:
         self.account_id: str = config.get("ad_account_id")
         self.api = FacebookAdsApi.init(
@@ -153,7 +159,7 @@ class MetaClient:
         # The SDK reads GRAPH from the session each call; an instance attribute overrides the
         # class default for this client's session only.
         self.api._session.GRAPH = config.get("base_url").rstrip("/")
-        guard(self.api._session.requests)  # the egress policy's connections, no redirects
+        guard(self.api._session.requests, egress)  # the egress policy's connections, no redirects
         self.api._session.requests.hooks["response"].append(guard_non_json_errors)
         self.retry = retrier or Retrier()
         self._currency: str | None = None
@@ -166,7 +172,7 @@ class MetaClient:
                 raise classify(error) from None
             except (requests.ConnectionError, requests.Timeout) as error:
                 raise ProviderError(f"Meta: {type(error).__name__}: {error}", transient=True) from None
-            except InvalidUrl as error:  # the egress policy refused the address (warehouse/egress.py)
+            except InvalidUrl as error:  # the egress policy refused the address (clients/egress.py)
                 raise ProviderError(f"Meta: {error}", code="config") from None
             except FacebookError as error:
                 raise ProviderError(f"Meta: {error}", code="bad_response") from None

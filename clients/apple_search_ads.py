@@ -1,4 +1,4 @@
-"""Apple Search Ads Campaign Management API v5 over `requests`.
+"""apple_search_ads: Apple Search Ads Campaign Management API v5 over `requests`, an ad platform client.
 
 Authentication is Apple's OAuth client-credentials flow ("Implementing OAuth for the Apple Search
 Ads API"): the client secret is an ES256 JWT signed with the account's private key (header `kid`
@@ -33,14 +33,15 @@ from typing import Any
 import jwt
 import requests
 
-from orchestration.adaccounts.client import LiveStatus, Retrier
-from orchestration.syncs.http import guarded_session, json_or_none, parse_retry_after
+from clients.ad_platform import LiveStatus, Retrier
+from clients.egress import Egress
+from clients.http import guarded_session, json_or_none, parse_retry_after
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.errors import AuthError, PlatformError, ProviderError, RateLimited
 from transforms.adaccounts.kinds import ValidConfig
 from transforms.adaccounts.money import InexactAmount, major_text, to_minor
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, provider_text, truncate
-from warehouse.webhooks.urls import InvalidUrl
+from transforms.webhooks.urls import InvalidUrl
 
 AUDIENCE = "https://appleid.apple.com"
 SCOPE = "searchadsorg"
@@ -91,6 +92,7 @@ class AppleSearchAdsClient:
         self,
         config: ValidConfig,
         *,
+        egress: Egress | None = None,
         retrier: Retrier | None = None,
         timeout: tuple[float, float] = (5.0, 60.0),
         clock: Callable[[], float] = time.time,
@@ -105,7 +107,7 @@ class AppleSearchAdsClient:
         self.retry = retrier or Retrier()
         self.timeout = timeout
         self.clock = clock
-        self.session = guarded_session()  # the egress policy's connections, no redirects
+        self.session = guarded_session(egress)  # the egress policy's connections, no redirects
         self.session.headers["User-Agent"] = USER_AGENT
         self._token: str | None = None
         self._token_expires = 0.0
@@ -156,7 +158,7 @@ class AppleSearchAdsClient:
             response = self.session.request(method, url, headers=headers, timeout=self.timeout, **kwargs)
         except (requests.ConnectionError, requests.Timeout) as error:
             raise ProviderError(f"Apple Search Ads: {what}: {type(error).__name__}", transient=True) from None
-        except InvalidUrl as error:  # the egress policy refused the address (warehouse/egress.py)
+        except InvalidUrl as error:  # the egress policy refused the address (clients/egress.py)
             raise ProviderError(f"Apple Search Ads: {what}: {error}", code="config") from None
         if response.ok:
             return response

@@ -1,4 +1,8 @@
-"""HTTP to the services behind the gateway (provider webhook downstream, receipt verifier)."""
+"""passthrough: HTTP to the operator's services behind the gateway (provider webhook downstream, receipt verifier).
+
+Not a vendor's API but the operator's own server, called the same way: one pool per thread, no
+environment proxy or .netrc between the gateway and it.
+"""
 
 from __future__ import annotations
 

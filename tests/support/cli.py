@@ -18,6 +18,7 @@ and Dagster's `execute_in_process` (`flokit refresh`) then cannot shut its own l
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections.abc import Mapping
@@ -28,6 +29,7 @@ from click.testing import CliRunner
 
 from cli.main import main
 from warehouse.db import close_database, open_database_urls
+from warehouse.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -74,3 +76,14 @@ def flokit_in_process(env: Mapping[str, str], *args: str, input: str | None = No
             stdout = stdout[: -len(message)]
         stderr += message
     return Ran(["flokit", *args], result.exit_code, stdout, stderr)
+
+
+def run(settings: Settings, *args: str, ok: bool = True) -> Ran:
+    result = flokit_in_process({**os.environ, **settings.child_env()}, *args)
+    if ok:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def run_json(settings: Settings, *args: str) -> dict:
+    return json.loads(run(settings, *args, "--json").stdout)

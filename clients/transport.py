@@ -1,4 +1,4 @@
-"""The webhook sender's connections: opened to an address that was checked, never to a second lookup's.
+"""webhooks and provider calls: an SSRF-safe requests transport, connecting only to an address that was checked.
 
 urllib3 resolves the host inside `create_connection`, so checking the host's addresses before a
 send and then letting urllib3 connect means two lookups: a name that answers a public address to
@@ -27,12 +27,12 @@ from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
-from warehouse.webhooks.urls import DoesNotResolve, Resolver, public_addresses, resolve
+from transforms.webhooks.urls import DoesNotResolve, Resolver, public_addresses, resolve
 
 
 class Policy(Protocol):
     """Anything that resolves a host once and answers the addresses a connection may use
-    (`AddressPolicy` for webhooks, `warehouse.egress.Egress` for integrations and ad accounts)."""
+    (`AddressPolicy` for webhooks, `clients.egress.Egress` for integrations and ad accounts)."""
 
     def addresses(self, host: str, port: int) -> list[str]: ...
 

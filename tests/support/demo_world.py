@@ -18,7 +18,7 @@ from typing import Any
 
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS
 from tests.browser.support import flokit_env
-from tests.cli_support import flokit_in_process
+from tests.support.cli import flokit_in_process
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, close_database, database_for
 from warehouse.settings import Settings

@@ -1,5 +1,8 @@
 """Which endpoint URLs we accept: HTTPS to public addresses (no SSRF into our own network).
 
+Pure: the lookup itself is the caller's `Resolver` (`clients.dns.system_resolver` in production,
+a table in tests), so warehouse and transforms stay off the network.
+
 With `allow_private` (FLOKIT_WEBHOOKS_ALLOW_PRIVATE=1, for development and tests) plain HTTP and
 private or loopback addresses are accepted too. Adding an endpoint checks its URL here; the
 sender checks the form again before every send and, for every new connection, resolves the host
@@ -10,8 +13,8 @@ Which addresses count as public is `transforms.webhooks.addresses.refusal`.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable, Sequence
+import ipaddress
+from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from transforms.webhooks.addresses import refusal
@@ -28,13 +31,7 @@ class DoesNotResolve(InvalidUrl):
     """The host has no address (now): refused when adding an endpoint, a network error when sending."""
 
 
-def system_resolver(host: str, port: int) -> list[str]:
-    """The operating system's answer (getaddrinfo), in its preference order, without duplicates."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
-def resolve(host: str, port: int, resolver: Resolver = system_resolver) -> list[str]:
+def resolve(host: str, port: int, resolver: Resolver) -> list[str]:
     """The host's addresses from one lookup; DoesNotResolve if there are none."""
     try:
         addresses = list(resolver(host.strip("[]"), port))
@@ -45,7 +42,7 @@ def resolve(host: str, port: int, resolver: Resolver = system_resolver) -> list[
     return addresses
 
 
-def public_addresses(host: str, port: int, resolver: Resolver = system_resolver) -> list[str]:
+def public_addresses(host: str, port: int, resolver: Resolver) -> list[str]:
     """The host's addresses from one lookup, if every one of them is public; else InvalidUrl.
 
     Every address, not just the first: the connection may fall back to any of them.
@@ -82,9 +79,23 @@ def check_form(url: str, *, allow_private: bool) -> tuple[str, int]:
     return parts.hostname, port
 
 
-def validate_url(url: str, *, allow_private: bool, resolver: Resolver = system_resolver) -> str:
-    """The URL unchanged if acceptable, else InvalidUrl."""
-    host, port = check_form(url, allow_private=allow_private)
-    if not allow_private:
-        public_addresses(host, port, resolver)
-    return url
+# The hosts an operator allows integrations and ad accounts to reach on a private network (or over
+# plain http): `clients.egress.Egress.from_env` in a run process, `Settings` everywhere else.
+INTEGRATIONS_PRIVATE_HOSTS_ENV = "FLOKIT_INTEGRATIONS_ALLOW_PRIVATE_HOSTS"
+
+
+def private_hosts(env: Mapping[str, str], name: str = INTEGRATIONS_PRIVATE_HOSTS_ENV) -> tuple[str, ...]:
+    """Comma-separated host names (or IP literals) as written in URLs, lowercased, without a final dot."""
+    hosts = tuple(dict.fromkeys(h.strip().lower().rstrip(".").strip("[]") for h in env.get(name, "").split(",")))
+    hosts = tuple(h for h in hosts if h)
+    bad = [h for h in hosts if any(c in h for c in "/:@ ") and not _is_ipv6(h)]
+    if bad:
+        raise ValueError(f"{name} must list host names or IP addresses (no scheme, port or path), got {bad[0]!r}")
+    return hosts
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).version == 6
+    except ValueError:
+        return False
