@@ -46,7 +46,7 @@ def integration_tenant(ctx: Context, *, integration_id: str | None, integration_
         raise ProcessorError("No instance key is configured: integration secrets cannot be read")
     try:
         with ctx.database.read() as conn:
-            integration = repo.get_integration(conn, integration_id=integration_id)
+            integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
             if integration.type != integration_type:
                 raise Unverified(f"Integration {integration_id} is not a {integration_type} integration")
             config = repo.config_of(conn, integration_id=integration_id, instance_key=ctx.settings.instance_key)

@@ -53,7 +53,7 @@ def run_integration_sync(
 
 
 @dg.job(
-    description="Runs one queued integration sync (config: sync_id). Requested by integration_syncs_sensor.",
+    description="Runs one queued integration sync (config: sync_id). Requested by integration_sync_sensor.",
     executor_def=dg.in_process_executor,
     tags={"flokit/domain": "syncs"},
 )

@@ -13,7 +13,7 @@ from orchestration.definitions import build_definitions
 from orchestration.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, STALE_DAYS_ONLY_TAG
 from orchestration.reports.assets import ASSETS, acquisitions, payback
 from orchestration.reports.jobs import REFRESH_CRON, reports_schedule
-from orchestration.reports.sensors import reports_first_refresh_sensor
+from orchestration.reports.sensors import reports_sensor
 from orchestration.resources import DatabaseResource, DataDirResource
 from tests.support.money import reports_database
 from tests.support.reports import START, refresh, seed_lake
@@ -128,25 +128,25 @@ def test_schedule_and_first_refresh_sensor_request_the_changed_days(settings: Se
     )
     assert request.tags[STALE_DAYS_ONLY_TAG] == "true"
     assert set(request.asset_selection or []) == {a.key for a in ASSETS}  # the first refresh: every asset
-    [sensor_request] = reports_first_refresh_sensor(dg.build_sensor_context(resources=resources))
+    [sensor_request] = reports_sensor(dg.build_sensor_context(resources=resources))
     assert sensor_request.run_key
 
     # Landed events not yet in the lake: the first publish waits for them.
     land_frame(db, data.events.head(1).with_columns(pl.lit("evt_pending").alias("event_id")))
-    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
+    assert isinstance(reports_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
     with db.write() as conn:
         conn.execute(landed_events.update().values(in_lake=True))
-    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), list)
+    assert isinstance(reports_sensor(dg.build_sensor_context(resources=resources)), list)
     # An event stamped for a day that has not begun waits for its day; it holds nothing back.
     ahead = datetime.now(UTC) + timedelta(days=2)
     land_frame(
         db, data.events.head(1).with_columns(pl.lit("evt_ahead").alias("event_id"), pl.lit(ahead).alias("occurred_at"))
     )
-    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), list)
+    assert isinstance(reports_sensor(dg.build_sensor_context(resources=resources)), list)
 
     settings.paths.reports.parent.mkdir(parents=True, exist_ok=True)
     settings.paths.reports.write_bytes(b"")  # once published, the schedule owns refreshes
-    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
+    assert isinstance(reports_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
 
 
 def test_reports_are_in_the_definitions() -> None:
@@ -156,7 +156,7 @@ def test_reports_are_in_the_definitions() -> None:
     assert repo.has_schedule_def("reports_schedule") and repo.has_job("reports_job")
     # Running from the first start of the daemon: nobody has to switch the six-hourly refresh on.
     assert repo.get_schedule_def("reports_schedule").default_status == dg.DefaultScheduleStatus.RUNNING
-    assert repo.get_sensor_def("reports_first_refresh_sensor").default_status == dg.DefaultSensorStatus.RUNNING
+    assert repo.get_sensor_def("reports_sensor").default_status == dg.DefaultSensorStatus.RUNNING
     assert payback.key.to_user_string() == "payback"
 
 

@@ -654,7 +654,7 @@ def test_a_refused_token_puts_the_account_in_error_and_tells_the_workspace(
 
     assert outcome.result == "rejected" and "auth" in outcome.message and meta.writes == []
     with db.read() as conn:
-        failed = accounts.get_account(conn, ad_account_id=account_id)
+        failed = accounts.get_account_for_operator(conn, ad_account_id=account_id)
     assert failed.status == "error" and "Error validating access token" in (failed.last_error or "")
     [event] = events(db, "integration.error")
     assert (event["data"]["reason"], event["data"]["ad_account_id"]) == ("ad_account_sync_failed", account_id)
