@@ -51,8 +51,8 @@ from api.notifications.framework import (
     Unverified,
     Verified,
 )
-from api.stores import ReceiptRejected
-from api.stores import google_play as play
+from api.receipts import ReceiptRejected
+from api.receipts import android_store as play
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import ANDROID_STORE
 from transforms.purchases import android_store as gp

@@ -1,7 +1,7 @@
 """`ios_store` (Apple App Store): Server Notifications V2 (`POST /webhooks/ios_store`, `{"signedPayload"}`).
 
 The signed payload, then the signed transaction and renewal info inside it, are verified with
-Apple's library for the app whose bundle id the payload names (`api.stores.apple`); the app is
+Apple's library for the app whose bundle id the payload names (`api.receipts.ios_store`); the app is
 never taken from anything unsigned. A notification's own `notificationUUID` is its dedup key, so
 Apple's retries of one notification apply once; TEST notifications are acknowledged and not
 stored. Replay verifies the stored bytes again (nothing in Apple's JWS expires) but without the
@@ -21,7 +21,7 @@ from appstoreserverlibrary.models.NotificationTypeV2 import NotificationTypeV2
 from appstoreserverlibrary.models.ResponseBodyV2DecodedPayload import ResponseBodyV2DecodedPayload
 
 from api.notifications.framework import Context, Handler, Incoming, Malformed, Unverified, Verified
-from api.stores.apple import NotVerifiable, checked, verifier_for
+from api.receipts.ios_store import NotVerifiable, checked, verifier_for
 from transforms.entitlements.effects import Effects
 from transforms.purchases import ios_store
 from warehouse.db import utcnow

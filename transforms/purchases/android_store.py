@@ -3,7 +3,7 @@
 The Play Developer API is the source of truth (a real-time developer notification is only a
 signal to read it): `purchases.subscriptionsv2.get` answers a `SubscriptionPurchaseV2`,
 `purchases.products.get` a `ProductPurchase`. This module maps both, and a voided purchase, to a
-`StoreFact`; the HTTP calls live in `api.stores.google_play` (receipts, notifications) and
+`StoreFact`; the HTTP calls live in `api.receipts.android_store` (receipts, notifications) and
 `orchestration.syncs.connectors.android_store` (the sync), which build their API client with
 `clients.google_play.service_for` and resolve a purchase's key with `resolve_store_key`.
 
@@ -24,7 +24,7 @@ successor, whose `linkedPurchaseToken` names it, does (`replaced`).
 
 The purchase's lasting key (`store_key`) is the first purchase token of the subscription: a new
 token that links to an earlier one (`linkedPurchaseToken`) continues that purchase. Google
-names one hop only; the caller resolves the chain (`api.stores.google_play.store_key`) and
+names one hop only; the caller resolves the chain (`api.receipts.android_store.store_key`) and
 passes the key in. The token a fact was read from, when Google did not call it replaced, is the
 chain's newest: the fact carries it as `current_token`, and the sync re-reads the purchase by it
 (the first token of an upgraded subscription answers only "replaced").

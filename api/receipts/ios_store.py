@@ -30,7 +30,7 @@ from appstoreserverlibrary.models.JWSTransactionDecodedPayload import JWSTransac
 from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier, VerificationException, VerificationStatus
 
 from api.notifications.framework import Context, StoreTimeout, StoreUnavailable
-from api.stores import ReceiptRejected, VerifiedPurchase
+from api.receipts import ReceiptRejected, VerifiedPurchase
 from transforms.entitlements.effects import Effect
 from transforms.events import CanonicalEvent
 from transforms.purchases import ios_store

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from api.notifications.framework import Context, StoreUnavailable, store_errors
-from api.stores import ReceiptRejected, VerifiedPurchase
+from api.receipts import ReceiptRejected, VerifiedPurchase
 from clients import google_play
 from clients.google_play import NotFound
 from transforms.entitlements.effects import Effect
