@@ -66,6 +66,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from transforms import event_types as t
+from transforms.currencies import stripe_exponent
 from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR, StoreFact
 from transforms.events import CanonicalEvent, lake_can_hold
@@ -73,13 +74,6 @@ from transforms.events import CanonicalEvent, lake_can_hold
 ID_PREFIX = "stripe"
 MAX_EVENT_ID = 80
 USER_METADATA_KEY = "flokit_user_id"
-
-# Stripe's zero-decimal and three-decimal currencies (docs.stripe.com/currencies): amounts are
-# in the currency's minor unit, which for these is not a hundredth.
-ZERO_DECIMAL = frozenset(
-    {"BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV", "XAF", "XOF", "XPF"}
-)
-THREE_DECIMAL = frozenset({"BHD", "JOD", "KWD", "OMR", "TND"})
 
 ACCESS_STATUSES = frozenset({"trialing", "active"})
 GRACE_STATUSES = frozenset({"past_due"})
@@ -116,13 +110,8 @@ def event_id(raw: str, event_type: str) -> str:
 
 
 def major_units(amount: int, currency: str) -> float:
-    """An amount in Stripe's minor units as the currency's major units."""
-    code = currency.upper()
-    if code in ZERO_DECIMAL:
-        return float(amount)
-    if code in THREE_DECIMAL:
-        return amount / 1000
-    return amount / 100
+    """An amount in Stripe's minor units as the currency's major units (`transforms.currencies`)."""
+    return amount / 10 ** stripe_exponent(currency)
 
 
 def _id(value: object) -> str | None:
