@@ -55,7 +55,7 @@ def register_blueprints(app: Flask, settings: Settings) -> None:
         app.register_blueprint(passthrough)
     if "processor" in settings.surfaces and "gateway" not in settings.surfaces:
         # Beside the gateway, the gateway's passthrough routes hand requests to it in-process.
-        from api.processor import blueprint as processor
+        from api.notifications import blueprint as processor
 
         app.register_blueprint(processor)
     if "ingest" in settings.surfaces:

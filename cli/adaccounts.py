@@ -10,15 +10,14 @@ own records; every output names it as such.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
+from cli.connecting import instance_key, read_config, save
 from cli.context import App, json_option, pass_app
-from clients.egress import Egress, check_config
-from transforms.adaccounts.kinds import PLATFORMS, ConfigProblem, kind_of, validate_config
+from transforms.adaccounts.kinds import PLATFORMS, kind_of, validate_config
 from transforms.timefmt import iso_z
 from warehouse.adaccounts import repository as repo
 from warehouse.errors import AlreadyExists, NotFound, TransitionRefused
@@ -77,13 +76,6 @@ def _human(a: dict[str, Any]) -> str:
     return line
 
 
-def _instance_key(app: App) -> str:
-    key = app.settings.instance_key
-    if key is None:
-        app.fail("no instance key: run `flokit db upgrade` (it creates one) or set FLOKIT_SECRET_KEY")
-    return key
-
-
 @click.group("ad-accounts")
 def ad_accounts() -> None:
     """Ad accounts: connect Meta, Apple Search Ads or the sandbox; list, remove, sync the registry."""
@@ -98,33 +90,16 @@ def ad_accounts() -> None:
 @pass_app
 def connect(app: App, workspace_id: str, platform: str, config_file: Path, name: str | None) -> None:
     """Connect an ad account from a JSON config file; prints ad_account_id, platform and status."""
-    try:
-        raw = json.loads(config_file.read_text())
-    except OSError as exc:
-        app.fail(f"cannot read {config_file}: {exc.strerror}")
-    except ValueError as exc:
-        app.fail(f"{config_file} is not JSON: {exc}")
-    try:
-        config = validate_config(platform, raw)
-        if platform != "sandbox":  # the sandbox calls nothing
-            egress = Egress.of(app.settings.integrations_allow_private_hosts)
-            check_config(kind_of(platform).all_fields(), config, egress)
-    except ConfigProblem as exc:
-        app.fail(f"invalid config: {exc}")
-    key = _instance_key(app)
-    try:
-        with app.database.write() as conn:
-            account = repo.connect(
-                conn,
-                workspace_id=workspace_id,
-                platform=platform,
-                config=config,
-                instance_key=key,
-                actor=ACTOR,
-                name=name,
-            )
-    except (NotFound, AlreadyExists) as exc:
-        app.fail(str(exc))
+    fields = kind_of(platform).all_fields() if platform != "sandbox" else None  # the sandbox calls nothing
+    config = read_config(app, config_file, lambda raw: validate_config(platform, raw), fields)
+    key = instance_key(app)
+    account = save(
+        app,
+        lambda conn: repo.connect(
+            conn, workspace_id=workspace_id, platform=platform, config=config, instance_key=key, actor=ACTOR, name=name
+        ),
+        (NotFound, AlreadyExists),
+    )
     result = _account(account)
     human = f"{account.id}  {account.platform}  {account.status}" + (f"\n{SANDBOX_NOTE}" if result["sandbox"] else "")
     app.emit(result, human + "\nrun `flokit admin ad-accounts sync` (or `flokit refresh`) to read its objects")
@@ -181,7 +156,7 @@ def sync(app: App, workspace_id: str, ad_account_id: str | None) -> None:
     an account's sync failed."""
     from orchestration.adaccounts.sync import sync_accounts  # deferred: the clients load the SDKs
 
-    key = _instance_key(app)
+    key = instance_key(app)
     try:
         results = sync_accounts(
             app.database, app.settings.paths.lake(), key, workspace_id=workspace_id, ad_account_id=ad_account_id

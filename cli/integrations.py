@@ -9,16 +9,15 @@ before saving anything, and saves nothing when the provider refuses.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
+from cli.connecting import instance_key, read_config, save
 from cli.context import App, json_option, pass_app
-from clients import egress as addresses
 from transforms.client_errors import ClientError
-from transforms.integrations.kinds import INTEGRATION_TYPES, ConfigProblem, ValidConfig, kind_of, validate_config
+from transforms.integrations.kinds import INTEGRATION_TYPES, ValidConfig, kind_of, validate_config
 from transforms.timefmt import iso_z
 from warehouse.db import utcnow
 from warehouse.errors import Conflict, NotFound, TransitionRefused
@@ -58,13 +57,6 @@ def _sync(s: repo.Sync) -> dict[str, Any]:
     }
 
 
-def _instance_key(app: App) -> str:
-    key = app.settings.instance_key
-    if key is None:
-        app.fail("no instance key: run `flokit db upgrade` (it creates one) or set FLOKIT_SECRET_KEY")
-    return key
-
-
 def check_config(integration_type: str, config: ValidConfig) -> str:
     """One cheap authenticated call through the type's connector; its one-line summary."""
     from orchestration.syncs.connectors import connector_for  # deferred: loads Dagster
@@ -87,37 +79,27 @@ def integrations() -> None:
 @pass_app
 def connect(app: App, workspace_id: str, integration_type: str, config_file: Path, check: bool) -> None:
     """Connect an integration from a JSON config file; prints integration_id, type and status."""
-    try:
-        raw = json.loads(config_file.read_text())
-    except OSError as exc:
-        app.fail(f"cannot read {config_file}: {exc.strerror}")
-    except ValueError as exc:
-        app.fail(f"{config_file} is not JSON: {exc}")
-    try:
-        config = validate_config(integration_type, raw)
-        egress = addresses.Egress.of(app.settings.integrations_allow_private_hosts)
-        addresses.check_config(kind_of(integration_type).all_fields(), config, egress)
-    except ConfigProblem as exc:
-        app.fail(f"invalid config: {exc}")
-    key = _instance_key(app)
+    fields = kind_of(integration_type).all_fields()
+    config = read_config(app, config_file, lambda raw: validate_config(integration_type, raw), fields)
+    key = instance_key(app)
     answer = None
     if check:
         try:
             answer = check_config(integration_type, config)
         except ClientError as failure:
             app.fail(f"check failed ({failure.code}): {failure.message}; nothing was saved")
-    try:
-        with app.database.write() as conn:
-            integration = repo.connect(
-                conn,
-                workspace_id=workspace_id,
-                integration_type=integration_type,
-                config=config,
-                instance_key=key,
-                actor=ACTOR,
-            )
-    except (NotFound, Conflict) as exc:
-        app.fail(str(exc))
+    integration = save(
+        app,
+        lambda conn: repo.connect(
+            conn,
+            workspace_id=workspace_id,
+            integration_type=integration_type,
+            config=config,
+            instance_key=key,
+            actor=ACTOR,
+        ),
+        (NotFound, Conflict),
+    )
     result = {**_integration(integration), "check": answer}
     human = f"{integration.id}  {integration.type}  {integration.status}"
     app.emit(result, human + (f"\ncheck: {answer}" if answer else ""))
@@ -147,7 +129,7 @@ def show(app: App, integration_id: str) -> None:
     """One integration, its sync_stats and its sync history (newest first)."""
     try:
         with app.database.read() as conn:
-            integration = repo.get_integration(conn, integration_id=integration_id)
+            integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
             history = repo.sync_history(conn, integration_id=integration_id)
             stats = sync_stats(conn, app.settings.paths.lake(), integration, utcnow())
     except NotFound as exc:

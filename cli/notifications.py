@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import click
 
-from api.processor.framework import PROVIDER_PATHS, Context, replay
+from api.notifications.framework import PROVIDER_PATHS, Context, replay
 from cli.context import App, json_option, pass_app
 from transforms.timefmt import iso_z, parse_iso8601
 

@@ -1,9 +1,9 @@
 """android_store: Google Play Developer API (androidpublisher v3), the client both callers build.
 
-Receipts and notifications (`api.stores.google_play`) and the sync
+Receipts and notifications (`api.receipts.android_store`) and the sync
 (`orchestration.syncs.connectors.android_store`, through `PlayApi`: paced, retried, Google's
 errors in the sync vocabulary) read purchases through this service; what a purchase resource
-means is `transforms.stores.google_play`, which stays pure.
+means is `transforms.purchases.android_store`, which stays pure.
 """
 
 from __future__ import annotations

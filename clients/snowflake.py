@@ -1,4 +1,4 @@
-"""warehouse: Snowflake, through `snowflake-connector-python`, for the warehouse export's optional table load.
+"""`warehouse` (Snowflake): the warehouse export's optional table load, through `snowflake-connector-python`.
 
 The connection is opened with `snowflake.connector.connect`, read as a module attribute at call
 time so that fakesnow's patch reaches it in tests. Errors: a refused login is a `DatabaseError`
@@ -20,7 +20,7 @@ import snowflake.connector.errors as sf_errors
 
 from transforms.client_errors import ClientError, error_for
 from transforms.integrations.errors import MAX_PROVIDER_TEXT, truncate
-from transforms.integrations.warehouse import Partition, insert_rows, snowflake_load
+from transforms.integrations.warehouse_export import Partition, insert_rows, snowflake_load
 
 # Rows per INSERT: the connector rewrites an `executemany` INSERT with pyformat parameters into
 # one multi-row INSERT (snowflake/connector/cursor.py, "rewriting INSERT query"), and Snowflake

@@ -1,7 +1,7 @@
 """payment_processor: Stripe's API, read with Stripe's own library (events, subscriptions, customers, invoices).
 
 Two readers. The gateway reads Stripe while it answers a Stripe webhook
-(`api.processor.payment_processor`: `reader`, `customer`, `invoice_payments`): no retries at
+(`api.notifications.payment_processor`: `reader`, `customer`, `invoice_payments`): no retries at
 all, since a failed lookup answers Stripe 5xx and Stripe's redelivery is the retry; its failures
 are `transforms.client_errors` (unreachable or too slow is `Unavailable` with `timed_out`, a refusal
 `ProviderFailed`). The reconciliation sync (`orchestration.syncs.connectors.payment_processor`)

@@ -1,10 +1,10 @@
-"""warehouse: the customer's S3-compatible bucket (boto3) and optional Snowflake account, for the export.
+"""`warehouse` (the customer's S3 bucket, and Snowflake): the export's writer, boto3 and the Snowflake loader.
 
 S3 is reached with boto3 (`endpoint_url` = the integration's `base_url`), with the retries and
 the reading of S3's errors every S3 connector shares (`clients/s3.py`): refused credentials are
 `auth` with S3's own message, a missing or misnamed bucket `config`, throttling `rate_limited`,
 other 5xx and unreachable endpoints `provider_error`. Snowflake is `clients/snowflake.py`. What
-is sent, and when, is the connector's (`orchestration.syncs.connectors.warehouse`).
+is sent, and when, is the connector's (`orchestration.syncs.connectors.warehouse_export`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from clients import s3
 from clients.snowflake import SnowflakeLoader, session
-from transforms.integrations.warehouse import destination_id
+from transforms.integrations.warehouse_export import destination_id
 
 PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
 T = TypeVar("T")

@@ -16,15 +16,15 @@ import dagster as dg
 from orchestration.actions.definitions import defs as actions_defs
 from orchestration.actions.sensors import build_execute_action_sensor
 from orchestration.adaccounts.definitions import defs as adaccounts_defs
-from orchestration.adaccounts.sensors import build_sync_requests_sensor
+from orchestration.adaccounts.sensors import SYNC_REQUESTS
 from orchestration.catalog.definitions import defs as catalog_defs
 from orchestration.events.definitions import defs as events_defs
-from orchestration.events.sensors import build_landed_events_sensor
+from orchestration.events.sensors import build_canonical_events_sensor
 from orchestration.reports.definitions import defs as reports_defs
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from orchestration.spend.definitions import defs as spend_defs
 from orchestration.syncs.definitions import defs as syncs_defs
-from orchestration.syncs.sensors import build_sync_sensor
+from orchestration.syncs.sensors import SYNCS
 from orchestration.webhooks.definitions import defs as webhooks_defs
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
@@ -56,10 +56,10 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         workspaces_defs,
         dg.Definitions(
             sensors=[
-                build_landed_events_sensor(settings.sensor_interval_s),
+                build_canonical_events_sensor(settings.sensor_interval_s),
                 build_webhook_sensor(settings.sensor_interval_s),
-                build_sync_sensor(settings.sensor_interval_s),
-                build_sync_requests_sensor(settings.sensor_interval_s),
+                SYNCS.request_sensor(settings.sensor_interval_s),
+                SYNC_REQUESTS.request_sensor(settings.sensor_interval_s),
                 build_execute_action_sensor(settings.sensor_interval_s),
             ],
             resources={

@@ -25,7 +25,7 @@ daily_partitions = dg.DailyPartitionsDefinition(start_date=LAKE_START_DATE, end_
 ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
 ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
 # On a range run of the reports: each daily asset recomputes only the days of the range that are
-# stale for it as it starts (`warehouse.reports.store.stale_for`). The refreshes FloKit requests
+# stale for it as it starts (`warehouse.reports.report_lake.stale_for`). The refreshes FloKit requests
 # carry it; a run without it (a backfill from the Dagster UI) recomputes every day of its range.
 STALE_DAYS_ONLY_TAG = "flokit/stale_days_only"
 

@@ -4,7 +4,7 @@ Runs go through the Dagster instance it is given (the one at DAGSTER_HOME), so t
 the UI's run history like the daemon's, and each is the run the daemon itself would request:
 
 Before any run, it fails the runs a killed process left unfinished on this host and the syncs
-they left open (`orchestration.liveness`, `fail_abandoned`), and queues each such sync again:
+they left open (`orchestration.liveness`, `SYNCS.fail_abandoned`), and queues each such sync again:
 a refresh killed with SIGKILL would otherwise hold two of the dev instance's run slots and its
 integration `syncing` for good. Its own runs carry its host and pid, for the next one to check.
 
@@ -15,7 +15,7 @@ integration `syncing` for good. Its own runs carry its host and pid, for the nex
    (a platform's failure is that account's outcome, printed; the refresh goes on), so that the
    engine after the reports reads a registry as fresh as the data;
 1. `canonical_events` over every UTC day with pending landed rows (one run per block of nearby
-   days, as `landed_events_sensor` requests them; only the changed days are rewritten);
+   days, as `canonical_events_sensor` requests them; only the changed days are rewritten);
 2. the reports over every day whose inputs changed (the six-hourly schedule's runs);
 3. the growth-actions engine (`actions_engine_job`), after the reports: proposals from the
    signals just written (the daemon runs it on the `action_signals` materialization instead);
@@ -45,13 +45,13 @@ from orchestration.liveness import fail_dead_runs, process_tags
 from orchestration.partitions import range_label
 from orchestration.reports.jobs import refresh_reports
 from orchestration.syncs.jobs import integration_sync_job, sync_run_config
-from orchestration.syncs.sensors import fail_abandoned, sync_run_request
+from orchestration.syncs.sensors import SYNCS, sync_run_request
 from warehouse.actions.repository import running_actions_for_operator
-from warehouse.adaccounts.repository import list_accounts, live_accounts
+from warehouse.adaccounts.repository import list_accounts, live_accounts_for_operator
 from warehouse.db import Database
 from warehouse.errors import TransitionRefused
 from warehouse.events.landing import pending_days
-from warehouse.integrations.repository import get_sync, queued_syncs, request_sync
+from warehouse.integrations.repository import get_sync, queued_syncs, request_sync_for_operator
 from warehouse.lake import Lake
 
 REFRESH_TAG = "flokit/refresh"
@@ -118,7 +118,7 @@ def refresh(
         progress(f"  run {result.run_id} {'succeeded' if result.success else 'FAILED'}: sync {ended.status}, {detail}")
 
     with database.read() as conn:
-        accounts = live_accounts(conn)
+        accounts = live_accounts_for_operator(conn)
     progress(f"{len(accounts)} ad account(s) to sync")
     if accounts:
         progress("syncing the ad accounts' registry ...")
@@ -201,10 +201,10 @@ def recover(instance: dg.DagsterInstance, database: Database, progress: Callable
     their trigger; a disconnected integration's stays failed)."""
     for dead in fail_dead_runs(instance):
         progress(f"run {dead.run_id} ({dead.job_name}) marked failed: {dead.reason}")
-    for sync in fail_abandoned(instance, database):
+    for sync in SYNCS.fail_abandoned(instance, database):
         try:
             with database.write() as conn:
-                again, _ = request_sync(
+                again, _ = request_sync_for_operator(
                     conn,
                     integration_id=sync.integration_id,
                     trigger="scheduled" if sync.trigger == "scheduled" else "manual",

@@ -13,6 +13,11 @@ differs from ISO both ways: HUF, TWD, COP, CRC and IDR have two ISO decimals but
 JOD have three ISO decimals but offset 100. A currency Meta does not list (KWD, for one) gets the
 default 100, the same as the three-decimal dinars it does list. Apple Search Ads sends decimal
 strings in major units, so it needs only `exponent`.
+
+Stripe counts amounts in its own minor units (https://docs.stripe.com/currencies, "Zero-decimal
+currencies" and "Three-decimal currencies"): like ISO except that ISK, UYI are two-decimal there
+and MGA is zero-decimal, and of the ISO three-decimal currencies it supports BHD, JOD, KWD, OMR and
+TND. Revenue read from Stripe goes through `stripe_exponent`.
 """
 
 from __future__ import annotations
@@ -34,6 +39,13 @@ ISO_EXPONENT: Final[dict[str, int]] = {
 META_OFFSET_ONE: Final = frozenset({"CLP", "COP", "CRC", "HUF", "ISK", "IDR", "JPY", "KRW", "PYG", "TWD", "VND"})
 
 
+# Stripe's zero-decimal and three-decimal currencies (docs.stripe.com/currencies).
+STRIPE_ZERO_DECIMAL: Final = frozenset(
+    {"BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV", "XAF", "XOF", "XPF"}
+)
+STRIPE_THREE_DECIMAL: Final = frozenset({"BHD", "JOD", "KWD", "OMR", "TND"})
+
+
 def exponent(currency: str) -> int:
     """The ISO 4217 minor-unit exponent: 2 for USD (cents), 0 for JPY, 3 for KWD (fils)."""
     return ISO_EXPONENT.get(currency.upper(), 2)
@@ -42,3 +54,11 @@ def exponent(currency: str) -> int:
 def meta_offset(currency: str) -> int:
     """Meta's budget integers per major unit of `currency`: 1 or 100."""
     return 1 if currency.upper() in META_OFFSET_ONE else 100
+
+
+def stripe_exponent(currency: str) -> int:
+    """Stripe's minor-unit exponent for `currency`: 0, 3, or else 2."""
+    code = currency.upper()
+    if code in STRIPE_ZERO_DECIMAL:
+        return 0
+    return 3 if code in STRIPE_THREE_DECIMAL else 2

@@ -9,7 +9,7 @@ while a sync is queued or running, and stops once none is.
 
 Ad accounts (`warehouse.adaccounts`, `flokit admin ad-accounts`): the registry and "Sync now",
 which writes a `pending` request (`warehouse.adaccounts.sync_requests.request_sync`, the operator
-as `requested_by`) and returns; the Dagster sensor `ad_account_sync_requests_sensor` launches the
+as `requested_by`) and returns; the Dagster sensor `ad_accounts_sync_sensor` launches the
 registry sync for it and the run records the outcome on the request. The web app never calls an
 ad platform (nor imports orchestration). The status block polls itself every 5 s with htmx while
 the request is pending or running, as an integration's does.
@@ -17,14 +17,15 @@ the request is pending or running, as an integration's does.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from flask import Response, g, redirect, request, url_for
-from flask.typing import ResponseReturnValue
+from flask import Response, g, request
 
 from api.context import state
 from api.dashboard import blueprint
-from api.dashboard.pages import is_htmx, page
+from api.dashboard.pages import page
+from api.dashboard.sync_now import SyncNow
 from transforms.adaccounts import kinds as platforms
 from transforms.adaccounts.money import major_text
 from transforms.integrations.kinds import INTEGRATION_TYPES, kind_of
@@ -32,8 +33,7 @@ from transforms.integrations.status import ACTIVE_SYNC_STATUSES
 from transforms.timefmt import iso_z
 from warehouse.adaccounts import repository as accounts
 from warehouse.adaccounts import sync_requests
-from warehouse.db import utcnow
-from warehouse.errors import TransitionRefused
+from warehouse.db import Connection, utcnow
 from warehouse.integrations import repository as repo
 from warehouse.integrations.stats import sync_stats
 
@@ -55,14 +55,25 @@ def _type_label(integration_type: str) -> str:
     return f"{integration_type} ({kind_of(integration_type).vendor})"
 
 
-def _sync_row(s: repo.Sync) -> dict[str, Any]:
+def _run_row(row: Any, by: str, at: datetime, count: int | None) -> dict[str, Any]:
+    """A queue row as the history table (`integrations/_history.html`) and the status parts
+    show it: a sync or a sync request alike."""
     return {
-        "sync": s,
-        "queued": iso_z(s.queued_at),
-        "started": iso_z(s.started_at),
-        "finished": iso_z(s.finished_at),
-        "duration": (s.finished_at - s.started_at).total_seconds() if s.finished_at and s.started_at else None,
+        "id": row.id,
+        "by": by,
+        "status": row.status,
+        "at": iso_z(at),
+        "started": iso_z(row.started_at),
+        "finished": iso_z(row.finished_at),
+        "duration": (row.finished_at - row.started_at).total_seconds() if row.finished_at and row.started_at else None,
+        "count": count,
+        "error_code": row.error_code,
+        "error_message": row.error_message,
     }
+
+
+def _sync_row(s: repo.Sync) -> dict[str, Any]:
+    return {"sync": s, "queued": iso_z(s.queued_at), **_run_row(s, s.trigger, s.queued_at, s.records_written)}
 
 
 def _status_context(conn: Any, integration: repo.Integration) -> dict[str, Any]:
@@ -144,42 +155,32 @@ def integration(integration_id: str) -> Response:
     return _detail(integration_id)
 
 
-@blueprint.get("/integrations/<integration_id>/status")
-def integration_status(integration_id: str) -> Response:
-    """The part of the page that polls itself while a sync is queued or running."""
-    with state().db.read() as conn:
-        found = repo.get_integration(conn, integration_id=integration_id, workspace_id=g.workspace_id)
-        ctx = _status_context(conn, found)
-    if not is_htmx():
-        return redirect(url_for("dashboard.integration", integration_id=integration_id), 303)  # type: ignore[return-value]
-    return page("dashboard/integrations/_status.html", **ctx)
+def _integration_status(conn: Connection, integration_id: str) -> dict[str, Any]:
+    found = repo.get_integration(conn, integration_id=integration_id, workspace_id=g.workspace_id)
+    return _status_context(conn, found)
 
 
-@blueprint.get("/integrations/<integration_id>/sync")
-def integration_sync_confirm(integration_id: str) -> Response:
-    """Without JavaScript the dialog cannot open: its trigger leads here, to the same form."""
-    return _detail(integration_id, confirm=True)
+def _queue_sync(conn: Connection, integration_id: str) -> tuple[str, bool]:
+    sync, created = repo.request_sync(
+        conn, integration_id=integration_id, workspace_id=g.workspace_id, trigger="manual"
+    )
+    return sync.id, created
 
 
-@blueprint.post("/integrations/<integration_id>/sync")
-def integration_sync(integration_id: str) -> ResponseReturnValue:
-    try:
-        with state().db.write() as conn:
-            sync, created = repo.request_sync(
-                conn, integration_id=integration_id, workspace_id=g.workspace_id, trigger="manual"
-            )
-    except TransitionRefused as refused:
-        return _detail(
-            integration_id,
-            status=409,
-            notice=f"{refused} (flokit admin integrations connect --type TYPE --config FILE.json).",
-        )
-    if is_htmx():
-        with state().db.read() as conn:
-            found = repo.get_integration(conn, integration_id=integration_id, workspace_id=g.workspace_id)
-            ctx = _status_context(conn, found)
-        return page("dashboard/integrations/_status.html", 202 if created else 200, just_queued=created, **ctx)
-    return redirect(url_for("dashboard.integration", integration_id=integration_id, queued=sync.id), 303)
+INTEGRATION_SYNC = SyncNow(
+    endpoint="dashboard.integration",
+    id_arg="integration_id",
+    status_template="dashboard/integrations/_status.html",
+    status_context=_integration_status,
+    full_page=_detail,
+    ask=_queue_sync,
+    refused_notice=lambda refused: f"{refused} (flokit admin integrations connect --type TYPE --config FILE.json).",
+    just_asked="just_queued",
+    asked=lambda sync_id, _created: {"queued": sync_id},
+)
+
+
+INTEGRATION_SYNC.add_routes(blueprint, "/integrations/<integration_id>")
 
 
 def ad_account_sync_consequence(sandbox: bool) -> str:
@@ -202,9 +203,7 @@ def _request_row(r: sync_requests.SyncRequest) -> dict[str, Any]:
     return {
         "request": r,
         "requested": iso_z(r.requested_at),
-        "started": iso_z(r.started_at),
-        "finished": iso_z(r.finished_at),
-        "duration": (r.finished_at - r.started_at).total_seconds() if r.finished_at and r.started_at else None,
+        **_run_row(r, r.requested_by, r.requested_at, r.objects_listed),
     }
 
 
@@ -262,47 +261,35 @@ def ad_account(ad_account_id: str) -> Response:
     return _ad_account_page(ad_account_id)
 
 
-@blueprint.get("/ad-accounts/<ad_account_id>/status")
-def ad_account_status(ad_account_id: str) -> Response:
-    """The part of the page that polls itself while a sync request is pending or running."""
-    with state().db.read() as conn:
-        account = accounts.get_account(conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id)
-        ctx = _account_status_context(conn, account)
-    if not is_htmx():
-        return redirect(url_for("dashboard.ad_account", ad_account_id=ad_account_id), 303)  # type: ignore[return-value]
-    return page("dashboard/integrations/_ad_account_status.html", **ctx)
+def _ad_account_status(conn: Connection, ad_account_id: str) -> dict[str, Any]:
+    account = accounts.get_account(conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id)
+    return _account_status_context(conn, account)
 
 
-@blueprint.get("/ad-accounts/<ad_account_id>/sync")
-def ad_account_sync_confirm(ad_account_id: str) -> Response:
-    """Without JavaScript the dialog cannot open: its trigger leads here, to the same form."""
-    return _ad_account_page(ad_account_id, confirm=True)
+def _request_sync(conn: Connection, ad_account_id: str) -> tuple[str, bool]:
+    found, created = sync_requests.request_sync(
+        conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id, requested_by=g.operator
+    )
+    return found.id, created
 
 
-@blueprint.post("/ad-accounts/<ad_account_id>/sync")
-def ad_account_sync(ad_account_id: str) -> ResponseReturnValue:
-    try:
-        with state().db.write() as conn:
-            found, created = sync_requests.request_sync(
-                conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id, requested_by=g.operator
-            )
-    except TransitionRefused as refused:
-        notice = (
-            f"{refused}: it has no credentials to sync with "
-            "(flokit admin ad-accounts connect --platform PLATFORM --config FILE.json)."
-        )
-        if is_htmx():
-            with state().db.read() as conn:
-                account = accounts.get_account(conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id)
-                ctx = _account_status_context(conn, account)
-            return page("dashboard/integrations/_ad_account_status.html", 409, notice=notice, **ctx)
-        return _ad_account_page(ad_account_id, status=409, notice=notice)
-    if is_htmx():
-        with state().db.read() as conn:
-            account = accounts.get_account(conn, ad_account_id=ad_account_id, workspace_id=g.workspace_id)
-            ctx = _account_status_context(conn, account)
-        return page("dashboard/integrations/_ad_account_status.html", 202 if created else 200, just_requested=created,
-                    **ctx)  # fmt: skip
-    if created:
-        return redirect(url_for("dashboard.ad_account", ad_account_id=ad_account_id, requested=found.id), 303)
-    return redirect(url_for("dashboard.ad_account", ad_account_id=ad_account_id, requested=found.id, already="1"), 303)
+AD_ACCOUNT_SYNC = SyncNow(
+    endpoint="dashboard.ad_account",
+    id_arg="ad_account_id",
+    status_template="dashboard/integrations/_ad_account_status.html",
+    status_context=_ad_account_status,
+    full_page=_ad_account_page,
+    ask=_request_sync,
+    refused_notice=lambda refused: (
+        f"{refused}: it has no credentials to sync with "
+        "(flokit admin ad-accounts connect --platform PLATFORM --config FILE.json)."
+    ),
+    just_asked="just_requested",
+    asked=lambda request_id, created: (
+        {"requested": request_id} if created else {"requested": request_id, "already": "1"}
+    ),
+    refusal_in_status=True,
+)
+
+
+AD_ACCOUNT_SYNC.add_routes(blueprint, "/ad-accounts/<ad_account_id>")

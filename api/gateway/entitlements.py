@@ -1,7 +1,7 @@
 """Entitlements: POST /api/paywall/receipt verifies a purchase with the store and records it in
 the ledger; GET /api/paywall/entitlement and /api/entitlements/current compute `active` from it.
 
-Verification is in-house (`api.stores`): the app is the one the store's signed data names, never a
+Verification is in-house (`api.receipts`): the app is the one the store's signed data names, never a
 field the client sends (`app_id`, `user_id`, `workspace_id` in the body are ignored). A purchase
 is linked to the user who first shows it; one that belongs to another user is 422 and changes
 nothing (`warehouse.entitlements.ledger`).
@@ -18,12 +18,12 @@ from api.context import state
 from api.errors import ApiError
 from api.gateway import blueprint
 from api.gateway.auth import require_app, require_user
+from api.notifications.framework import StoreTimeout, StoreUnavailable
+from api.notifications.routes import context
 from api.openapi import operation
-from api.processor.framework import StoreTimeout, StoreUnavailable
-from api.processor.routes import context
 from api.ratelimits import count_app_client, per_address
+from api.receipts import ReceiptRejected, VerifiedPurchase, android_store, ios_store
 from api.responses import respond
-from api.stores import ReceiptRejected, VerifiedPurchase, apple, google_play
 from api.validators import CompactJws
 from transforms.timefmt import iso_z
 from warehouse.db import utcnow
@@ -95,9 +95,9 @@ def _verify(body: ReceiptBody) -> VerifiedPurchase:
     try:
         if body.provider == "ios_store":
             assert body.signedTransactionInfo is not None
-            return apple.verify_receipt(ctx, body.signedTransactionInfo)
+            return ios_store.verify_receipt(ctx, body.signedTransactionInfo)
         assert body.packageName is not None and body.purchaseToken is not None
-        return google_play.verify_receipt(ctx, body.packageName, body.purchaseToken, body.productId)
+        return android_store.verify_receipt(ctx, body.packageName, body.purchaseToken, body.productId)
     except ReceiptRejected as e:
         raise ApiError(422, str(e)) from None
     except (StoreUnavailable, StoreTimeout) as e:

@@ -23,9 +23,9 @@ from urllib3.util import SKIP_HEADER
 
 from api.context import state
 from api.errors import ApiError
+from api.notifications.routes import handle
 from api.openapi import operation
 from api.passthrough import blueprint
-from api.processor.routes import handle
 from api.ratelimits import count_failure, per_address
 from clients.downstream import session
 from transforms.ingest.network import client_address

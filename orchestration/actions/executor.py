@@ -74,7 +74,7 @@ class _Clients:
     def get(self, ad_account_id: str) -> AdPlatformClient:
         if ad_account_id not in self._built:
             with self.database.read() as conn:
-                account = accounts.get_account(conn, ad_account_id=ad_account_id)
+                account = accounts.get_account_for_operator(conn, ad_account_id=ad_account_id)
                 config = accounts.config_of(conn, ad_account_id=ad_account_id, instance_key=self.instance_key)
             self._built[ad_account_id] = self.factory(
                 self.database, self.lake, account, config, now=self.now, retrier=self.retrier or Retrier()
@@ -116,7 +116,7 @@ def _parent_and_currency(database: Database, row: ledger.Execution) -> tuple[str
         entity = accounts.get_entity(
             conn, ad_account_id=str(row.ad_account_id), entity_type=row.object_type, external_id=row.object_id
         )
-        account = accounts.get_account(conn, ad_account_id=str(row.ad_account_id))
+        account = accounts.get_account_for_operator(conn, ad_account_id=str(row.ad_account_id))
     return entity.parent_external_id, (entity.currency or account.currency or "")
 
 

@@ -45,13 +45,13 @@ from warehouse.db import Database
 from warehouse.errors import TransitionRefused
 from warehouse.fx import reporting_currencies
 from warehouse.lake import Lake
-from warehouse.reports import store
+from warehouse.reports import report_lake
 from warehouse.webhooks.outbox import emit_event
 
 ACTOR = "flokit monitor"
 GUARDRAIL = "rollback_rule"
 MONITOR_VERSION = "monitor-1"
-SIGNALS_KEY = dg.AssetKey(store.ACTION_SIGNALS)
+SIGNALS_KEY = dg.AssetKey(report_lake.ACTION_SIGNALS)
 # What the executor provides for offer tests (docs/actions-engine.md): publish the control (or the
 # winner) back on the paywall gateway: `finish_offer_test(action, publish="control")`. Called after
 # the `completed` transition has committed, whether the test was stopped by a breach or its window
@@ -111,8 +111,8 @@ def monitor_workspace(
         running = repository.running_actions(conn, workspace_id=workspace_id)
         currencies = reporting_currencies(conn)
     currency = dict(currencies.iter_rows()).get(workspace_id)
-    signals = store.scan_days(lake, store.ACTION_SIGNALS).filter(pl.col("workspace_id") == workspace_id)
-    spend = store.scan_days(lake, store.SPEND).filter(pl.col("workspace_id") == workspace_id)
+    signals = report_lake.scan_days(lake, report_lake.ACTION_SIGNALS).filter(pl.col("workspace_id") == workspace_id)
+    spend = report_lake.scan_days(lake, report_lake.SPEND).filter(pl.col("workspace_id") == workspace_id)
     checks = []
     for action in running:
         if action.effective_at is None:

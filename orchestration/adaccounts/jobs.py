@@ -1,7 +1,7 @@
 """`ad_accounts_sync_job`: the registry sync of every live ad account (or one workspace's, or one).
 
 `flokit refresh` runs it before the reports, so that the engine reads a registry as fresh as the
-data. The dashboard's "Sync now" reaches it through `ad_account_sync_requests_sensor`, with a
+data. The dashboard's "Sync now" reaches it through `ad_accounts_sync_sensor`, with a
 `request_id` in its config: the run then syncs that request's account and records the outcome
 on the request (`orchestration.adaccounts.requests`). A platform's failure is that account's
 outcome (logged, and on a refusal the account's `error` and `integration.error`); it does not
@@ -15,7 +15,7 @@ import dagster as dg
 from orchestration.adaccounts.requests import execute_request
 from orchestration.adaccounts.sync import sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
-from warehouse.adaccounts.repository import live_accounts
+from warehouse.adaccounts.repository import live_accounts_for_operator
 
 REQUEST_TAG = "flokit/ad_account_sync_request_id"
 ACCOUNT_TAG = "flokit/ad_account_id"
@@ -79,18 +79,18 @@ SYNC_CRON = "45 5-23/6 * * *"
 
 
 @dg.schedule(
-    name="ad_accounts_schedule",
+    name="ad_accounts_sync_schedule",
     cron_schedule=SYNC_CRON,
     job=ad_accounts_sync_job,
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
     description="The registry sync of every live ad account, before each six-hourly reports refresh.",
 )
-def ad_accounts_schedule(
+def ad_accounts_sync_schedule(
     context: dg.ScheduleEvaluationContext, database: DatabaseResource
 ) -> dg.RunRequest | dg.SkipReason:
     with database.database().read() as conn:
-        if not live_accounts(conn):
+        if not live_accounts_for_operator(conn):
             return dg.SkipReason("no live ad account")
     return dg.RunRequest(run_key=None)
 

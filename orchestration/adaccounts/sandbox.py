@@ -77,26 +77,25 @@ class SandboxClient:
             raise ValueError(f"the sandbox {entity_type} {external_id} has no daily budget")
         if current.currency and current.currency != currency.upper():
             raise ValueError(f"the sandbox {entity_type} spends in {current.currency}, not {currency}")
-        with self.database.write() as conn:
-            repo.set_live_state(
-                conn,
-                ad_account_id=self.account_row.id,
-                entity_type=entity_type,
-                external_id=external_id,
-                daily_budget=amount,
-                edited_at=self.now,
-                now=self.now,
-            )
+        self._set(entity_type, external_id, daily_budget=amount)
 
     def set_status(
         self, entity_type: str, external_id: str, status: LiveStatus, parent_external_id: str | None = None
     ) -> None:
+        self._set(entity_type, external_id, status=status)
+
+    def _set(
+        self, entity_type: str, external_id: str, *, daily_budget: int | None = None, status: str | None = None
+    ) -> None:
+        """The registry row is the sandbox's platform: a write is the object's new live state,
+        edited now."""
         with self.database.write() as conn:
             repo.set_live_state(
                 conn,
                 ad_account_id=self.account_row.id,
                 entity_type=entity_type,
                 external_id=external_id,
+                daily_budget=daily_budget,
                 status=status,
                 edited_at=self.now,
                 now=self.now,

@@ -149,8 +149,12 @@ def sync_accounts(
 ) -> list[SyncResult]:
     """Sync one account, or every live account (of one workspace, or of all)."""
     with database.read() as conn:
-        if ad_account_id is not None:
+        if ad_account_id is not None and workspace_id is not None:
             ids = [repo.get_account(conn, ad_account_id=ad_account_id, workspace_id=workspace_id).id]
-        else:
+        elif ad_account_id is not None:
+            ids = [repo.get_account_for_operator(conn, ad_account_id=ad_account_id).id]
+        elif workspace_id is not None:
             ids = [a.id for a in repo.live_accounts(conn, workspace_id=workspace_id)]
+        else:
+            ids = [a.id for a in repo.live_accounts_for_operator(conn)]
     return [sync_account(database, lake, instance_key, i, now=now, retrier=retrier, log=log) for i in ids]

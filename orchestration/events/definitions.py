@@ -1,7 +1,7 @@
 """The events domain: landed rows into the daily canonical_events dataset, dedup claim pruning.
 
-`landed_events_sensor` is not here: its interval is a deployment setting, so the composition
-root builds it (`build_landed_events_sensor`) with the resources.
+`canonical_events_sensor` is not here: its interval is a deployment setting, so the composition
+root builds it (`build_canonical_events_sensor`) with the resources.
 """
 
 import dagster as dg

@@ -48,17 +48,17 @@ def events_run_requests(pending: dict[date, int]) -> list[dg.RunRequest]:
     return requests
 
 
-def build_landed_events_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
+def build_canonical_events_sensor(minimum_interval_seconds: int) -> dg.SensorDefinition:
     """Built at the composition root: the interval is the deployment's FLOKIT_SENSOR_INTERVAL_S."""
 
     @dg.sensor(
-        name="landed_events_sensor",
+        name="canonical_events_sensor",
         job=canonical_events_job,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Requests canonical_events runs over the UTC days with newly landed events, one per block of days.",
     )
-    def landed_events_sensor(
+    def canonical_events_sensor(
         context: dg.SensorEvaluationContext, database: DatabaseResource
     ) -> dg.SensorResult | dg.SkipReason:
         with database.database().read() as conn:
@@ -66,9 +66,12 @@ def build_landed_events_sensor(minimum_interval_seconds: int) -> dg.SensorDefini
         if not pending:
             return dg.SkipReason("no newly landed events")
         # The cursor is the pending state already requested: runs in flight are not asked for twice.
+        # (Named `landed_events_sensor` before issue 32: Dagster keys the cursor and the run keys
+        # by sensor name, so the first tick after the rename asks once more for the blocks then
+        # pending; the writer tag runs them one at a time and a range run rewrites only changed days.)
         state = run_key(pending)
         if state == context.cursor:
             return dg.SkipReason("runs for these landed events were already requested")
         return dg.SensorResult(run_requests=events_run_requests(pending), cursor=state)
 
-    return landed_events_sensor
+    return canonical_events_sensor

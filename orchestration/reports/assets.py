@@ -8,7 +8,7 @@ activity day, additive), so the whole-table assets only concatenate small daily 
 add running sums, never touching events.
 `action_signals`, the actions engine's input, is daily too, but by cohort day (see there).
 Upstream: `canonical_events` (the events domain) and `spend_raw` (the spend domain). Every asset
-is named after the lake dataset it writes (`warehouse.reports.store`), and so is its function.
+is named after the lake dataset it writes (`warehouse.reports.report_lake`), and so is its function.
 """
 
 from collections.abc import Callable
@@ -29,7 +29,7 @@ from transforms.reports import signals as signals_model
 from transforms.reports.schemas import SIGNAL_WINDOW_DAYS, WEEK_LOOKBACK_DAYS
 from warehouse import fx
 from warehouse.lake import Lake
-from warehouse.reports import serving, store
+from warehouse.reports import report_lake, serving
 from warehouse.webhooks import payback_updates
 
 GROUP = "reports"
@@ -74,7 +74,7 @@ def _days_to_compute(context: AssetExecutionContext, lake: Lake, target: str) ->
     days = run_days(context)
     if context.run.tags.get(STALE_DAYS_ONLY_TAG) != "true":
         return days
-    stale = set(store.stale_for(lake, target))
+    stale = set(report_lake.stale_for(lake, target))
     return [day for day in days if day in stale]
 
 
@@ -88,13 +88,13 @@ def _daily(
     """Recompute the run's days (or its stale ones), a batch at a time, and replace each day's
     partition whole. `compute` gives the rows of a batch of consecutive days; `day_of` says which
     day a row is of. `days` in the metadata counts the days recomputed, not the run's range."""
-    rows, last = 0, pl.DataFrame(schema=store.SCHEMAS[target])
+    rows, last = 0, pl.DataFrame(schema=report_lake.SCHEMAS[target])
     days = _days_to_compute(context, lake, target)
     for batch in _batches(days):
         frame = compute(batch).collect()
-        if target == store.ACQUISITIONS:
-            store.mark_cohort_readers_stale(lake, store.changed_cohort_users(lake, batch, frame))
-        written = store.write_days(lake, target, batch, frame, day_of)
+        if target == report_lake.ACQUISITIONS:
+            report_lake.mark_cohort_readers_stale(lake, report_lake.changed_cohort_users(lake, batch, frame))
+        written = report_lake.write_days(lake, target, batch, frame, day_of)
         rows += sum(written.values())
         last = frame.filter(day_of == batch[-1])
     return dg.MaterializeResult(
@@ -115,7 +115,7 @@ def _from_raw(
     @dg.asset(**_daily_asset(name=name, deps=[upstream], description=description))
     def _asset(context: AssetExecutionContext, data_dir: DataDirResource) -> dg.MaterializeResult:
         store_ = data_dir.paths.lake()
-        compute = lambda days: transform(store.scan_days(store_, source, days))  # noqa: E731
+        compute = lambda days: transform(report_lake.scan_days(store_, source, days))  # noqa: E731
         return _daily(context, store_, name, compute, pl.col(day_column))
 
     return _asset
@@ -123,8 +123,8 @@ def _from_raw(
 
 # Idempotent: each day is recomputed from its raw partition and replaced whole.
 acquisitions = _from_raw(
-    store.ACQUISITIONS,
-    store.CANONICAL_EVENTS,
+    report_lake.ACQUISITIONS,
+    report_lake.CANONICAL_EVENTS,
     lambda events: lifecycle.acquisitions(events).lazy(),
     "cohort_date",
     "Users first installed on the day: campaign, creative, country, platform, and the paywall and offer "
@@ -155,7 +155,7 @@ def _converted_from_raw(
     ) -> dg.MaterializeResult:
         store_ = data_dir.paths.lake()
         rates, reporting = _money(database, data_dir)
-        compute = lambda days: transform(store.scan_days(store_, source, days), rates, reporting)  # noqa: E731
+        compute = lambda days: transform(report_lake.scan_days(store_, source, days), rates, reporting)  # noqa: E731
         return _daily(context, store_, name, compute, pl.col(day_column))
 
     return _asset
@@ -163,8 +163,8 @@ def _converted_from_raw(
 
 # Idempotent, as the others: each day is recomputed from its raw partition and replaced whole.
 subscription_events = _converted_from_raw(
-    store.SUBSCRIPTION_EVENTS,
-    store.CANONICAL_EVENTS,
+    report_lake.SUBSCRIPTION_EVENTS,
+    report_lake.CANONICAL_EVENTS,
     lifecycle.subscription_events,
     "event_date",
     "Trial, subscription, renewal, cancellation and refund events of the day, parsed once, amounts in the "
@@ -173,8 +173,8 @@ subscription_events = _converted_from_raw(
 
 
 active_days = _from_raw(
-    store.ACTIVE_DAYS,
-    store.CANONICAL_EVENTS,
+    report_lake.ACTIVE_DAYS,
+    report_lake.CANONICAL_EVENTS,
     lifecycle.active_days,
     "event_date",
     "Each user active on the day (any event but an install): what cohort retention counts.",
@@ -182,8 +182,8 @@ active_days = _from_raw(
 
 
 spend = _converted_from_raw(
-    store.SPEND,
-    store.SPEND_RAW,
+    report_lake.SPEND,
+    report_lake.SPEND_RAW,
     lifecycle.clean_spend,
     "spend_date",
     "Daily ad spend by campaign, creative and country; one row per key, restatements win; in the workspace's "
@@ -193,7 +193,7 @@ spend = _converted_from_raw(
 
 def _cohorts(lake: Lake) -> pl.LazyFrame:
     """Every user's first acquisition, read once per run (tens of MB per million users)."""
-    return lifecycle.user_cohorts(store.scan_days(lake, store.ACQUISITIONS)).lazy()
+    return lifecycle.user_cohorts(report_lake.scan_days(lake, report_lake.ACQUISITIONS)).lazy()
 
 
 @dg.asset(
@@ -211,12 +211,12 @@ def payback_daily(context: AssetExecutionContext, data_dir: DataDirResource) -> 
         return payback_model.daily_rows(
             cohorts,
             cohorts.filter(pl.col("cohort_date").is_between(days[0], days[-1])),
-            store.scan_days(store_, store.SUBSCRIPTION_EVENTS, days),
-            store.scan_days(store_, store.SPEND, days),
+            report_lake.scan_days(store_, report_lake.SUBSCRIPTION_EVENTS, days),
+            report_lake.scan_days(store_, report_lake.SPEND, days),
         )
 
     activity_day = pl.col("cohort_date") + pl.duration(days=pl.col("day"))
-    return _daily(context, store_, store.PAYBACK_DAILY, compute, activity_day)
+    return _daily(context, store_, report_lake.PAYBACK_DAILY, compute, activity_day)
 
 
 @dg.asset(
@@ -235,12 +235,12 @@ def cohort_activity(context: AssetExecutionContext, data_dir: DataDirResource) -
         return payback_model.cohort_activity(
             cohorts,
             cohorts.filter(pl.col("cohort_date").is_between(days[0], days[-1])),
-            store.scan_days(store_, store.ACTIVE_DAYS, window),
-            store.scan_days(store_, store.SUBSCRIPTION_EVENTS, window),
+            report_lake.scan_days(store_, report_lake.ACTIVE_DAYS, window),
+            report_lake.scan_days(store_, report_lake.SUBSCRIPTION_EVENTS, window),
             (days[0], days[-1]),
         )
 
-    return _daily(context, store_, store.COHORT_ACTIVITY, compute, pl.col("activity_date"))
+    return _daily(context, store_, report_lake.COHORT_ACTIVITY, compute, pl.col("activity_date"))
 
 
 @dg.asset(
@@ -258,26 +258,26 @@ def action_signals(context: AssetExecutionContext, data_dir: DataDirResource) ->
     their install and its spend, and replaced whole. Partitioned by cohort day, not by activity
     day like the cube: a sum of squares of per-user totals does not add up across days, so a
     cohort's rows are computed in one piece, and recomputed whenever a day of its window (or the
-    day after, which completes it) is rewritten (`store.DERIVED_FROM`)."""
+    day after, which completes it) is rewritten (`report_lake.DERIVED_FROM`)."""
     store_ = data_dir.paths.lake()
     cohorts = _cohorts(store_)
-    observed = store.partition_days(store_, store.SUBSCRIPTION_EVENTS)
+    observed = report_lake.partition_days(store_, report_lake.SUBSCRIPTION_EVENTS)
 
     def compute(days: list[date]) -> pl.LazyFrame:
         window = [days[0] + timedelta(days=k) for k in range((days[-1] - days[0]).days + SIGNAL_WINDOW_DAYS)]
         return signals_model.action_signals(
             cohorts.filter(pl.col("cohort_date").is_between(days[0], days[-1])),
-            store.scan_days(store_, store.SUBSCRIPTION_EVENTS, window),
-            store.scan_days(store_, store.SPEND, days),
+            report_lake.scan_days(store_, report_lake.SUBSCRIPTION_EVENTS, window),
+            report_lake.scan_days(store_, report_lake.SPEND, days),
             max(observed, default=days[-1]),
         )
 
-    return _daily(context, store_, store.ACTION_SIGNALS, compute, pl.col("cohort_date"))
+    return _daily(context, store_, report_lake.ACTION_SIGNALS, compute, pl.col("cohort_date"))
 
 
 def _whole_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> dg.MaterializeResult:
-    previous = store.table_rows(lake, dataset)
-    store.write_table(lake, dataset, frame)
+    previous = report_lake.table_rows(lake, dataset)
+    report_lake.write_table(lake, dataset, frame)
     return dg.MaterializeResult(
         metadata=frame_metadata(frame, previous_row_count=previous if previous is not None else -1)
     )
@@ -294,8 +294,8 @@ def _whole_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> dg.Materializ
 def payback(data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: the daily rows concatenated with running sums, swapped in atomically."""
     store_ = data_dir.paths.lake()
-    frame = payback_model.cumulate(store.scan_days(store_, store.PAYBACK_DAILY)).collect()
-    return _whole_table(store_, store.PAYBACK, frame)
+    frame = payback_model.cumulate(report_lake.scan_days(store_, report_lake.PAYBACK_DAILY)).collect()
+    return _whole_table(store_, report_lake.PAYBACK, frame)
 
 
 @dg.asset(
@@ -306,9 +306,9 @@ def payback(data_dir: DataDirResource) -> dg.MaterializeResult:
 def cohort_curves(data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: rebuilt whole from the daily datasets and swapped in atomically."""
     store_ = data_dir.paths.lake()
-    as_of = store.last_day(store_) or datetime.now(UTC).date()
-    frame = payback_model.cohort_curves(store.scan_days(store_, store.COHORT_ACTIVITY), as_of).collect()
-    return _whole_table(store_, store.COHORT_CURVES, frame)
+    as_of = report_lake.last_day(store_) or datetime.now(UTC).date()
+    frame = payback_model.cohort_curves(report_lake.scan_days(store_, report_lake.COHORT_ACTIVITY), as_of).collect()
+    return _whole_table(store_, report_lake.COHORT_CURVES, frame)
 
 
 @dg.asset(
@@ -319,8 +319,8 @@ def cohort_curves(data_dir: DataDirResource) -> dg.MaterializeResult:
 def ltv(data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: refit from the current cohort curves and replaced whole."""
     store_ = data_dir.paths.lake()
-    frame = ltv_model.ltv_projections(store.scan_table(store_, store.COHORT_CURVES).collect())
-    return _whole_table(store_, store.LTV, frame)
+    frame = ltv_model.ltv_projections(report_lake.scan_table(store_, report_lake.COHORT_CURVES).collect())
+    return _whole_table(store_, report_lake.LTV, frame)
 
 
 @dg.asset(
@@ -340,7 +340,7 @@ def published_reports(data_dir: DataDirResource, database: DatabaseResource) -> 
     paths = data_dir.paths
     store_ = paths.lake()
     generated_at = datetime.now(UTC)
-    counts = serving.publish(paths.reports, store_, generated_at=generated_at, as_of=store.last_day(store_))
+    counts = serving.publish(paths.reports, store_, generated_at=generated_at, as_of=report_lake.last_day(store_))
     updates = payback_updates.notify_payback_updates(database.database(), serving.payback_digests(paths.reports))
     return dg.MaterializeResult(
         metadata={

@@ -17,7 +17,7 @@ from orchestration.reports.assets import cohort_curves, payback, published_repor
 from orchestration.resources import DataDirResource
 from transforms.reports import money, quality
 from transforms.reports.schemas import COHORT_CURVE_KEY, MEASURES, PAYBACK_KEY, SPEND_KEY
-from warehouse.reports import serving, store
+from warehouse.reports import report_lake, serving
 
 # A cube only grows as days pass; losing more than half its rows at once means lost input.
 TOLERATED_ROW_DROP = 0.5
@@ -39,25 +39,25 @@ def _result(failures: int, what: str, **metadata: Any) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=payback, blocking=True, description="One row per cohort day, dimension, value and day.")
 def payback_unique_key(data_dir: DataDirResource) -> dg.AssetCheckResult:
-    frame = store.scan_table(data_dir.paths.lake(), store.PAYBACK)
+    frame = report_lake.scan_table(data_dir.paths.lake(), report_lake.PAYBACK)
     return _result(quality.duplicate_keys(frame, PAYBACK_KEY), "duplicate keys")
 
 
 @dg.asset_check(asset=payback, blocking=True, description="Spend, revenue and refunds are never negative.")
 def payback_non_negative(data_dir: DataDirResource) -> dg.AssetCheckResult:
-    frame = store.scan_table(data_dir.paths.lake(), store.PAYBACK)
+    frame = report_lake.scan_table(data_dir.paths.lake(), report_lake.PAYBACK)
     return _result(quality.negative_rows(frame, ("spend", "revenue", "refunds", "cumulative_revenue")), "negative rows")
 
 
 @dg.asset_check(asset=cohort_curves, blocking=True, description="One row per cohort day, dimension, value and week.")
 def cohort_curves_unique_key(data_dir: DataDirResource) -> dg.AssetCheckResult:
-    frame = store.scan_table(data_dir.paths.lake(), store.COHORT_CURVES)
+    frame = report_lake.scan_table(data_dir.paths.lake(), report_lake.COHORT_CURVES)
     return _result(quality.duplicate_keys(frame, COHORT_CURVE_KEY), "duplicate keys")
 
 
 @dg.asset_check(asset=spend, blocking=True, description="All spend days: one row per key, no negative amount.")
 def spend_valid(data_dir: DataDirResource) -> dg.AssetCheckResult:
-    frame = store.scan_days(data_dir.paths.lake(), store.SPEND)
+    frame = report_lake.scan_days(data_dir.paths.lake(), report_lake.SPEND)
     failures = quality.duplicate_keys(frame, SPEND_KEY) + quality.negative_rows(frame, ("spend",))
     return _result(failures, "duplicate or negative spend rows")
 
@@ -88,7 +88,9 @@ def _unconverted_result(found: pl.DataFrame) -> dg.AssetCheckResult:
 )
 def subscription_events_converted(data_dir: DataDirResource) -> dg.AssetCheckResult:
     lake = data_dir.paths.lake()
-    return _unconverted_result(money.unconverted(store.scan_days(lake, store.SUBSCRIPTION_EVENTS), "event_date"))
+    return _unconverted_result(
+        money.unconverted(report_lake.scan_days(lake, report_lake.SUBSCRIPTION_EVENTS), "event_date")
+    )
 
 
 @dg.asset_check(
@@ -98,7 +100,7 @@ def subscription_events_converted(data_dir: DataDirResource) -> dg.AssetCheckRes
 )
 def spend_converted(data_dir: DataDirResource) -> dg.AssetCheckResult:
     lake = data_dir.paths.lake()
-    return _unconverted_result(money.unconverted(store.scan_days(lake, store.SPEND), "spend_date"))
+    return _unconverted_result(money.unconverted(report_lake.scan_days(lake, report_lake.SPEND), "spend_date"))
 
 
 @dg.asset_check(
@@ -107,7 +109,7 @@ def spend_converted(data_dir: DataDirResource) -> dg.AssetCheckResult:
     description=f"Every sum is a finite number below the overflow guard ({money.OVERFLOW_GUARD:.0e}).",
 )
 def payback_sums_bounded(data_dir: DataDirResource) -> dg.AssetCheckResult:
-    frame = store.scan_table(data_dir.paths.lake(), store.PAYBACK)
+    frame = report_lake.scan_table(data_dir.paths.lake(), report_lake.PAYBACK)
     sums = tuple(c for c, kind in MEASURES.items() if kind == pl.Float64())
     columns = (*sums, "cumulative_revenue", "cumulative_net_revenue")
     return _result(money.unbounded_rows(frame, columns), "rows with a non-finite or overflowing sum")
@@ -121,7 +123,7 @@ def payback_sums_bounded(data_dir: DataDirResource) -> dg.AssetCheckResult:
 )
 def subscription_events_revenue_spike(data_dir: DataDirResource) -> dg.AssetCheckResult:
     lake = data_dir.paths.lake()
-    spikes = money.revenue_spikes(store.scan_days(lake, store.SUBSCRIPTION_EVENTS))
+    spikes = money.revenue_spikes(report_lake.scan_days(lake, report_lake.SUBSCRIPTION_EVENTS))
     named = "; ".join(
         f"{r['event_date']} in {r['workspace_id']}: {r['revenue']:.2f} vs median {r['trailing_median']:.2f}"
         for r in spikes.head(_NAMED).iter_rows(named=True)

@@ -15,7 +15,7 @@ from orchestration.reports.jobs import (
 from orchestration.reports.sensors import (
     payback_updated_sensor,
     published_reports_freshness_sensor,
-    reports_first_refresh_sensor,
+    reports_sensor,
 )
 
 defs = dg.Definitions(
@@ -23,5 +23,5 @@ defs = dg.Definitions(
     asset_checks=CHECKS,
     jobs=[reports_job, published_reports_freshness_job, payback_updated_job],
     schedules=[reports_schedule],
-    sensors=[reports_first_refresh_sensor, published_reports_freshness_sensor, payback_updated_sensor],
+    sensors=[reports_sensor, published_reports_freshness_sensor, payback_updated_sensor],
 )

@@ -3,7 +3,7 @@ the freshness check on its own.
 
 `REPORTS_SELECTION` is what `flokit refresh` selects after ingest; `refresh_run_requests` is the
 one place that decides which days a refresh touches, used by the schedule, the first-refresh
-sensor and `refresh_reports`: the stale days (`warehouse.reports.store.stale_days`), in blocks
+sensor and `refresh_reports`: the stale days (`warehouse.reports.report_lake.stale_days`), in blocks
 of nearby days, one stale-days-only range run per block, so that a late event on an old day
 costs that day and what depends on it, not a run over every day since; then the action signals,
 which read ahead (cohort day D reads D..D+30), in blocks of their own. Only the last block's
@@ -24,7 +24,7 @@ from orchestration.reports.assets import GROUP, TABLE_ASSETS
 from orchestration.reports.checks import published_reports_fresh
 from orchestration.resources import DatabaseResource, DataDirResource
 from warehouse.lake import Lake
-from warehouse.reports import serving, store
+from warehouse.reports import report_lake, serving
 from warehouse.webhooks import payback_updates
 
 REPORTS_SELECTION = dg.AssetSelection.groups(GROUP)
@@ -53,7 +53,7 @@ TABLE_KEYS = [asset.key for asset in TABLE_ASSETS]
 # cost every daily asset ~10 ms of event log per day for nothing (about 3 s a refresh).
 READS_AHEAD = {
     dataset: max(after for _, _, after in sources)
-    for dataset, sources in store.DERIVED_FROM.items()
+    for dataset, sources in report_lake.DERIVED_FROM.items()
     if any(after for _, _, after in sources)
 }
 
@@ -97,7 +97,7 @@ def refresh_run_requests(lake: Lake) -> list[dg.RunRequest] | dg.SkipReason:
     with stale days in the block (each step costs Dagster events, ~10 ms each on SQLite, even
     when it has nothing to do); the last also rebuilds the whole-table assets and publishes.
     Then the runs of the datasets that read ahead (`READS_AHEAD`), unless they ride along."""
-    stale = store.stale_by_dataset(lake)
+    stale = report_lake.stale_by_dataset(lake)
     if not stale:
         return dg.SkipReason("no canonical_events or spend_raw partition changed since the last refresh")
     return [

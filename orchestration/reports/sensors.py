@@ -21,19 +21,21 @@ from warehouse.webhooks import payback_updates
 
 
 @dg.sensor(
-    name="reports_first_refresh_sensor",
+    name="reports_sensor",
     job=reports_job,
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="First reports as soon as data exists.",
 )
-def reports_first_refresh_sensor(
+def reports_sensor(
     context: dg.SensorEvaluationContext, data_dir: DataDirResource, database: DatabaseResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
     """A newcomer (`flokit up` seeds a demo history) should not wait up to six hours for the first
     reports: while nothing is published yet, refresh as soon as input days exist and every landed
     event is in the lake (a first publish from half-written days would then stand for six hours).
-    After the first publish the schedule owns refreshes."""
+    After the first publish the schedule owns refreshes. (Named `reports_first_refresh_sensor`
+    before issue 32; it keeps no cursor, and a `first-…` run key seen under the old name is asked
+    for again only while nothing is published, when that first refresh is still wanted.)"""
     paths = data_dir.paths
     if paths.reports.exists():
         return dg.SkipReason("reports already published; the six-hourly schedule refreshes them")
@@ -67,7 +69,7 @@ def published_reports_freshness_sensor(
     """The check passes in every refresh run (the store was just published); this sensor asks for
     its evaluation when it would fail: once per published store, after `MAX_AGE`. The next
     publish's run evaluates it again (and it passes). Before the first publish there is nothing
-    to be fresh: `reports_first_refresh_sensor` owns that time."""
+    to be fresh: `reports_sensor` owns that time."""
     generated_at = serving.published_meta(data_dir.paths.reports).generated_at
     if generated_at is None:
         return dg.SkipReason("no reports published yet")

@@ -1,10 +1,10 @@
 """`spend_raw`: the daily spend files the ad-platform syncs deliver into the lake.
 
 FloKit does not compute this dataset; it arrives from outside (an ad-platform sync, or
-`flokit demo seed` through `warehouse.reports.store.write_spend_raw`), so it is an external
+`flokit demo seed` through `warehouse.reports.report_lake.write_spend_raw`), so it is an external
 asset: declared here so the graph shows who owns it and what it holds, never materialized by
 Dagster. The reports' daily `spend` asset reads it, and the six-hourly refresh notices changed
-days by their files (`warehouse.reports.store.stale_days`).
+days by their files (`warehouse.reports.report_lake.stale_days`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dagster as dg
 
 from orchestration.metadata import ANALYTICS_TEAM, asset_tags
-from warehouse.reports.store import SPEND_RAW
+from warehouse.reports.report_lake import SPEND_RAW
 
 spend_raw = dg.AssetSpec(
     SPEND_RAW,

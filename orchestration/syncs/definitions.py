@@ -1,7 +1,7 @@
 """The syncs domain: the sync job and the run-failure sensor.
 
-`integration_syncs_sensor` is not here: its interval is a deployment setting, so the
-composition root builds it (`build_sync_sensor`) with the resources.
+`integration_sync_sensor` is not here: its interval is a deployment setting, so the
+composition root builds it (`SYNCS.request_sensor`) with the resources.
 """
 
 from __future__ import annotations

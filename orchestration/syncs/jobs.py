@@ -7,7 +7,7 @@ import dagster as dg
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from orchestration.syncs.execute import execute_sync
 from transforms.integrations.kinds import kind_of
-from warehouse.reports.store import SPEND_RAW
+from warehouse.reports.report_lake import SPEND_RAW
 
 SYNC_TAG = "flokit/sync_id"
 INTEGRATION_TAG = "flokit/integration_id"
@@ -53,7 +53,7 @@ def run_integration_sync(
 
 
 @dg.job(
-    description="Runs one queued integration sync (config: sync_id). Requested by integration_syncs_sensor.",
+    description="Runs one queued integration sync (config: sync_id). Requested by integration_sync_sensor.",
     executor_def=dg.in_process_executor,
     tags={"flokit/domain": "syncs"},
 )

@@ -153,7 +153,7 @@ def _with_data(db: Database, settings: Settings, workspace: dict) -> None:
     connect_registry(db, workspace["workspace_id"], WORLD)
 
 
-@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: actions/engine_inputs.py, reports/store.py")
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: actions/engine_inputs.py, reports/report_lake.py")
 def test_parameters_run_the_engine_guardrails_ready_when_they_pass(
     client: FlaskClient, db: Database, settings: Settings, workspace: dict, rw: dict, ro: dict
 ) -> None:

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from cryptography.hazmat.primitives.asymmetric import rsa
 from flask.testing import FlaskClient
 
-from api.processor.framework import Context, replay
+from api.notifications.framework import Context, replay
 from tests.providers.google_play_fake import (
     PUSH_AUDIENCE,
     FakeGooglePlay,

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.processor.framework import NOT_VERIFIED, Context, replay
+from api.notifications.framework import NOT_VERIFIED, Context, replay
 from tests.providers.google_play_fake import (
     INSTANCE_KEY,
     PUSH_AUDIENCE,

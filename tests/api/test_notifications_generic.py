@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from api.processor.framework import NOT_VERIFIED
+from api.notifications.framework import NOT_VERIFIED
 from tests.support.notifications import SUBSCRIPTION, iso, post, purchase
 from tests.support.provider_notifications import KEY, entitlement, landed, settings, stored_count
 from warehouse.db import Database

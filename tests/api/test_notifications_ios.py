@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from api.processor.framework import Context, replay
+from api.notifications.framework import Context, replay
 from tests.providers.apple_pki import DAY_MS, ApplePki, now_ms, renewal, transaction
 from tests.support.ios import active, landed, notify, pki_settings_fields, receipt, set_up_ios, stored
-from transforms.stores.apple import moment
+from transforms.purchases.ios_store import moment
 from warehouse.db import Database, utcnow
 from warehouse.settings import Settings
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from api.processor.framework import NOT_VERIFIED
+from api.notifications.framework import NOT_VERIFIED
 from tests.support.notifications import AUTH, DAY_MS, PATH, integration, now_ms, rc_event
 from tests.support.provider_notifications import connect, entitlement, landed, settings, stored_count
 from transforms.integrations.subscription_provider_a import event_id as sync_event_id

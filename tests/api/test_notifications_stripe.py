@@ -12,7 +12,7 @@ import pytest
 import stripe
 from flask.testing import FlaskClient
 
-from api.processor.framework import NOT_VERIFIED, Context, replay
+from api.notifications.framework import NOT_VERIFIED, Context, replay
 from tests.providers.stripe_fake import (
     KEY,
     WEBHOOK_SECRET,

@@ -14,7 +14,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.stores.apple import NOT_VOUCHED
+from api.receipts.ios_store import NOT_VOUCHED
 from tests.providers.apple_pki import DAY_MS, ApplePki, now_ms, renewal, transaction
 from tests.support import free_port
 from tests.support.ios import active, landed, notify, pki_settings_fields, receipt, set_up_ios

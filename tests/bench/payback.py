@@ -53,7 +53,7 @@ def phase_generate(root: Path, users: int, days: int, seed: int) -> dict[str, An
     import polars as pl
 
     from transforms.demo import DemoConfig, generate
-    from warehouse.reports import demo, store
+    from warehouse.reports import demo, report_lake
 
     t0 = time.perf_counter()
     data = generate(DemoConfig(WORKSPACE, users, days, seed, START))
@@ -63,7 +63,7 @@ def phase_generate(root: Path, users: int, days: int, seed: int) -> dict[str, An
     lake = _lake(root)
     demo.write_event_partitions(lake, data.events.filter(day < last))
     data.events.filter(day == last).write_parquet(root / "held_out.parquet")
-    store.write_spend_raw(lake, data.spend)
+    report_lake.write_spend_raw(lake, data.spend)
     return {
         "events": data.events.height,
         "held_out_events": data.events.filter(day == last).height,
@@ -76,16 +76,16 @@ def phase_generate(root: Path, users: int, days: int, seed: int) -> dict[str, An
 def phase_polars(root: Path) -> dict[str, Any]:
     from tests.support.money import RATES, reporting
     from transforms.reports import lifecycle, payback
-    from warehouse.reports import store
+    from warehouse.reports import report_lake
 
     lake = _lake(root)
     t0 = time.perf_counter()
     # The lake is read once (the columns the transforms use); like the assets, the parsed events
     # and the user cohorts are materialized once, then reused.
-    events = lifecycle.report_events(store.scan_days(lake, store.CANONICAL_EVENTS)).collect().lazy()
+    events = lifecycle.report_events(report_lake.scan_days(lake, report_lake.CANONICAL_EVENTS)).collect().lazy()
     subscription = lifecycle.subscription_events(events, RATES, reporting(WORKSPACE)).collect().lazy()
     cohorts = lifecycle.user_cohorts(lifecycle.acquisitions(events).lazy()).lazy()
-    spend = lifecycle.clean_spend(store.scan_days(lake, store.SPEND_RAW), RATES, reporting(WORKSPACE))
+    spend = lifecycle.clean_spend(report_lake.scan_days(lake, report_lake.SPEND_RAW), RATES, reporting(WORKSPACE))
     cube = payback.payback_cube(cohorts, subscription, spend).collect()
     elapsed = time.perf_counter() - t0
     cube.write_parquet(root / "polars_cube.parquet")
@@ -97,12 +97,12 @@ def phase_duckdb(root: Path) -> dict[str, Any]:
     import polars as pl
 
     from tests.bench.payback_sql import PAYBACK_SQL
-    from warehouse.reports import store
+    from warehouse.reports import report_lake
 
     lake = _lake(root)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")  # CAST(timestamptz AS DATE) follows the session zone
-    params = {"events": lake.glob(store.CANONICAL_EVENTS), "spend": lake.glob(store.SPEND_RAW)}
+    params = {"events": lake.glob(report_lake.CANONICAL_EVENTS), "spend": lake.glob(report_lake.SPEND_RAW)}
     t0 = time.perf_counter()
     cube = con.execute(PAYBACK_SQL, params).to_arrow_table()  # materialized in full, like the Polars side
     elapsed = time.perf_counter() - t0
@@ -170,11 +170,11 @@ def phase_full(root: Path) -> dict[str, Any]:
 def phase_incremental(root: Path) -> dict[str, Any]:
     import polars as pl
 
-    from warehouse.reports import demo, store
+    from warehouse.reports import demo, report_lake
 
     lake = _lake(root)
     demo.write_event_partitions(lake, pl.read_parquet(root / "held_out.parquet"))
-    stale = store.stale_days(lake)
+    stale = report_lake.stale_days(lake)
     seconds, ok, days = _refresh(root)
     return {"seconds": round(seconds, 2), "success": ok, "days_refreshed": [d.isoformat() for d in stale], "days": days}
 
@@ -190,12 +190,12 @@ def phase_late(root: Path) -> dict[str, Any]:
     import polars as pl
 
     from transforms.events import LAKE_START
-    from warehouse.reports import demo, store
+    from warehouse.reports import demo, report_lake
 
     lake = _lake(root)
-    installs = store.scan_days(lake, store.CANONICAL_EVENTS).filter(pl.col("event_type") == "install")
+    installs = report_lake.scan_days(lake, report_lake.CANONICAL_EVENTS).filter(pl.col("event_type") == "install")
     occurred = datetime(LAKE_START.year, LAKE_START.month, LAKE_START.day, 12, tzinfo=UTC)
-    day = store.scan_days(lake, store.CANONICAL_EVENTS, [LAKE_START]).collect()  # empty but on a rerun
+    day = report_lake.scan_days(lake, report_lake.CANONICAL_EVENTS, [LAKE_START]).collect()  # empty but on a rerun
     event = (
         installs.head(1)
         .collect()
@@ -208,10 +208,10 @@ def phase_late(root: Path) -> dict[str, Any]:
     demo.write_event_partitions(lake, pl.concat([day, event]))  # the day's file, as the pipeline writes it
     # Beside it, the six-hourly case it arrives in: the current day's file is rewritten too.
     demo.write_event_partitions(lake, pl.read_parquet(root / "held_out.parquet"))
-    stale = store.stale_days(lake)
+    stale = report_lake.stale_days(lake)
     seconds, ok, days = _refresh(root)
     cube = (
-        store.scan_table(lake, store.PAYBACK)
+        report_lake.scan_table(lake, report_lake.PAYBACK)
         .filter((pl.col("cohort_date") == LAKE_START) & (pl.col("dimension") == "campaign"))
         .collect()
     )

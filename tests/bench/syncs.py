@@ -99,7 +99,7 @@ def _adjust_sync(args: argparse.Namespace) -> dict[str, Any]:
     from warehouse.db import database_for
     from warehouse.integrations.target import SyncTarget
     from warehouse.lake import Lake
-    from warehouse.reports.store import SPEND_RAW, scan_days
+    from warehouse.reports.report_lake import SPEND_RAW, scan_days
 
     root = Path(args.dir)
     db = database_for(f"sqlite:///{root / 'flokit.db'}")

@@ -18,7 +18,7 @@ import pytest
 
 from cli.demo import SANDBOX_NAME, connect_sandbox
 from orchestration.adaccounts.jobs import ad_accounts_sync_job
-from orchestration.adaccounts.sensors import build_sync_requests_sensor
+from orchestration.adaccounts.sensors import SYNC_REQUESTS
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from tests.browser.support import assert_accessible, press_sign_in, shoot
 from tests.support.adaccounts import spend
@@ -67,7 +67,7 @@ def daemon_tick(settings: Settings) -> str:
 def _tick_and_run(settings: Settings) -> str:
     database = DatabaseResource(url=settings.database_url)
     with dg.DagsterInstance.ephemeral() as instance:
-        sensor = build_sync_requests_sensor(5)
+        sensor = SYNC_REQUESTS.request_sensor(5)
         result = sensor(dg.build_sensor_context(instance=instance, resources={"database": database}))
         assert isinstance(result, dg.SensorResult)
         [launch] = result.run_requests or []

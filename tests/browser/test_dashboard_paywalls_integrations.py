@@ -93,12 +93,12 @@ def populate(db: Database, workspace: dict) -> dict[str, str]:
     publish(db, app_id, document([30, 70]).model_dump(mode="json", exclude_none=True), "ops@example.com")
     integration_id = connect(db, ws)
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id, trigger="scheduled")
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id, trigger="scheduled")
         repo.start_sync(conn, sync_id=sync.id, run_id="run-1", instance_key=KEY)
         repo.finish_failure(
             conn, sync_id=sync.id, code="auth", message="Adjust answered 401: invalid API token", refused=True
         )
-        sync, _ = repo.request_sync(conn, integration_id=integration_id, trigger="scheduled")
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id, trigger="scheduled")
         repo.start_sync(conn, sync_id=sync.id, run_id="run-2", instance_key=KEY)
         # What a spend sync that wrote 42 rows leaves behind (warehouse/integrations/target.py): the
         # rows it holds per day, so sync_stats' total and last 24 h agree as they do in production.

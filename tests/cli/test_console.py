@@ -187,7 +187,7 @@ class FakeTicks:
         self.last: dict[str, tuple[str, str | None]] = {}
 
     def all_instigator_state(self) -> list[object]:
-        kinds = {"landed_events_sensor": "SENSOR", "six_hourly": "SCHEDULE"}
+        kinds = {"canonical_events_sensor": "SENSOR", "six_hourly": "SCHEDULE"}
         return [
             type(
                 "State",
@@ -216,13 +216,13 @@ def test_a_sensor_is_reported_when_it_starts_failing_and_when_it_recovers(tmp_pa
     watch.instance = fake  # type: ignore[assignment]
     assert watch.sensors() == []
     fake.last = {
-        "landed_events_sensor": ("FAILURE", "OperationalError: database is locked\nTraceback"),
+        "canonical_events_sensor": ("FAILURE", "OperationalError: database is locked\nTraceback"),
         "six_hourly": ("FAILURE", "not a sensor"),
     }
     assert watch.sensors() == [
-        f"sensor landed_events_sensor failed: OperationalError: database is locked; details: {UI}/automation"
+        f"sensor canonical_events_sensor failed: OperationalError: database is locked; details: {UI}/automation"
     ]
     assert watch.sensors() == []  # still failing: said once
-    fake.last["landed_events_sensor"] = ("SKIPPED", None)
-    assert watch.sensors() == ["sensor landed_events_sensor works again"]
+    fake.last["canonical_events_sensor"] = ("SKIPPED", None)
+    assert watch.sensors() == ["sensor canonical_events_sensor works again"]
     assert watch.sensors() == []

@@ -40,7 +40,7 @@ def running_sync(db: Database, workspace_id: str) -> repo.Sync:
             instance_key=KEY,
             actor="ops@example.com",
         )
-        sync, _ = repo.request_sync(conn, integration_id=integration.id)
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration.id)
         assert repo.start_sync(conn, sync_id=sync.id, run_id="a-run-that-hangs", instance_key=KEY)
         return repo.get_sync(conn, sync_id=sync.id)
 
@@ -63,8 +63,8 @@ def test_an_operator_ends_a_running_sync_and_the_integration_can_sync_again(
         "failed by an operator (flokit admin integrations syncs --fail): its run hangs on the provider"
     )
     with db.write() as conn:
-        integration = repo.get_integration(conn, integration_id=sync.integration_id)
-        again, created = repo.request_sync(conn, integration_id=sync.integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=sync.integration_id)
+        again, created = repo.request_sync_for_operator(conn, integration_id=sync.integration_id)
     assert integration.status == "connected"  # no longer `syncing`
     assert created and again.id != sync.id
     assert flokit(settings, "syncs").stdout.startswith(f"{again.id}  {sync.integration_id}  queued")

@@ -24,7 +24,7 @@ from tests.e2e.truth_world import NO_SIGNAL_SEED, Seeded, TruthWorld, truth_worl
 from tests.support import bearer
 from warehouse.actions import repository as repo
 from warehouse.db import database_for
-from warehouse.reports.store import ACTION_SIGNALS, scan_days
+from warehouse.reports.report_lake import ACTION_SIGNALS, scan_days
 
 pytestmark = pytest.mark.e2e
 SEEDS = (1, 2)  # the default world's; the truth world has a third, which test_planted_truth.py reads

@@ -44,7 +44,7 @@ from transforms.webhooks.verify import verify
 from warehouse.actions.tables import actions
 from warehouse.db import database_for
 from warehouse.lake import Lake
-from warehouse.reports.store import SPEND_RAW, scan_days, write_spend_raw
+from warehouse.reports.report_lake import SPEND_RAW, scan_days, write_spend_raw
 
 pytestmark = pytest.mark.e2e
 USERS, DAYS, SEED = 5000, 45, 1  # seed 1 at 5000 users: the shift is ready (at 3000, a draft)

@@ -27,7 +27,7 @@ from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
 from tests.support.cli import Ran, flokit_in_process
 from transforms.reports.schemas import SPEND_SCHEMA
 from warehouse.lake import Lake
-from warehouse.reports.store import write_spend_raw
+from warehouse.reports.report_lake import write_spend_raw
 
 pytestmark = pytest.mark.e2e
 

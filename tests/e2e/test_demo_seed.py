@@ -17,7 +17,7 @@ from tests.support.cli import Ran, flokit_in_process
 from warehouse.db import Database
 from warehouse.events import landing
 from warehouse.events.tables import landed_events
-from warehouse.reports import store
+from warehouse.reports import report_lake
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e
@@ -58,7 +58,7 @@ def test_seed_lands_events_and_makes_reports_answerable(settings: Settings, db: 
         "ad_accounts_sync", "canonical_events", "reports", "actions_engine", "analyst_catalog",
     ]  # fmt: skip
     assert all(r["success"] for r in runs)
-    assert len(store.partition_days(settings.paths.lake(), store.CANONICAL_EVENTS)) >= 20
+    assert len(report_lake.partition_days(settings.paths.lake(), report_lake.CANONICAL_EVENTS)) >= 20
     with db.read() as conn:
         assert landing.pending_days(conn) == {}
     client = create_app(settings).test_client()

@@ -87,7 +87,7 @@ def queue_adjust_sync(settings: Settings, db: Database, workspace: dict, fake: A
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=json.loads(done.stdout)["integration_id"])
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=json.loads(done.stdout)["integration_id"])
     return sync.id
 
 
@@ -122,14 +122,14 @@ def test_a_sync_killed_with_its_refresh_is_failed_and_the_next_refresh_runs_it_a
     with db.read() as conn:
         killed = repo.get_sync(conn, sync_id=sync_id)
         assert killed.status == "running"
-        assert repo.get_integration(conn, integration_id=killed.integration_id).status == "syncing"
+        assert repo.get_integration_for_operator(conn, integration_id=killed.integration_id).status == "syncing"
 
     adjust.release.set()  # Adjust answers from now on
     again = flokit(settings, "refresh", "--json")
     with db.read() as conn:
         ended = repo.get_sync(conn, sync_id=sync_id)
         history = repo.sync_history(conn, integration_id=killed.integration_id)
-        integration = repo.get_integration(conn, integration_id=killed.integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=killed.integration_id)
     print(f"\n[fault] refresh killed mid-sync; the next refresh said:\n{again.stderr[-1500:]}")
     assert ended.status == "failed" and ended.error_code is None
     assert f"its run {killed.run_id} ended (FAILURE)" in (ended.error_message or "")

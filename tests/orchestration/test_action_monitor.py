@@ -32,7 +32,7 @@ from transforms.reports.schemas import ACTION_SIGNAL_SCHEMA
 from warehouse.actions import repository
 from warehouse.actions.policy import change_policy
 from warehouse.db import Database
-from warehouse.reports import store
+from warehouse.reports import report_lake
 from warehouse.settings import Settings
 from warehouse.webhooks.tables import webhook_events
 
@@ -66,7 +66,7 @@ def run_monitor(settings: Settings, instance: dg.DagsterInstance) -> dg.ExecuteI
 
 
 def materialized(instance: dg.DagsterInstance) -> None:
-    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=store.ACTION_SIGNALS))
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=report_lake.ACTION_SIGNALS))
 
 
 def test_a_planted_deterioration_rolls_the_action_back(
@@ -182,8 +182,8 @@ def test_an_offer_test_that_breaches_is_completed_with_the_reason(
         else:  # the treatment arm gets far fewer users than the planned 50/50
             rows.append({**signal_row(d, today, installs=90, paywall_users=90), "workspace_id": ws})
             rows.append({**signal_row(d, today, installs=40, paywall_users=40, offer="annual"), "workspace_id": ws})
-    store.write_days(
-        lake, store.ACTION_SIGNALS, days, pl.DataFrame(rows, schema=ACTION_SIGNAL_SCHEMA), pl.col("cohort_date")
+    report_lake.write_days(
+        lake, report_lake.ACTION_SIGNALS, days, pl.DataFrame(rows, schema=ACTION_SIGNAL_SCHEMA), pl.col("cohort_date")
     )
     srm = RollbackRule(
         id="rb_srm", metric="srm", scope_entity="paywall", scope_name="main", comparator="lt",

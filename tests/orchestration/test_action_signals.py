@@ -21,7 +21,7 @@ from tests.support.reports import START, refresh, seed_lake
 from transforms.reports.schemas import DIMENSIONS
 from warehouse.lake import Lake
 from warehouse.paths import DataPaths
-from warehouse.reports import demo, serving, store
+from warehouse.reports import demo, report_lake, serving
 
 DAYS = 45
 LAST = START + timedelta(days=DAYS - 1)
@@ -35,7 +35,7 @@ def instance() -> dg.DagsterInstance:
 
 
 def _signals(lake: Lake) -> pl.DataFrame:
-    return store.scan_days(lake, store.ACTION_SIGNALS).collect()
+    return report_lake.scan_days(lake, report_lake.ACTION_SIGNALS).collect()
 
 
 def test_signals_agree_with_the_published_payback_report(tmp_path: Path, instance: dg.DagsterInstance) -> None:
@@ -86,12 +86,12 @@ def test_a_late_refund_rewrites_the_cohorts_it_reaches_and_moves_only_their_30_d
     assert refresh(tmp_path, url, instance).success
     lake = Lake(tmp_path / "lake")
     before = _signals(lake)
-    mtimes = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.ACTION_SIGNALS).items()}
+    mtimes = {d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()}
 
     # A paying user of an early cohort is refunded $7.50 twenty days after installing.
-    cohorts = store.scan_days(lake, store.ACQUISITIONS).collect()
+    cohorts = report_lake.scan_days(lake, report_lake.ACQUISITIONS).collect()
     payers = (
-        store.scan_days(lake, store.SUBSCRIPTION_EVENTS)
+        report_lake.scan_days(lake, report_lake.SUBSCRIPTION_EVENTS)
         .filter(pl.col("revenue") > 0)
         .select("user_id")
         .unique()
@@ -117,7 +117,7 @@ def test_a_late_refund_rewrites_the_cohorts_it_reaches_and_moves_only_their_30_d
     assert refresh(tmp_path, url, instance).success
 
     after = _signals(lake)
-    now = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.ACTION_SIGNALS).items()}
+    now = {d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()}
     reached = [d for d in mtimes if refund_day - timedelta(days=30) <= d <= refund_day]
     assert [d for d in now if now[d] != mtimes[d]] == reached  # the cohorts whose window holds the day
     cell = [pl.col("cohort_date") == cohort, *[pl.col(d) == user[d] for d in DIMENSIONS]]
@@ -135,7 +135,7 @@ def test_a_late_refund_rewrites_the_cohorts_it_reaches_and_moves_only_their_30_d
 
     # And the same inputs refreshed from nothing give the same signals.
     fresh = tmp_path / "fresh"
-    for dataset in (store.CANONICAL_EVENTS, store.SPEND_RAW):
+    for dataset in (report_lake.CANONICAL_EVENTS, report_lake.SPEND_RAW):
         shutil.copytree(lake.dataset_dir(dataset), fresh / "lake" / dataset)
     with dg.DagsterInstance.ephemeral() as other:
         assert refresh(fresh, url, other).success
@@ -146,6 +146,6 @@ def test_the_six_hourly_job_and_flokit_refresh_select_the_signals() -> None:
     """`flokit refresh` and the schedule run `reports_job` (the reports group): the signals are in it."""
     definitions = build_definitions()
     keys = definitions.get_repository_def().asset_graph.get_all_asset_keys()
-    assert dg.AssetKey(store.ACTION_SIGNALS) in keys
+    assert dg.AssetKey(report_lake.ACTION_SIGNALS) in keys
     selected = definitions.resolve_job_def(reports_job.name).asset_layer.selected_asset_keys
-    assert dg.AssetKey(store.ACTION_SIGNALS) in selected
+    assert dg.AssetKey(report_lake.ACTION_SIGNALS) in selected

@@ -20,7 +20,7 @@ from orchestration.catalog.assets import analyst_catalog
 from orchestration.definitions import build_definitions
 from orchestration.events.assets import canonical_events
 from orchestration.events.jobs import prune_dedup_claims_job
-from orchestration.events.sensors import EVENTS_WRITER_TAG, build_landed_events_sensor
+from orchestration.events.sensors import EVENTS_WRITER_TAG, build_canonical_events_sensor
 from orchestration.partitions import range_label, range_tags
 from orchestration.refresh import refresh
 from orchestration.resources import DatabaseResource, DataDirResource
@@ -108,7 +108,7 @@ def test_a_redelivery_after_the_dedup_window_is_not_doubled_in_the_lake(settings
 def test_sensor_requests_one_run_per_block_of_pending_days_with_deterministic_keys(
     settings: Settings, client: FlaskClient, workspace: dict
 ) -> None:
-    sensor = build_landed_events_sensor(5)
+    sensor = build_canonical_events_sensor(5)
     res = {"database": DatabaseResource(url=settings.database_url)}
     with dg.build_sensor_context(resources=res) as ctx:
         assert isinstance(sensor(ctx), dg.SkipReason)
@@ -270,7 +270,7 @@ def test_definitions_include_the_events_domain(tmp_path: Path) -> None:
     assert {"canonical_events", "analyst_catalog"} <= {
         k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()
     }
-    sensor = repo.get_sensor_def("landed_events_sensor")
+    sensor = repo.get_sensor_def("canonical_events_sensor")
     assert sensor.minimum_interval_seconds == 7
     assert repo.get_schedule_def("prune_dedup_claims_schedule").cron_schedule == "17 3 * * *"
 

@@ -28,7 +28,7 @@ from warehouse import migrate
 from warehouse.db import Database, utcnow
 from warehouse.lake import Lake
 from warehouse.paths import DataPaths
-from warehouse.reports import demo, store
+from warehouse.reports import demo, report_lake
 from warehouse.settings import Settings
 from warehouse.tables import workspaces
 
@@ -42,8 +42,8 @@ def url(directory: Path) -> str:
 
 DAYS = 21
 LAST = START + timedelta(days=DAYS - 1)
-DAILY = [store.ACQUISITIONS, store.SUBSCRIPTION_EVENTS, store.ACTIVE_DAYS, store.SPEND]
-DAILY += [store.PAYBACK_DAILY, store.COHORT_ACTIVITY]
+DAILY = [report_lake.ACQUISITIONS, report_lake.SUBSCRIPTION_EVENTS, report_lake.ACTIVE_DAYS, report_lake.SPEND]
+DAILY += [report_lake.PAYBACK_DAILY, report_lake.COHORT_ACTIVITY]
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def instance() -> dg.DagsterInstance:
 
 
 def _mtimes(lake: Lake) -> dict[str, dict[date, int]]:
-    return {ds: {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, ds).items()} for ds in DAILY}
+    return {ds: {d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, ds).items()} for ds in DAILY}
 
 
 def _rewritten(lake: Lake, before: dict[str, dict[date, int]]) -> dict[str, list[date]]:
@@ -107,7 +107,9 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
     installs_before = _published_installs(tmp_path, late_day)
     before = _mtimes(lake)
 
-    signals_before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.ACTION_SIGNALS).items()}
+    signals_before = {
+        d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()
+    }
     runs_before = {r.run_id for r in instance.get_runs()}
 
     late = _install(
@@ -122,12 +124,12 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
     rewritten = _rewritten(lake, before)
     week = [late_day + timedelta(days=k) for k in range(7)]
     assert rewritten == {
-        store.ACQUISITIONS: [late_day],
-        store.SUBSCRIPTION_EVENTS: [late_day],
-        store.ACTIVE_DAYS: [late_day],
-        store.SPEND: [],
-        store.PAYBACK_DAILY: [late_day],
-        store.COHORT_ACTIVITY: week,  # the weekly activity of D..D+6 looks back at D
+        report_lake.ACQUISITIONS: [late_day],
+        report_lake.SUBSCRIPTION_EVENTS: [late_day],
+        report_lake.ACTIVE_DAYS: [late_day],
+        report_lake.SPEND: [],
+        report_lake.PAYBACK_DAILY: [late_day],
+        report_lake.COHORT_ACTIVITY: week,  # the weekly activity of D..D+6 looks back at D
     }
     # The run still spans the stale days' range (one block), but each asset says what it recomputed.
     assert _run_metadata(instance, result.run_id) == {
@@ -138,7 +140,9 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
         "cohort_activity": 7,
     }  # spend is not in the run: no spend was delivered
     # Then, in a run of their own, the action signals of the cohorts whose first 30 days reach it.
-    signals_now = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.ACTION_SIGNALS).items()}
+    signals_now = {
+        d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()
+    }
     reached = [START + timedelta(days=k) for k in range(4)]
     assert [d for d in signals_now if signals_now[d] != signals_before[d]] == reached
     assert _run_metadata(instance, signals_run) == {"action_signals": 4}
@@ -152,7 +156,7 @@ def test_a_late_day_far_back_and_today_are_two_runs_with_nothing_between(
     data = seed_lake(tmp_path, "ws_far", users=300, days=DAYS)
     lake = Lake(tmp_path / "lake")
     held_out = data.events.filter(pl.col("occurred_at").dt.date() == LAST)
-    lake.partition_path(store.CANONICAL_EVENTS, LAST).unlink()
+    lake.partition_path(report_lake.CANONICAL_EVENTS, LAST).unlink()
     assert refresh(tmp_path, url(tmp_path), instance).success
     runs_before = {r.run_id for r in instance.get_runs()}
 
@@ -167,8 +171,8 @@ def test_a_late_day_far_back_and_today_are_two_runs_with_nothing_between(
     far_request, last_request, signals_request = reports_schedule(context)
     # Only the assets with stale days in each block (no spend was delivered for either). The far
     # day's signals ride along: no later block rewrites a day of its cohort's first 30.
-    from_events = {dg.AssetKey(ds) for ds in DAILY if ds != store.SPEND}
-    signals = dg.AssetKey(store.ACTION_SIGNALS)
+    from_events = {dg.AssetKey(ds) for ds in DAILY if ds != report_lake.SPEND}
+    signals = dg.AssetKey(report_lake.ACTION_SIGNALS)
     assert set(far_request.asset_selection or []) == from_events | {signals}
     assert set(last_request.asset_selection or []) == from_events | {a.key for a in TABLE_ASSETS}
     assert set(signals_request.asset_selection or []) == {signals}
@@ -191,7 +195,7 @@ def test_a_late_day_far_back_and_today_are_two_runs_with_nothing_between(
     assert first and not first & table_keys
     assert table_keys <= {e.asset_key for e in result.get_asset_materialization_events()}
     # Nothing is written for the 400 days between.
-    assert store.partition_days(lake, store.PAYBACK_DAILY).keys() == {far} | {
+    assert report_lake.partition_days(lake, report_lake.PAYBACK_DAILY).keys() == {far} | {
         START + timedelta(days=k) for k in range(DAYS)
     }
     assert _published_installs(tmp_path, far) == 1
@@ -205,8 +209,8 @@ def test_a_late_install_that_moves_a_users_cohort_gives_what_a_full_recompute_gi
     assert refresh(tmp_path, url(tmp_path), instance).success
 
     # A paying user installed on day 10; a late callback says they first installed on day 2.
-    cohorts = store.scan_days(lake, store.ACQUISITIONS).select("user_id", "cohort_date").collect()
-    paying = store.scan_days(lake, store.SUBSCRIPTION_EVENTS).filter(pl.col("revenue") > 0).collect()
+    cohorts = report_lake.scan_days(lake, report_lake.ACQUISITIONS).select("user_id", "cohort_date").collect()
+    paying = report_lake.scan_days(lake, report_lake.SUBSCRIPTION_EVENTS).filter(pl.col("revenue") > 0).collect()
     candidates = cohorts.join(paying.select("user_id").unique(), on="user_id").filter(
         pl.col("cohort_date") >= START + timedelta(days=8)
     )
@@ -224,19 +228,19 @@ def test_a_late_install_that_moves_a_users_cohort_gives_what_a_full_recompute_gi
 
     # The same lake inputs refreshed from nothing.
     fresh = tmp_path / "fresh"
-    for dataset in (store.CANONICAL_EVENTS, store.SPEND_RAW):
+    for dataset in (report_lake.CANONICAL_EVENTS, report_lake.SPEND_RAW):
         shutil.copytree(lake.dataset_dir(dataset), fresh / "lake" / dataset)
     with dg.DagsterInstance.ephemeral() as other:
         assert refresh(fresh, url(tmp_path), other).success
     key = list(PAYBACK_KEY)
-    incremental = store.scan_table(lake, store.PAYBACK).collect().sort(key)
-    full = store.scan_table(Lake(fresh / "lake"), store.PAYBACK).collect().sort(key)
+    incremental = report_lake.scan_table(lake, report_lake.PAYBACK).collect().sort(key)
+    full = report_lake.scan_table(Lake(fresh / "lake"), report_lake.PAYBACK).collect().sort(key)
     assert_frame_equal(incremental, full)
-    curves = [store.scan_table(lk, store.COHORT_CURVES).collect() for lk in (lake, Lake(fresh / "lake"))]
+    curves = [report_lake.scan_table(lk, report_lake.COHORT_CURVES).collect() for lk in (lake, Lake(fresh / "lake"))]
     columns = [c for c, kind in curves[0].schema.items() if kind != pl.Float64]
     assert_frame_equal(curves[0].sort(columns), curves[1].sort(columns))
     # The action signals too: the user left the old cohort day's rows and joined the new one's.
-    signals = [store.scan_days(lk, store.ACTION_SIGNALS).collect() for lk in (lake, Lake(fresh / "lake"))]
+    signals = [report_lake.scan_days(lk, report_lake.ACTION_SIGNALS).collect() for lk in (lake, Lake(fresh / "lake"))]
     signal_key = ["workspace_id", "cohort_date", "campaign", "creative", "country", "offer", "paywall"]
     assert_frame_equal(signals[0].sort(signal_key), signals[1].sort(signal_key))
     moved = incremental.filter((pl.col("dimension") == "campaign") & (pl.col("day") == 0))
@@ -268,7 +272,9 @@ def test_the_instance_runs_one_reports_run_at_a_time(config: str) -> None:
     assert {"key": REPORTS_WRITER_TAG, "limit": 1} in limits
 
 
-@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: reports/store.py, reports/serving.py, fx.py")
+@pytest.mark.both_backends(
+    reason="PostgreSQL coverage of warehouse/: reports/report_lake.py, reports/serving.py, fx.py"
+)
 def test_flokit_refresh_reports_every_run_of_a_refresh(settings: Settings, db: Database) -> None:
     migrate.upgrade(db)
     with db.write() as conn:  # the report assets read its reporting currency

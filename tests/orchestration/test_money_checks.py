@@ -14,7 +14,7 @@ from tests.support.reports import refresh, seed_lake
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.reports.schemas import SPEND_SCHEMA
 from warehouse.lake import Lake
-from warehouse.reports import demo, serving, store
+from warehouse.reports import demo, report_lake, serving
 
 WORKSPACE = "ws_money"
 DAYS = 40
@@ -56,7 +56,7 @@ def add_renewals(lake: Lake, events: pl.DataFrame, day: date, amounts: list[tupl
         ],
         schema=CANONICAL_EVENT_SCHEMA,
     )
-    existing = store.scan_days(lake, store.CANONICAL_EVENTS, [day]).collect()
+    existing = report_lake.scan_days(lake, report_lake.CANONICAL_EVENTS, [day]).collect()
     demo.write_event_partitions(lake, pl.concat([existing, extra]))
 
 
@@ -99,7 +99,7 @@ def test_spend_in_a_currency_without_a_rate_stops_the_publish(
         "spend": 100.0,
         "currency": "ARS",  # ISO 4217 money, but the ECB quotes no rate for it
     }
-    store.write_spend_raw(Lake(data_dir / "lake"), pl.DataFrame([row], schema=SPEND_SCHEMA))
+    report_lake.write_spend_raw(Lake(data_dir / "lake"), pl.DataFrame([row], schema=SPEND_SCHEMA))
     passed, description, done = outcome(refresh(data_dir, url, instance))
     assert not passed["spend_converted"]
     assert f"1 ARS on {LAST} in {WORKSPACE} (currency_without_rate)" in (description["spend_converted"] or "")
@@ -125,7 +125,7 @@ def test_an_overflowing_spend_sum_stops_the_publish(
         }
         for creative in ("huge_1", "huge_2")
     ]
-    store.write_spend_raw(Lake(data_dir / "lake"), pl.DataFrame(rows, schema=SPEND_SCHEMA))
+    report_lake.write_spend_raw(Lake(data_dir / "lake"), pl.DataFrame(rows, schema=SPEND_SCHEMA))
     passed, description, done = outcome(refresh(data_dir, url, instance))
     assert passed["spend_converted"]  # converted fine: the sum is what is wrong
     assert not passed["payback_sums_bounded"]
@@ -157,14 +157,14 @@ def test_days_written_before_conversion_are_recomputed_by_the_next_refresh(
     are derived) and publishes the same numbers, rather than crash on the old files."""
     data_dir, url, _events = published
     lake = Lake(data_dir / "lake")
-    before = store.scan_table(lake, store.PAYBACK).collect()
-    for dataset in (store.SUBSCRIPTION_EVENTS, store.SPEND):
-        for path in store.partition_days(lake, dataset).values():
+    before = report_lake.scan_table(lake, report_lake.PAYBACK).collect()
+    for dataset in (report_lake.SUBSCRIPTION_EVENTS, report_lake.SPEND):
+        for path in report_lake.partition_days(lake, dataset).values():
             lake.write(pl.read_parquet(path).drop("amount", "money_issue"), path)
     passed, _description, done = outcome(refresh(data_dir, url, instance))
     assert all(passed.values()) and "published_reports" in done
-    for dataset in (store.SUBSCRIPTION_EVENTS, store.SPEND):
-        for path in store.partition_days(lake, dataset).values():
-            assert list(pl.read_parquet_schema(path)) == list(store.SCHEMAS[dataset])
+    for dataset in (report_lake.SUBSCRIPTION_EVENTS, report_lake.SPEND):
+        for path in report_lake.partition_days(lake, dataset).values():
+            assert list(pl.read_parquet_schema(path)) == list(report_lake.SCHEMAS[dataset])
     key = ["workspace_id", "cohort_date", "dimension", "value", "day"]
-    assert_frame_equal(store.scan_table(lake, store.PAYBACK).collect().sort(key), before.sort(key))
+    assert_frame_equal(report_lake.scan_table(lake, report_lake.PAYBACK).collect().sort(key), before.sort(key))

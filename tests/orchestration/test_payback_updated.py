@@ -29,7 +29,7 @@ from transforms.demo import DemoConfig, generate
 from transforms.timefmt import iso_z
 from warehouse.db import Database, utcnow
 from warehouse.lake import Lake
-from warehouse.reports import demo, serving, store
+from warehouse.reports import demo, report_lake, serving
 from warehouse.reports.tables import payback_notified_digests
 from warehouse.settings import Settings
 from warehouse.tables import workspaces
@@ -66,7 +66,11 @@ def events(db: Database) -> list[dict[str, Any]]:
 
 
 def cohort_range(lake: Lake, workspace_id: str) -> tuple[str, str]:
-    days = store.scan_table(lake, store.PAYBACK).filter(pl.col("workspace_id") == workspace_id).select("cohort_date")
+    days = (
+        report_lake.scan_table(lake, report_lake.PAYBACK)
+        .filter(pl.col("workspace_id") == workspace_id)
+        .select("cohort_date")
+    )
     frame = days.select(pl.col("cohort_date").min().alias("a"), pl.col("cohort_date").max().alias("b")).collect()
     return frame["a"][0].isoformat(), frame["b"][0].isoformat()
 
@@ -119,7 +123,7 @@ def test_one_event_per_changed_workspace_with_the_cohort_range_that_changed(
     ]
     history = pl.concat([g.events for g in generated]).sort("occurred_at")
     demo.write_event_partitions(lake, history)
-    store.write_spend_raw(lake, pl.concat([g.spend for g in generated]))
+    report_lake.write_spend_raw(lake, pl.concat([g.spend for g in generated]))
 
     # The first publish: every workspace the database knows hears of its whole range, once.
     first = refresh(data_dir, database_url, instance)
@@ -187,7 +191,7 @@ def test_an_announcement_lost_after_the_swap_is_made_once_by_the_sensor_or_the_n
     assert isinstance(tick(data_dir, database_url), dg.SkipReason)  # nothing published yet
     generated = generate(DemoConfig(workspace_id=ws, users=400, days=DAYS, seed=11, start=START))
     demo.write_event_partitions(lake, generated.events)
-    store.write_spend_raw(lake, generated.spend)
+    report_lake.write_spend_raw(lake, generated.spend)
     first = refresh(data_dir, database_url, instance)
     assert first is not None and first.success and len(events(db)) == 1
     assert isinstance(tick(data_dir, database_url), dg.SkipReason)  # all announced

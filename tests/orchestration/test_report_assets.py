@@ -13,7 +13,7 @@ from orchestration.definitions import build_definitions
 from orchestration.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, STALE_DAYS_ONLY_TAG
 from orchestration.reports.assets import ASSETS, acquisitions, payback
 from orchestration.reports.jobs import REFRESH_CRON, reports_schedule
-from orchestration.reports.sensors import reports_first_refresh_sensor
+from orchestration.reports.sensors import reports_sensor
 from orchestration.resources import DatabaseResource, DataDirResource
 from tests.support.money import reports_database
 from tests.support.reports import START, refresh, seed_lake
@@ -23,7 +23,7 @@ from warehouse.catalog import build_catalog
 from warehouse.db import Database
 from warehouse.events.tables import landed_events
 from warehouse.lake import Lake
-from warehouse.reports import demo, store
+from warehouse.reports import demo, report_lake
 from warehouse.reports.catalog_views import REPORT_VIEWS
 from warehouse.reports.demo import land_frame
 from warehouse.settings import Settings
@@ -49,7 +49,7 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     lake = Lake(tmp_path / "lake")
     last_day = date(2026, 6, 30)
     held_out = data.events.filter(pl.col("occurred_at").dt.date() == last_day)
-    lake.partition_path(store.CANONICAL_EVENTS, last_day).unlink()
+    lake.partition_path(report_lake.CANONICAL_EVENTS, last_day).unlink()
     result = refresh(tmp_path, url, instance)
     assert result is not None and result.success
     done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
@@ -66,12 +66,12 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks and all(checks.values()), checks
     # Day 30 has spend but no events yet: its spend is in the cube, and nothing derives from events there.
-    assert len(store.partition_days(lake, store.ACQUISITIONS)) == 29
-    assert last_day in store.partition_days(lake, store.PAYBACK_DAILY)
+    assert len(report_lake.partition_days(lake, report_lake.ACQUISITIONS)) == 29
+    assert last_day in report_lake.partition_days(lake, report_lake.PAYBACK_DAILY)
     assert refresh(tmp_path, url, instance) is None  # nothing changed: nothing runs
 
     def mtimes(dataset: str) -> dict[date, int]:
-        return {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, dataset).items()}
+        return {d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, dataset).items()}
 
     def touched(dataset: str, since: dict[date, int] | None = None) -> list[date]:
         now, then = mtimes(dataset), before if since is None else since
@@ -79,26 +79,28 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
 
     # The six-hourly case: a new day arrives; only that day is computed (then, in a run of their
     # own, the action signals of the cohorts whose first 30 days reach it).
-    before = {d: p.stat().st_mtime_ns for d, p in store.partition_days(lake, store.PAYBACK_DAILY).items()}
-    signals_before = mtimes(store.ACTION_SIGNALS)
+    before = {d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, report_lake.PAYBACK_DAILY).items()}
+    signals_before = mtimes(report_lake.ACTION_SIGNALS)
     demo.write_event_partitions(lake, held_out)
     again = refresh(tmp_path, url, instance)
     assert again is not None and again.success
-    assert touched(store.PAYBACK_DAILY) == [last_day]
-    assert touched(store.ACTION_SIGNALS, signals_before) == [last_day - timedelta(days=k) for k in range(29, -1, -1)]
+    assert touched(report_lake.PAYBACK_DAILY) == [last_day]
+    assert touched(report_lake.ACTION_SIGNALS, signals_before) == [
+        last_day - timedelta(days=k) for k in range(29, -1, -1)
+    ]
     partitions = {e.partition for e in again.get_asset_materialization_events() if e.asset_key == acquisitions.key}
     assert partitions == {last_day.isoformat()}
-    cube = store.scan_table(lake, store.PAYBACK).collect()
+    cube = report_lake.scan_table(lake, report_lake.PAYBACK).collect()
     assert cube.filter(pl.col("dimension") == "campaign")["installs"].sum() == 800
 
     # Late events for an old day: that day, and for the weekly activity the six after it too.
-    before, activity = mtimes(store.PAYBACK_DAILY), mtimes(store.COHORT_ACTIVITY)
+    before, activity = mtimes(report_lake.PAYBACK_DAILY), mtimes(report_lake.COHORT_ACTIVITY)
     late_day = date(2026, 6, 10)
     demo.write_event_partitions(lake, data.events.filter(pl.col("occurred_at").dt.date() == late_day))
     assert refresh(tmp_path, url, instance).success
-    assert touched(store.PAYBACK_DAILY) == [late_day]
-    assert touched(store.COHORT_ACTIVITY, activity) == [date(2026, 6, d) for d in range(10, 17)]
-    assert_frame_equal(store.scan_table(lake, store.PAYBACK).collect(), cube)
+    assert touched(report_lake.PAYBACK_DAILY) == [late_day]
+    assert touched(report_lake.COHORT_ACTIVITY, activity) == [date(2026, 6, d) for d in range(10, 17)]
+    assert_frame_equal(report_lake.scan_table(lake, report_lake.PAYBACK).collect(), cube)
 
     # The analyst catalog views answer the README's query.
     counts = build_catalog(tmp_path / "warehouse.duckdb", lake, REPORT_VIEWS)
@@ -126,25 +128,25 @@ def test_schedule_and_first_refresh_sensor_request_the_changed_days(settings: Se
     )
     assert request.tags[STALE_DAYS_ONLY_TAG] == "true"
     assert set(request.asset_selection or []) == {a.key for a in ASSETS}  # the first refresh: every asset
-    [sensor_request] = reports_first_refresh_sensor(dg.build_sensor_context(resources=resources))
+    [sensor_request] = reports_sensor(dg.build_sensor_context(resources=resources))
     assert sensor_request.run_key
 
     # Landed events not yet in the lake: the first publish waits for them.
     land_frame(db, data.events.head(1).with_columns(pl.lit("evt_pending").alias("event_id")))
-    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
+    assert isinstance(reports_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
     with db.write() as conn:
         conn.execute(landed_events.update().values(in_lake=True))
-    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), list)
+    assert isinstance(reports_sensor(dg.build_sensor_context(resources=resources)), list)
     # An event stamped for a day that has not begun waits for its day; it holds nothing back.
     ahead = datetime.now(UTC) + timedelta(days=2)
     land_frame(
         db, data.events.head(1).with_columns(pl.lit("evt_ahead").alias("event_id"), pl.lit(ahead).alias("occurred_at"))
     )
-    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), list)
+    assert isinstance(reports_sensor(dg.build_sensor_context(resources=resources)), list)
 
     settings.paths.reports.parent.mkdir(parents=True, exist_ok=True)
     settings.paths.reports.write_bytes(b"")  # once published, the schedule owns refreshes
-    assert isinstance(reports_first_refresh_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
+    assert isinstance(reports_sensor(dg.build_sensor_context(resources=resources)), dg.SkipReason)
 
 
 def test_reports_are_in_the_definitions() -> None:
@@ -154,7 +156,7 @@ def test_reports_are_in_the_definitions() -> None:
     assert repo.has_schedule_def("reports_schedule") and repo.has_job("reports_job")
     # Running from the first start of the daemon: nobody has to switch the six-hourly refresh on.
     assert repo.get_schedule_def("reports_schedule").default_status == dg.DefaultScheduleStatus.RUNNING
-    assert repo.get_sensor_def("reports_first_refresh_sensor").default_status == dg.DefaultSensorStatus.RUNNING
+    assert repo.get_sensor_def("reports_sensor").default_status == dg.DefaultSensorStatus.RUNNING
     assert payback.key.to_user_string() == "payback"
 
 

@@ -146,7 +146,7 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
             instance_key=PARITY_KEY,
             actor="parity-test",
         )
-        sync, _ = integrations_repo.request_sync(conn, integration_id=integration.id)
+        sync, _ = integrations_repo.request_sync_for_operator(conn, integration_id=integration.id)
         integrations_repo.start_sync(conn, sync_id=sync.id, run_id="parity-run", instance_key=PARITY_KEY)
         integrations_repo.finish_failure(
             conn, sync_id=sync.id, code="auth", message="HTTP 401: Unauthorized", refused=True

@@ -8,7 +8,7 @@ import polars as pl
 
 from transforms.reports.schemas import SPEND_SCHEMA
 from warehouse.lake import Lake
-from warehouse.reports.store import write_spend_raw
+from warehouse.reports.report_lake import write_spend_raw
 
 
 def spend(lake: Lake, workspace_id: str, rows: list[tuple[date, str, str, float]], currency: str = "USD") -> None:

@@ -23,7 +23,7 @@ from transforms.reports.schemas import ACTION_SIGNAL_SCHEMA, SIGNAL_HORIZONS
 from warehouse.adaccounts import repository as adaccounts
 from warehouse.db import Database
 from warehouse.lake import Lake
-from warehouse.reports.store import ACTION_SIGNALS, CANONICAL_EVENTS, write_day, write_days
+from warehouse.reports.report_lake import ACTION_SIGNALS, CANONICAL_EVENTS, write_day, write_days
 
 DAYS = 60
 

@@ -14,7 +14,7 @@ from transforms.reports.schemas import ACTION_SIGNAL_SCHEMA, CLEAN_SPEND_SCHEMA
 from warehouse.actions import repository
 from warehouse.db import Database
 from warehouse.lake import Lake
-from warehouse.reports import store
+from warehouse.reports import report_lake
 
 CAMPAIGN = "meta_broad"
 CPI_RULE = RollbackRule(
@@ -59,8 +59,8 @@ def plant(
         {**signal_row(d, today, **(before if d <= effective.date() else after)), "workspace_id": workspace_id}
         for d in days
     ]
-    store.write_days(
-        lake, store.ACTION_SIGNALS, days, pl.DataFrame(rows, schema=ACTION_SIGNAL_SCHEMA), pl.col("cohort_date")
+    report_lake.write_days(
+        lake, report_lake.ACTION_SIGNALS, days, pl.DataFrame(rows, schema=ACTION_SIGNAL_SCHEMA), pl.col("cohort_date")
     )
     if not with_spend:
         return
@@ -70,7 +70,7 @@ def plant(
          for r in rows],
         schema=CLEAN_SPEND_SCHEMA,
     )  # fmt: skip
-    store.write_days(lake, store.SPEND, days, spend, pl.col("spend_date"))
+    report_lake.write_days(lake, report_lake.SPEND, days, spend, pl.col("spend_date"))
 
 
 def running_action(

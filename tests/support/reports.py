@@ -11,7 +11,7 @@ from orchestration.definitions import build_definitions
 from orchestration.reports.jobs import refresh_reports
 from transforms.demo import DemoConfig, DemoData, generate
 from warehouse.lake import Lake
-from warehouse.reports import demo, store
+from warehouse.reports import demo, report_lake
 from warehouse.settings import Settings
 
 START = date(2026, 6, 1)
@@ -22,7 +22,7 @@ def seed_lake(data_dir: Path, workspace_id: str, *, users: int = 1500, days: int
     data = generate(DemoConfig(workspace_id=workspace_id, users=users, days=days, seed=seed, start=START))
     lake = Lake(data_dir / "lake")
     demo.write_event_partitions(lake, data.events)
-    store.write_spend_raw(lake, data.spend)
+    report_lake.write_spend_raw(lake, data.spend)
     return data
 
 

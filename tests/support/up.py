@@ -190,7 +190,7 @@ def alembic_rows(dagster_home: Path) -> dict[str, list[str]]:
 
 def assert_daemon_brings_the_demo_to_reports_and_catalog(base: str, key: str, data_dir: Path) -> None:
     """Nobody runs `flokit refresh`: the daemon's sensors take the landed demo history into the
-    lake (landed_events_sensor), publish the first reports once every landed event is in the
+    lake (canonical_events_sensor), publish the first reports once every landed event is in the
     lake (reports_first_refresh) and build the analyst catalog (analyst_catalog_sensor)."""
     today = datetime.now(UTC).date()
     query = {"start_date": (today - timedelta(days=90)).isoformat(), "end_date": today.isoformat()}

@@ -27,8 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from transforms.adaccounts.money import InexactAmount, is_currency, to_minor
-from transforms.integrations.kinds import ConfigProblem, Field, ValidConfig, secret_hint
-from transforms.integrations.kinds import _check as check_field
+from transforms.integrations.kinds import ConfigProblem, Field, ValidConfig, read_fields, secret_hint
 
 Platform = Literal["meta", "apple_search_ads", "sandbox"]
 PLATFORMS: Final[tuple[Platform, ...]] = ("meta", "apple_search_ads", "sandbox")
@@ -140,24 +139,8 @@ def validate_config(platform: str, raw: object) -> ValidConfig:
         and not isinstance(raw["org_id"], bool)
     ):
         raw = {**raw, "org_id": str(raw["org_id"])}  # Apple shows it as a number; JSON may carry it so
-    fields = kind.all_fields()
-    names = {f.name: f for f in fields}
-    for key in raw:
-        if key not in names:
-            known = [f.name for f in fields] + (["campaigns"] if kind.platform == "sandbox" else [])
-            raise ConfigProblem(str(key), f"unknown field for {platform}; fields: {', '.join(known)}")
-    options: dict[str, Any] = {}
-    secrets: dict[str, str] = {}
-    for f in fields:
-        value = raw.get(f.name)
-        if value is None or value == "":
-            if f.required:
-                raise ConfigProblem(f.name, "is required" + (f" ({f.doc})" if f.doc else ""))
-            if f.default is not None:
-                options[f.name] = f.default
-            continue
-        checked = check_field(f, value)
-        (secrets if f.secret else options)[f.name] = checked
+    also_known = ("campaigns",) if kind.platform == "sandbox" else ()
+    options, secrets = read_fields(kind.all_fields(), raw, platform, also_known=also_known)
     if kind.platform == "meta":
         if not _META_ACCOUNT.match(options["ad_account_id"]):
             raise ConfigProblem("ad_account_id", "must be the Graph id of the ad account, act_<digits> (e.g. act_1234)")

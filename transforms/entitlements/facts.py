@@ -2,7 +2,7 @@
 
 Every source speaks its own shape (an App Store JWS transaction, a Google Play
 `SubscriptionPurchaseV2`, a Stripe subscription, a RevenueCat or Adapty event); each has a pure
-mapper in `transforms.stores` that turns a verified payload into facts, and the ledger
+mapper in `transforms.purchases` that turns a verified payload into facts, and the ledger
 (`warehouse.entitlements`) applies facts, whoever sent them. A fact says nothing about whether
 the user is entitled *now*: `active` is computed when read (`access_ends_at` against the clock),
 so a monthly subscription that lapses stops granting access without any notification.

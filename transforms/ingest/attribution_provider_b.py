@@ -1,4 +1,4 @@
-"""AppsFlyer Push API messages normalized into canonical events (vendor `attribution_provider_b`).
+"""`attribution_provider_b` (AppsFlyer): Push API messages normalized into canonical events.
 
 AppsFlyer's Push API POSTs one JSON object per attributed event (support article 207034356,
 Push API V2.0): installs (`event_name` "install"), in-app events (`event_name` the app's own

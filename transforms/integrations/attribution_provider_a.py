@@ -1,4 +1,4 @@
-"""Adjust's Report Service rows as FloKit spend rows: the pure half of the Adjust connector.
+"""`attribution_provider_a` (Adjust): Report Service rows as FloKit spend rows, the connector's pure half.
 
 What the connector asks for, and why (https://dev.adjust.com/en/api/rs-api/reports, the
 `adjust/dev-docs` source of that page, and design/integrations.md §1.4):

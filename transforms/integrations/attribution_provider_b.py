@@ -1,4 +1,4 @@
-"""AppsFlyer (attribution_provider_b): the Master API's aggregate rows as spend rows.
+"""`attribution_provider_b` (AppsFlyer): the Master API's aggregate rows as spend rows.
 
 What a sync asks for (AppsFlyer Master API, `GET /api/master-agg-data/v4/app/{app_id}`, reference
 at dev.appsflyer.com/hc/reference/master_api_get and support article 213223166):

@@ -363,14 +363,30 @@ def validate_config(integration_type: str, raw: object) -> ValidConfig:
     kind = kind_of(integration_type)
     if not isinstance(raw, Mapping):
         raise ConfigProblem("", "the config must be a JSON object")
-    fields = kind.all_fields()
+    options, secrets = read_fields(kind.all_fields(), raw, integration_type)
+    for group in kind.groups:
+        given = [name for name in group if name in options or name in secrets]
+        if given and len(given) != len(group):
+            missing = [name for name in group if name not in given]
+            raise ConfigProblem(missing[0], f"is required with {given[0]} (give all of {', '.join(group)} or none)")
+    return ValidConfig(options=options, secrets=secrets)
+
+
+def read_fields(
+    fields: tuple[Field, ...], raw: Mapping[Any, Any], owner: str, *, also_known: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A config object read against declared fields: (options, secrets), defaults filled in.
+
+    The one reading of a config file, for integrations and ad accounts alike: an unknown key, a key
+    given twice (under its name and an alias), a missing required field and a value of the wrong
+    kind are each a `ConfigProblem` naming the field. `owner` (the type or platform) and
+    `also_known` (keys the caller reads itself) only word the unknown-field message."""
     names = {alias: f for f in fields for alias in (f.name, *f.aliases)}
     seen: dict[str, str] = {}
     for key in raw:
         if key not in names:
-            raise ConfigProblem(
-                str(key), f"unknown field for {integration_type}; fields: {', '.join(f.name for f in fields)}"
-            )
+            known = ", ".join([f.name for f in fields] + list(also_known))
+            raise ConfigProblem(str(key), f"unknown field for {owner}; fields: {known}")
         canonical = names[key].name
         if canonical in seen:
             raise ConfigProblem(str(key), f"given twice (also as {seen[canonical]!r})")
@@ -385,7 +401,7 @@ def validate_config(integration_type: str, raw: object) -> ValidConfig:
             if f.default is not None:
                 options[f.name] = f.default
             continue
-        checked = _check(f, value)
+        checked = check_field(f, value)
         problem = f.check(checked) if f.check is not None else None
         if problem is not None:
             raise ConfigProblem(f.name, problem)
@@ -393,15 +409,11 @@ def validate_config(integration_type: str, raw: object) -> ValidConfig:
             secrets[f.name] = checked
         else:
             options[f.name] = checked
-    for group in kind.groups:
-        given = [name for name in group if name in options or name in secrets]
-        if given and len(given) != len(group):
-            missing = [name for name in group if name not in given]
-            raise ConfigProblem(missing[0], f"is required with {given[0]} (give all of {', '.join(group)} or none)")
-    return ValidConfig(options=options, secrets=secrets)
+    return options, secrets
 
 
-def _check(f: Field, value: Any) -> Any:
+def check_field(f: Field, value: Any) -> Any:
+    """One value against its field's kind (integer, string list, PEM, URL, string); the value as kept."""
     if f.kind == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigProblem(f.name, "must be an integer")

@@ -1,4 +1,4 @@
-"""RevenueCat (REST API v2) records to canonical events: pure mapping, no I/O.
+"""`subscription_provider_a` (RevenueCat): REST API v2 records to canonical events, pure mapping, no I/O.
 
 What the API states, and so what a sync can say (RevenueCat OpenAPI `openapi-spec/api-v2.yaml`,
 RevenueCat/docs at bf39a9c, Feb 2026):

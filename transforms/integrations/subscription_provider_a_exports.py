@@ -1,4 +1,4 @@
-"""RevenueCat Scheduled Data Exports (the Transactions feed) to canonical events: pure, no I/O.
+"""`subscription_provider_a` (RevenueCat): Scheduled Data Exports (the Transactions feed) to canonical events.
 
 RevenueCat delivers the feed into the customer's bucket as `<base>/<date>/transactions_<timestamp>
 .<ext>`, gzip-compressed CSV (comma-delimited) or Parquet; the first delivery is the full history,

@@ -1,4 +1,4 @@
-"""Adapty's daily event export (CSV files in the customer's S3 bucket) to canonical events.
+"""`subscription_provider_b` (Adapty): the daily event export (CSV files in the customer's bucket) to events.
 
 What the export is (Adapty docs, "Amazon S3" integration, `adaptyteam/adapty-docs`
 `versioned_docs/version-3.0/s3-exports.md`, and the Google Cloud Storage twin page): Adapty writes

@@ -12,7 +12,7 @@ a user's revenue at a horizon is a sum over days, so Σx² does not add up acros
 the cube's measures do. Each cohort day's rows are therefore computed from all of its users'
 events of days since install 0..SIGNAL_WINDOW_DAYS-1, in one piece: the dataset is partitioned
 by cohort day, and partition D reads events of days D..D+29 (the store recomputes it when any of
-them is rewritten, `warehouse.reports.store.DERIVED_FROM`).
+them is rewritten, `warehouse.reports.report_lake.DERIVED_FROM`).
 
 Money goes through the cube's path: revenue and refunds are `subscription_events`' amounts in
 the reporting currency (ECB rate of the event's day), spend is `spend`'s, allocated to offer and

@@ -20,7 +20,7 @@ from warehouse.actions.policy import policy_for
 from warehouse.actions.tables import action_evaluations, action_transitions, actions
 from warehouse.adaccounts.repository import workspace_entities
 from warehouse.lake import Lake
-from warehouse.reports.store import ACTION_SIGNALS, last_day, partition_days, scan_days
+from warehouse.reports.report_lake import ACTION_SIGNALS, last_day, partition_days, scan_days
 from warehouse.tables import workspaces
 
 

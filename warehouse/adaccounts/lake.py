@@ -15,7 +15,7 @@ import polars as pl
 from transforms.adaccounts.sandbox import LOOKBACK_DAYS
 from transforms.reports.lifecycle import ORGANIC
 from warehouse.lake import Lake
-from warehouse.reports.store import ACQUISITIONS, SPEND_RAW, partition_days, scan_days
+from warehouse.reports.report_lake import ACQUISITIONS, SPEND_RAW, partition_days, scan_days
 
 LABEL_DAYS = 90
 

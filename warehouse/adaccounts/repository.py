@@ -10,7 +10,6 @@ four characters of each secret kept apart for display.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +18,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from transforms import sealing
 from transforms.adaccounts.entities import AccountInfo, PlatformEntity
 from transforms.adaccounts.kinds import ValidConfig, kind_of, secret_hint
 from transforms.ids import new_id
@@ -27,6 +25,7 @@ from transforms.integrations.errors import truncate
 from transforms.webhooks.payloads import ad_account_sync_failed
 from warehouse import audit
 from warehouse.adaccounts.tables import ad_accounts, ad_entities
+from warehouse.connected import Connected
 from warehouse.db import utcnow
 from warehouse.errors import AlreadyExists, NotFound, TransitionRefused
 from warehouse.tables import workspaces
@@ -36,6 +35,7 @@ SEAL_PURPOSE = "ad-account-credentials"
 # The option naming the account on its platform: two live accounts of a workspace may not name
 # the same one (the sandbox has none: one live sandbox per workspace).
 IDENTITY_OPTION = {"meta": "ad_account_id", "apple_search_ads": "org_id", "sandbox": None}
+ROWS = Connected(ad_accounts, "Ad account", sealed="config", purpose=SEAL_PURPOSE)
 
 
 @dataclass(frozen=True)
@@ -103,29 +103,11 @@ class SyncCounts:
 
 
 def _account(row: Row[Any]) -> AdAccount:
-    return AdAccount(
-        id=row.id,
-        workspace_id=row.workspace_id,
-        platform=row.platform,
-        name=row.name,
-        status=row.status,
-        options=dict(row.options or {}),
-        credential_hints=dict(row.credential_hints or {}),
-        external_account_id=row.external_account_id,
-        currency=row.currency,
-        last_synced_at=row.last_synced_at,
-        last_error=row.last_error,
-        created_at=row.created_at,
-    )
+    return ROWS.record(AdAccount, row)
 
 
 def _entity(row: Row[Any]) -> Entity:
     return Entity(**{name: getattr(row, name) for name in Entity.__dataclass_fields__})
-
-
-def _seal(instance_key: str, account_id: str, secrets: dict[str, str]) -> str:
-    plaintext = json.dumps(secrets, sort_keys=True).encode()
-    return sealing.seal(instance_key, SEAL_PURPOSE, plaintext, context=account_id)
 
 
 def default_name(platform: str, config: ValidConfig) -> str:
@@ -172,7 +154,7 @@ def connect(
             name=(name or default_name(platform, config))[:200],
             status="connected",
             options=config.options,
-            config=_seal(instance_key, account_id, config.secrets),
+            config=ROWS.seal(instance_key, account_id, config.secrets),
             credential_hints={field: secret_hint(value) for field, value in config.secrets.items()},
             created_at=now,
             updated_at=now,
@@ -186,7 +168,7 @@ def connect(
         subject_id=account_id,
         detail={"platform": platform, "options": _audit_options(config.options)},
     )
-    return get_account(conn, ad_account_id=account_id)
+    return get_account(conn, ad_account_id=account_id, workspace_id=workspace_id)
 
 
 def _audit_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -219,47 +201,41 @@ def remove(
         subject_id=ad_account_id,
         detail={"platform": account.platform},
     )
-    return get_account(conn, ad_account_id=ad_account_id)
+    return get_account(conn, ad_account_id=ad_account_id, workspace_id=workspace_id)
 
 
 def list_accounts(conn: Connection, *, workspace_id: str) -> list[AdAccount]:
-    rows = conn.execute(
-        ad_accounts.select()
-        .where(ad_accounts.c.workspace_id == workspace_id)
-        .order_by(ad_accounts.c.created_at, ad_accounts.c.id)
-    )
-    return [_account(r) for r in rows]
+    return [_account(r) for r in ROWS.in_workspace(conn, workspace_id)]
 
 
-def get_account(conn: Connection, *, ad_account_id: str, workspace_id: str | None = None) -> AdAccount:
-    """The account; `NotFound` when there is none, or it belongs to another workspace."""
-    query = ad_accounts.select().where(ad_accounts.c.id == ad_account_id)
-    if workspace_id is not None:
-        query = query.where(ad_accounts.c.workspace_id == workspace_id)
-    row = conn.execute(query).first()
-    if row is None:
-        raise NotFound(f"Ad account {ad_account_id} not found")
-    return _account(row)
+def get_account(conn: Connection, *, ad_account_id: str, workspace_id: str) -> AdAccount:
+    """The workspace's account; `NotFound` when there is none, or it belongs to another workspace."""
+    return _account(ROWS.one(conn, ad_account_id, workspace_id))
+
+
+def get_account_for_operator(conn: Connection, *, ad_account_id: str) -> AdAccount:
+    """The account, whichever workspace holds it: for the syncs, the executor and the operator's
+    CLI, which act for every workspace. `NotFound` when there is none."""
+    return _account(ROWS.one(conn, ad_account_id, None))
 
 
 def config_of(conn: Connection, *, ad_account_id: str, instance_key: str) -> ValidConfig:
     """The account's config with its secrets unsealed (for a client)."""
-    row = conn.execute(
-        sa.select(ad_accounts.c.options, ad_accounts.c.config).where(ad_accounts.c.id == ad_account_id)
-    ).first()
-    if row is None:
-        raise NotFound(f"Ad account {ad_account_id} not found")
-    if row.config is None:
-        raise TransitionRefused(f"Ad account {ad_account_id} is disconnected: it has no credentials", "disconnected")
-    secrets = json.loads(sealing.unseal(instance_key, SEAL_PURPOSE, row.config, context=ad_account_id))
-    return ValidConfig(options=dict(row.options or {}), secrets=secrets)
+    return ROWS.config(conn, ad_account_id, instance_key)
 
 
-def live_accounts(conn: Connection, *, workspace_id: str | None = None) -> list[AdAccount]:
-    """Every account a sync should read (connected, or in error: a sync is how it recovers)."""
-    query = ad_accounts.select().where(ad_accounts.c.status.in_(["connected", "syncing", "error"]))
-    if workspace_id is not None:
-        query = query.where(ad_accounts.c.workspace_id == workspace_id)
+def live_accounts(conn: Connection, *, workspace_id: str) -> list[AdAccount]:
+    """The workspace's accounts a sync should read (connected, or in error: a sync is how it recovers)."""
+    return _live(conn, ad_accounts.c.workspace_id == workspace_id)
+
+
+def live_accounts_for_operator(conn: Connection) -> list[AdAccount]:
+    """Every workspace's live accounts (the schedule and `flokit refresh` sync them all)."""
+    return _live(conn)
+
+
+def _live(conn: Connection, *where: sa.ColumnElement[bool]) -> list[AdAccount]:
+    query = ad_accounts.select().where(ad_accounts.c.status.in_(["connected", "syncing", "error"]), *where)
     return [_account(r) for r in conn.execute(query.order_by(ad_accounts.c.created_at, ad_accounts.c.id))]
 
 
@@ -413,11 +389,11 @@ def upsert_entities(
 def begin_sync(conn: Connection, *, ad_account_id: str, now: datetime | None = None) -> AdAccount:
     """`syncing` (a disconnected account cannot sync: `TransitionRefused`)."""
     now = now or utcnow()
-    account = get_account(conn, ad_account_id=ad_account_id)
+    account = get_account_for_operator(conn, ad_account_id=ad_account_id)
     if account.status == "disconnected":
         raise TransitionRefused(f"Ad account {ad_account_id} is disconnected; connect it again to sync", "disconnected")
     conn.execute(ad_accounts.update().where(ad_accounts.c.id == ad_account_id).values(status="syncing", updated_at=now))
-    return get_account(conn, ad_account_id=ad_account_id)
+    return get_account_for_operator(conn, ad_account_id=ad_account_id)
 
 
 def finish_sync_success(
@@ -430,7 +406,7 @@ def finish_sync_success(
 ) -> SyncCounts:
     """The registry written; the account `connected` with the platform's id and currency."""
     now = now or utcnow()
-    account = get_account(conn, ad_account_id=ad_account_id)
+    account = get_account_for_operator(conn, ad_account_id=ad_account_id)
     counts = upsert_entities(conn, account=account, listed=listed, now=now)
     conn.execute(
         ad_accounts.update()
@@ -462,7 +438,7 @@ def finish_sync_failure(
     5xx, timeout) only fails this sync: the account goes back to what it was."""
     now = now or utcnow()
     message = truncate(message)
-    account = get_account(conn, ad_account_id=ad_account_id)
+    account = get_account_for_operator(conn, ad_account_id=ad_account_id)
     if account.status == "disconnected":
         return account
     if refused:
@@ -472,7 +448,7 @@ def finish_sync_failure(
             .values(status="error", last_error=message, updated_at=now)
         )
         if account.last_error is not None:
-            return get_account(conn, ad_account_id=ad_account_id)
+            return get_account_for_operator(conn, ad_account_id=ad_account_id)
         emit_event(
             conn,
             workspace_id=account.workspace_id,
@@ -487,4 +463,4 @@ def finish_sync_failure(
         conn.execute(
             ad_accounts.update().where(ad_accounts.c.id == ad_account_id).values(status=status, updated_at=now)
         )
-    return get_account(conn, ad_account_id=ad_account_id)
+    return get_account_for_operator(conn, ad_account_id=ad_account_id)

@@ -1,7 +1,7 @@
 """An ad account's "sync now" requests: asked for on the dashboard, run by Dagster.
 
 The Flask app never calls an ad platform: `request_sync` writes a `pending` row (who asked and
-when) and returns; the sensor `ad_account_sync_requests_sensor` (orchestration/adaccounts)
+when) and returns; the sensor `ad_accounts_sync_sensor` (orchestration/adaccounts)
 launches one `ad_accounts_sync_job` run per pending row; the run `claim`s it (`running`, with
 its run id) and ends it with `finish_success` (the sync's counts) or `finish_failure` (the
 platform's error text, or ours). A run that dies before ending its request is found by the
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from transforms.adaccounts.sync_requests import OPEN_STATUSES
@@ -29,8 +28,10 @@ from warehouse.adaccounts.repository import SyncCounts, get_account
 from warehouse.adaccounts.tables import ad_account_sync_requests as requests
 from warehouse.db import utcnow
 from warehouse.errors import NotFound, TransitionRefused
+from warehouse.queue import Subject, WorkQueue
 
 HISTORY_LIMIT = 10
+QUEUE = WorkQueue(requests, subject="ad_account_id", waiting="pending", ordered_by="requested_at")
 
 
 @dataclass(frozen=True)
@@ -69,16 +70,14 @@ def _request(row: Row[Any]) -> SyncRequest:
 
 
 def get_request(conn: Connection, *, request_id: str) -> SyncRequest:
-    row = conn.execute(requests.select().where(requests.c.id == request_id)).first()
+    row = QUEUE.get(conn, request_id)
     if row is None:
         raise NotFound(f"Sync request {request_id} not found")
     return _request(row)
 
 
 def open_request(conn: Connection, *, ad_account_id: str) -> SyncRequest | None:
-    row = conn.execute(
-        requests.select().where(requests.c.ad_account_id == ad_account_id, requests.c.status.in_(OPEN_STATUSES))
-    ).first()
+    row = QUEUE.open_for(conn, ad_account_id)
     return _request(row) if row is not None else None
 
 
@@ -92,70 +91,39 @@ def request_sync(
     check collide on the partial unique index; the loser reads the winner's row."""
     now = now or utcnow()
     account = get_account(conn, ad_account_id=ad_account_id, workspace_id=workspace_id)
-    if account.status == "disconnected":
-        raise TransitionRefused(
-            f"Ad account {ad_account_id} is disconnected; connect it again before syncing", "disconnected"
-        )
-    found = open_request(conn, ad_account_id=ad_account_id)
-    if found is not None:
-        return found, False
-    request_id = new_id("adsync")
-    try:
-        with conn.begin_nested():
-            conn.execute(
-                requests.insert().values(
-                    id=request_id,
-                    workspace_id=account.workspace_id,
-                    ad_account_id=ad_account_id,
-                    requested_by=requested_by[:200],
-                    requested_at=now,
-                    status="pending",
-                )
-            )
-    except sa.exc.IntegrityError:
-        found = open_request(conn, ad_account_id=ad_account_id)
-        if found is None:
-            raise
-        return found, False
-    return get_request(conn, request_id=request_id), True
+    row, created = QUEUE.insert_once(
+        conn,
+        Subject("Ad account", ad_account_id, account.status),
+        {
+            "id": new_id("adsync"),
+            "workspace_id": account.workspace_id,
+            "requested_by": requested_by[:200],
+            "requested_at": now,
+        },
+    )
+    return _request(row), created
 
 
 def pending_requests(conn: Connection) -> list[SyncRequest]:
     """Every pending request, oldest first (the sensor's run requests)."""
-    rows = conn.execute(
-        requests.select().where(requests.c.status == "pending").order_by(requests.c.requested_at, requests.c.id)
-    )
-    return [_request(r) for r in rows]
+    return [_request(r) for r in QUEUE.with_status(conn, ["pending"])]
 
 
 def open_requests(conn: Connection) -> list[SyncRequest]:
     """Every pending or running request, oldest first (what the sweep checks against the runs)."""
-    rows = conn.execute(
-        requests.select().where(requests.c.status.in_(OPEN_STATUSES)).order_by(requests.c.requested_at, requests.c.id)
-    )
-    return [_request(r) for r in rows]
+    return [_request(r) for r in QUEUE.with_status(conn, OPEN_STATUSES)]
 
 
 def recent_requests(conn: Connection, *, ad_account_id: str, limit: int = HISTORY_LIMIT) -> list[SyncRequest]:
     """An account's requests, newest first."""
-    rows = conn.execute(
-        requests.select()
-        .where(requests.c.ad_account_id == ad_account_id)
-        .order_by(requests.c.requested_at.desc(), requests.c.id.desc())
-        .limit(limit)
-    )
-    return [_request(r) for r in rows]
+    return [_request(r) for r in QUEUE.history(conn, ad_account_id, limit)]
 
 
 def claim(conn: Connection, *, request_id: str, run_id: str, now: datetime | None = None) -> SyncRequest | None:
     """`pending` -> `running` under this run; None when it is no longer pending (another run took
     it, or the sweep ended it): the caller then has nothing to do."""
     now = now or utcnow()
-    taken = conn.execute(
-        requests.update()
-        .where(requests.c.id == request_id, requests.c.status == "pending")
-        .values(status="running", run_id=run_id[:64], started_at=now)
-    ).rowcount
+    taken = QUEUE.claim(conn, request_id, run_id, now)
     return get_request(conn, request_id=request_id) if taken else None
 
 
@@ -203,12 +171,7 @@ def finish_failure(
 
 
 def _finish(conn: Connection, request_id: str, now: datetime, allowed: tuple[str, ...], **values: Any) -> SyncRequest:
-    done = conn.execute(
-        requests.update()
-        .where(requests.c.id == request_id, requests.c.status.in_(allowed))
-        .values(finished_at=now, **values)
-    ).rowcount
-    if not done:
+    if not QUEUE.end(conn, request_id, now, allowed, values):
         current = get_request(conn, request_id=request_id)
         raise TransitionRefused(f"Sync request {request_id} is {current.status}; it cannot end now", current.status)
     return get_request(conn, request_id=request_id)

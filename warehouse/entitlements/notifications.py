@@ -51,7 +51,7 @@ class StoredNotification:
 @dataclass(frozen=True)
 class Received:
     """A verified notification as it arrived, and who it is for. `headers` and `query_string` are
-    only what replay reads of them (`api.processor.framework.kept_for_replay`): never the
+    only what replay reads of them (`api.notifications.framework.kept_for_replay`): never the
     credential that authenticated it, which this table must not hold (migration 0190)."""
 
     provider: str

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from transforms.integrations.warehouse import Partition
+from transforms.integrations.warehouse_export import Partition
 from warehouse.lake import Lake
-from warehouse.reports.store import (
+from warehouse.reports.report_lake import (
     CANONICAL_EVENTS,
     COHORT_ACTIVITY,
     COHORT_CURVES,

@@ -9,7 +9,6 @@ instance key to connect and to read the config back for a run, and gets the secr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,16 +16,17 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from transforms import sealing
 from transforms.ids import new_id
 from transforms.integrations.errors import ErrorCode, truncate
 from transforms.integrations.kinds import KINDS, ValidConfig, kind_of, secret_hint
 from transforms.integrations.status import ACTIVE_SYNC_STATUSES, SyncTrigger, after_sync
 from transforms.webhooks.payloads import integration_sync_failed
 from warehouse import audit
+from warehouse.connected import Connected
 from warehouse.db import utcnow
 from warehouse.errors import AlreadyExists, Conflict, NotFound, TransitionRefused
 from warehouse.integrations.tables import integration_syncs, integrations
+from warehouse.queue import Subject, WorkQueue
 from warehouse.tables import apps, workspaces
 from warehouse.webhooks.outbox import emit_event
 
@@ -37,6 +37,9 @@ FLOKIT_APP_TYPES = frozenset(
     {"payment_processor", "subscription_provider_a", "subscription_provider_b", "ios_store_connect", "android_store"}
 )
 HISTORY_LIMIT = 20
+ROWS = Connected(integrations, "Integration", sealed="credentials", purpose=SEAL_PURPOSE)
+# `active_for` holds the integration id while a sync is open: the table's one-open-sync rule.
+QUEUE = WorkQueue(integration_syncs, subject="integration_id", waiting="queued", ordered_by="queued_at")
 
 
 @dataclass(frozen=True)
@@ -81,27 +84,11 @@ class StartedSync:
 
 
 def _integration(row: Row[Any]) -> Integration:
-    return Integration(
-        id=row.id,
-        workspace_id=row.workspace_id,
-        type=row.type,
-        status=row.status,
-        error_message=row.error_message,
-        last_synced_at=row.last_synced_at,
-        options=dict(row.options or {}),
-        credential_hints=dict(row.credential_hints or {}),
-        cadence_hours=row.cadence_hours,
-        created_at=row.created_at,
-    )
+    return ROWS.record(Integration, row)
 
 
 def _sync(row: Row[Any]) -> Sync:
     return Sync(**{name: getattr(row, name) for name in Sync.__dataclass_fields__})
-
-
-def _seal(instance_key: str, integration_id: str, secrets: dict[str, str]) -> str:
-    plaintext = json.dumps(secrets, sort_keys=True).encode()
-    return sealing.seal(instance_key, SEAL_PURPOSE, plaintext, context=integration_id)
 
 
 # --- the operator's side -------------------------------------------------------------------------
@@ -159,7 +146,7 @@ def connect(
         "status": "connected",
         "error_message": None,
         "options": config.options,
-        "credentials": _seal(instance_key, integration_id, config.secrets),
+        "credentials": ROWS.seal(instance_key, integration_id, config.secrets),
         "credential_hints": {name: secret_hint(value) for name, value in config.secrets.items()},
         "cadence_hours": kind.cadence_hours,
         "sync_state": {},
@@ -183,14 +170,14 @@ def connect(
         subject_id=integration_id,
         detail={"type": integration_type, "options": config.options},
     )
-    return get_integration(conn, integration_id=integration_id)
+    return get_integration(conn, integration_id=integration_id, workspace_id=workspace_id)
 
 
 def disconnect(conn: Connection, *, integration_id: str, actor: str, now: datetime | None = None) -> Integration:
     """`disconnected`, the credentials erased; a sync still queued fails (a running one finishes,
     and its end leaves the status alone)."""
     now = now or utcnow()
-    integration = get_integration(conn, integration_id=integration_id)
+    integration = get_integration_for_operator(conn, integration_id=integration_id)
     conn.execute(
         integrations.update()
         .where(integrations.c.id == integration_id)
@@ -215,41 +202,30 @@ def disconnect(conn: Connection, *, integration_id: str, actor: str, now: dateti
         subject_id=integration_id,
         detail={"type": integration.type},
     )
-    return get_integration(conn, integration_id=integration_id)
+    return get_integration_for_operator(conn, integration_id=integration_id)
 
 
 def list_integrations(conn: Connection, *, workspace_id: str) -> list[Integration]:
-    rows = conn.execute(
-        integrations.select()
-        .where(integrations.c.workspace_id == workspace_id)
-        .order_by(integrations.c.created_at, integrations.c.id)
-    )
-    return [_integration(r) for r in rows]
+    return [_integration(r) for r in ROWS.in_workspace(conn, workspace_id)]
 
 
-def get_integration(conn: Connection, *, integration_id: str, workspace_id: str | None = None) -> Integration:
-    """The integration; `NotFound` when there is none, or it belongs to another workspace."""
-    query = integrations.select().where(integrations.c.id == integration_id)
-    if workspace_id is not None:
-        query = query.where(integrations.c.workspace_id == workspace_id)
-    row = conn.execute(query).first()
-    if row is None:
-        raise NotFound(f"Integration {integration_id} not found")
-    return _integration(row)
+def get_integration(conn: Connection, *, integration_id: str, workspace_id: str) -> Integration:
+    """The workspace's integration; `NotFound` when there is none, or it belongs to another workspace."""
+    return _integration(ROWS.one(conn, integration_id, workspace_id))
+
+
+def get_integration_for_operator(conn: Connection, *, integration_id: str) -> Integration:
+    """The integration, whichever workspace holds it: for the runs, the sweep, the operator's CLI
+    and the notification endpoint (which learns the tenant from it). `NotFound` when there is none."""
+    return _integration(ROWS.one(conn, integration_id, None))
 
 
 def sync_history(conn: Connection, *, integration_id: str, limit: int = HISTORY_LIMIT) -> list[Sync]:
-    rows = conn.execute(
-        integration_syncs.select()
-        .where(integration_syncs.c.integration_id == integration_id)
-        .order_by(integration_syncs.c.queued_at.desc(), integration_syncs.c.id.desc())
-        .limit(limit)
-    )
-    return [_sync(r) for r in rows]
+    return [_sync(r) for r in QUEUE.history(conn, integration_id, limit)]
 
 
 def get_sync(conn: Connection, *, sync_id: str) -> Sync:
-    row = conn.execute(integration_syncs.select().where(integration_syncs.c.id == sync_id)).first()
+    row = QUEUE.get(conn, sync_id)
     if row is None:
         raise NotFound(f"Sync {sync_id} not found")
     return _sync(row)
@@ -257,15 +233,7 @@ def get_sync(conn: Connection, *, sync_id: str) -> Sync:
 
 def config_of(conn: Connection, *, integration_id: str, instance_key: str) -> ValidConfig:
     """The integration's config with its secrets unsealed (for a run or a `--check`)."""
-    row = conn.execute(
-        sa.select(integrations.c.options, integrations.c.credentials).where(integrations.c.id == integration_id)
-    ).first()
-    if row is None:
-        raise NotFound(f"Integration {integration_id} not found")
-    if row.credentials is None:
-        raise TransitionRefused(f"Integration {integration_id} is disconnected: it has no credentials", "disconnected")
-    secrets = json.loads(sealing.unseal(instance_key, SEAL_PURPOSE, row.credentials, context=integration_id))
-    return ValidConfig(options=dict(row.options or {}), secrets=secrets)
+    return ROWS.config(conn, integration_id, instance_key)
 
 
 # --- the queue -----------------------------------------------------------------------------------
@@ -275,48 +243,40 @@ def request_sync(
     conn: Connection,
     *,
     integration_id: str,
-    workspace_id: str | None = None,
+    workspace_id: str,
     trigger: SyncTrigger = "manual",
     now: datetime | None = None,
 ) -> tuple[Sync, bool]:
-    """Queue a sync; `(sync, True)`, or `(the pending sync, False)` while one is queued or running.
+    """Queue a sync of the workspace's integration; `(sync, True)`, or `(the pending sync, False)`
+    while one is queued or running. `NotFound` when the integration is another workspace's.
 
     A disconnected integration cannot sync (`TransitionRefused`). Two concurrent requests race on
     the unique `active_for`: the loser reads the winner's row instead of queuing a second sync."""
-    now = now or utcnow()
     integration = get_integration(conn, integration_id=integration_id, workspace_id=workspace_id)
-    if integration.status == "disconnected":
-        raise TransitionRefused(
-            f"Integration {integration_id} is disconnected; connect it again before syncing", "disconnected"
-        )
-    pending = _pending(conn, integration_id)
-    if pending is not None:
-        return pending, False
-    sync_id = new_id("sync")
-    try:
-        with conn.begin_nested():
-            conn.execute(
-                integration_syncs.insert().values(
-                    id=sync_id,
-                    integration_id=integration_id,
-                    workspace_id=integration.workspace_id,
-                    trigger=trigger,
-                    status="queued",
-                    active_for=integration_id,
-                    queued_at=now,
-                )
-            )
-    except sa.exc.IntegrityError:
-        pending = _pending(conn, integration_id)
-        if pending is None:
-            raise
-        return pending, False
-    return get_sync(conn, sync_id=sync_id), True
+    return _queue_sync(conn, integration, trigger, now or utcnow())
 
 
-def _pending(conn: Connection, integration_id: str) -> Sync | None:
-    row = conn.execute(integration_syncs.select().where(integration_syncs.c.active_for == integration_id)).first()
-    return _sync(row) if row is not None else None
+def request_sync_for_operator(
+    conn: Connection, *, integration_id: str, trigger: SyncTrigger = "manual", now: datetime | None = None
+) -> tuple[Sync, bool]:
+    """`request_sync` for whichever workspace holds the integration (the schedule, `flokit refresh`)."""
+    integration = get_integration_for_operator(conn, integration_id=integration_id)
+    return _queue_sync(conn, integration, trigger, now or utcnow())
+
+
+def _queue_sync(conn: Connection, integration: Integration, trigger: SyncTrigger, now: datetime) -> tuple[Sync, bool]:
+    row, created = QUEUE.insert_once(
+        conn,
+        Subject("Integration", integration.id, integration.status),
+        {
+            "id": new_id("sync"),
+            "workspace_id": integration.workspace_id,
+            "trigger": trigger,
+            "active_for": integration.id,
+            "queued_at": now,
+        },
+    )
+    return _sync(row), created
 
 
 def queued_syncs(conn: Connection) -> list[tuple[Sync, str]]:
@@ -331,8 +291,7 @@ def queued_syncs(conn: Connection) -> list[tuple[Sync, str]]:
 
 
 def running_syncs(conn: Connection) -> list[Sync]:
-    rows = conn.execute(integration_syncs.select().where(integration_syncs.c.status == "running"))
-    return [_sync(r) for r in rows]
+    return [_sync(r) for r in QUEUE.with_status(conn, ["running"])]
 
 
 def due_integrations(conn: Connection, *, now: datetime | None = None) -> list[str]:
@@ -358,7 +317,7 @@ def enqueue_due(conn: Connection, *, now: datetime | None = None) -> list[str]:
     now = now or utcnow()
     queued = []
     for integration_id in due_integrations(conn, now=now):
-        sync, created = request_sync(conn, integration_id=integration_id, trigger="scheduled", now=now)
+        sync, created = request_sync_for_operator(conn, integration_id=integration_id, trigger="scheduled", now=now)
         if created:
             queued.append(sync.id)
     return queued
@@ -370,15 +329,10 @@ def start_sync(
     """Move a queued sync to `running` (its integration to `syncing`) and hand over what the run
     needs; None when the sync is no longer queued (done, failed, or another run took it)."""
     now = now or utcnow()
-    taken = conn.execute(
-        integration_syncs.update()
-        .where(integration_syncs.c.id == sync_id, integration_syncs.c.status == "queued")
-        .values(status="running", started_at=now, run_id=run_id)
-    ).rowcount
-    if not taken:
+    if not QUEUE.claim(conn, sync_id, run_id, now):
         return None
     sync = get_sync(conn, sync_id=sync_id)
-    integration = get_integration(conn, integration_id=sync.integration_id)
+    integration = get_integration_for_operator(conn, integration_id=sync.integration_id)
     conn.execute(
         integrations.update()
         .where(integrations.c.id == integration.id, integrations.c.status != "disconnected")
@@ -425,7 +379,7 @@ def finish_failure(
     now = now or utcnow()
     message = truncate(message)
     sync = _finish(conn, sync_id, now, status="failed", records_written=records, error_code=code, error_message=message)
-    integration = get_integration(conn, integration_id=sync.integration_id)
+    integration = get_integration_for_operator(conn, integration_id=sync.integration_id)
     if integration.status == "disconnected":
         return get_sync(conn, sync_id=sync_id)
     status = after_sync(refused=refused, had_error=integration.error_message is not None)
@@ -456,11 +410,6 @@ def finish_failure(
 
 
 def _finish(conn: Connection, sync_id: str, now: datetime, **values: Any) -> Sync:
-    done = conn.execute(
-        integration_syncs.update()
-        .where(integration_syncs.c.id == sync_id, integration_syncs.c.status.in_(ACTIVE_SYNC_STATUSES))
-        .values(finished_at=now, active_for=None, **values)
-    ).rowcount
-    if not done:
+    if not QUEUE.end(conn, sync_id, now, ACTIVE_SYNC_STATUSES, {"active_for": None, **values}):
         raise TransitionRefused(f"Sync {sync_id} has already ended", get_sync(conn, sync_id=sync_id).status)
     return get_sync(conn, sync_id=sync_id)

@@ -30,7 +30,7 @@ from warehouse.integrations.repository import Integration
 from warehouse.integrations.tables import integration_syncs, integrations
 from warehouse.integrations.target import SPEND_ROWS
 from warehouse.lake import Lake
-from warehouse.reports.store import CANONICAL_EVENTS, scan_days
+from warehouse.reports.report_lake import CANONICAL_EVENTS, scan_days
 
 DAY = timedelta(hours=24)
 

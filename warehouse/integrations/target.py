@@ -31,7 +31,7 @@ from transforms.reports.schemas import SPEND_SCHEMA
 from warehouse.db import Database, utcnow
 from warehouse.events.landing import land
 from warehouse.lake import Lake
-from warehouse.reports.store import replace_spend_days
+from warehouse.reports.report_lake import replace_spend_days
 
 # Claims are pruned at 30 days by a daily job: one day of margin for the prune's schedule.
 CLAIM_SAFE_DAYS = 29

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from transforms.reports.schemas import CLEAN_SPEND_SCHEMA, COHORT_CURVE_SCHEMA, PAYBACK_SCHEMA
 from warehouse.catalog import CatalogView
-from warehouse.reports.store import COHORT_CURVES, PAYBACK, SPEND
+from warehouse.reports.report_lake import COHORT_CURVES, PAYBACK, SPEND
 
 _GROUP = {
     "workspace_id": "Tenant; every query filters on it.",

@@ -25,7 +25,7 @@ from transforms.events import CANONICAL_EVENT_SCHEMA, CanonicalEvent
 from warehouse.db import Database
 from warehouse.events.landing import land
 from warehouse.lake import Lake
-from warehouse.reports.store import CANONICAL_EVENTS, write_spend_raw
+from warehouse.reports.report_lake import CANONICAL_EVENTS, write_spend_raw
 
 # Events per landing transaction: big enough to amortize the commit, small enough that a
 # SQLite writer holds the lock for milliseconds, not seconds, while the API keeps landing.

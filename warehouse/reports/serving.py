@@ -29,7 +29,7 @@ from transforms.reports.schemas import PAYBACK_SCHEMA
 from transforms.reports.summary import DAILY_SUMS_SCHEMA, ROAS_DAYS, payback_summary
 from warehouse.duckdb_files import count_rows, literal, publishing
 from warehouse.lake import Lake
-from warehouse.reports.store import COHORT_CURVES, LTV, PAYBACK, scan_table
+from warehouse.reports.report_lake import COHORT_CURVES, LTV, PAYBACK, scan_table
 
 
 def publish(path: Path, lake: Lake, *, generated_at: datetime, as_of: date | None) -> dict[str, int]:

@@ -38,7 +38,7 @@ _MODULES: dict[str, str] = {
     "attribution_provider_b": "orchestration.syncs.connectors.attribution_provider_b",
     "subscription_provider_a": "orchestration.syncs.connectors.subscription_provider_a",
     "subscription_provider_b": "orchestration.syncs.connectors.subscription_provider_b",
-    "warehouse": "orchestration.syncs.connectors.warehouse",
+    "warehouse": "orchestration.syncs.connectors.warehouse_export",
     "payment_processor": "orchestration.syncs.connectors.payment_processor",
     "ios_store_connect": "orchestration.syncs.connectors.ios_store_connect",
     "android_store": "orchestration.syncs.connectors.android_store",

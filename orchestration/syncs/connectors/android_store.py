@@ -1,11 +1,11 @@
-"""Google Play (android_store): what the real-time developer notifications missed, reconciled.
+"""`android_store` (Google Play): what the real-time developer notifications missed, reconciled.
 
 Google has no method that lists an app's subscriptions (design/integrations.md §1.8), so the
 sync reconciles what it can name, with the app's own service account (`flokit admin apps
 stores --android-service-account`, sealed in `app_stores`; the integration names the app):
 - `purchases.voidedpurchases.list` (`type=1`: subscriptions too; `maxResults=1000`, token
   paging): each voided purchase is revoked, with its `refund` event, exactly as a
-  `voidedPurchaseNotification` of it would be (`transforms.stores.google_play.voided_effect`,
+  `voidedPurchaseNotification` of it would be (`transforms.purchases.android_store.voided_effect`,
   the same fact and event id, so a notification and a sync of one void land once). Google
   filters `startTime` on when its systems saw the void, not on the `voidedTimeMillis` it
   answers, and never further back than 30 days: the cursor is the previous sync's start, an
@@ -45,8 +45,8 @@ from transforms.client_errors import error_for
 from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import ANDROID_STORE
 from transforms.integrations.kinds import ValidConfig
+from transforms.purchases import android_store as gp
 from transforms.sealing import SealError
-from transforms.stores import google_play as gp
 from warehouse.db import Database, database_for
 from warehouse.entitlements import ledger, stores
 from warehouse.entitlements.apply import apply_effects

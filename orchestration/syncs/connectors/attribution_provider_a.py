@@ -1,4 +1,4 @@
-"""Adjust (attribution_provider_a): daily ad spend from the Report Service API into `spend_raw`.
+"""`attribution_provider_a` (Adjust): daily ad spend from the Report Service API into `spend_raw`.
 
 Adjust has no cursor and restates network spend for 14 days, so every sync re-pulls the last
 `lookback_days` days (ending today, UTC) and makes them the workspace's whole spend of those

@@ -1,4 +1,4 @@
-"""AppsFlyer (attribution_provider_b): spend from the Master API, re-pulled over a lookback window.
+"""`attribution_provider_b` (AppsFlyer): spend from the Master API, re-pulled over a lookback window.
 
 Each sync asks the aggregate Master API for cost by day x campaign x ad set x ad x country over
 the last `lookback_days` days (default 7: AppsFlyer restates API-sourced cost up to 7 days back,

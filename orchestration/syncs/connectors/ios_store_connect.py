@@ -1,4 +1,4 @@
-"""The App Store (ios_store_connect): Get Notification History, the reconciliation of what the
+"""`ios_store_connect` (Apple App Store Server API): Get Notification History, the reconciliation of what the
 App Store Server Notifications missed.
 
 The App Store Server API has no listing of every transaction (Get Transaction History is per
@@ -9,7 +9,7 @@ next page by the `paginationToken` query parameter with the SAME body, else
 note §1.7). Each record's `signedPayload` is the notification Apple sent (or tried to send), so
 it is verified with Apple's `SignedDataVerifier` for the app (roots `FLOKIT_APPLE_ROOT_CERTS`,
 online checks `FLOKIT_APPLE_ONLINE_CHECKS`) and mapped by the notifications' own mapper
-(`transforms.stores.apple.notification_effects`): the same facts and the same event ids, so a
+(`transforms.purchases.ios_store.notification_effects`): the same facts and the same event ids, so a
 notification that did arrive and its history record land once, and re-applying a statement the
 ledger has already seen changes nothing (the newest statement wins).
 
@@ -37,7 +37,7 @@ from orchestration.syncs.connectors import Connector, Log
 from transforms.client_errors import error_for
 from transforms.entitlements.effects import Effect, Effects
 from transforms.integrations.kinds import ValidConfig, kind_of
-from transforms.stores import apple
+from transforms.purchases import ios_store
 from warehouse.db import Database, database_for, utcnow
 from warehouse.entitlements.apply import apply_effects
 from warehouse.entitlements.stores import AppStores, stores_of
@@ -100,7 +100,7 @@ class AppStoreConnect(AppStoreClient):
         roots = []
         for path in settings.apple_root_certs:
             try:
-                roots.append(apple.der_certificate(path.read_bytes()))
+                roots.append(ios_store.der_certificate(path.read_bytes()))
             except (OSError, ValueError) as e:
                 raise error_for("config", f"Apple root certificate {path} cannot be read: {e}") from None
         if not roots:
@@ -109,7 +109,7 @@ class AppStoreConnect(AppStoreClient):
             )
         assert stores.ios_bundle_id is not None
         try:
-            return apple.build_verifier(
+            return ios_store.build_verifier(
                 roots,
                 bundle_id=stores.ios_bundle_id,
                 app_apple_id=stores.ios_app_apple_id,
@@ -183,7 +183,7 @@ def _effects(
         tally.reasons[e.status.name] = tally.reasons.get(e.status.name, 0) + 1
         return None
     try:
-        return apple.notification_effects(
+        return ios_store.notification_effects(
             notification,
             txn,
             renewal,
@@ -191,7 +191,7 @@ def _effects(
             workspace_id=stores.workspace_id,
             received_at=received_at,
         )
-    except apple.Unmappable:
+    except ios_store.Unmappable:
         tally.not_recorded += 1
         return None
 

@@ -1,10 +1,10 @@
-"""Stripe (payment_processor): reconciliation of what the webhook endpoint missed.
+"""`payment_processor` (Stripe): reconciliation of what the webhook endpoint missed.
 
 Stripe's lists answer newest first, 1-100 objects a page, paged by `starting_after` (an object
 id), and filter by `created`; `GET /v1/events` keeps events 30 days only, and a `created` filter
 on objects misses their later updates (design/integrations.md §1.6). So a sync reads:
 
-- the events the webhook handler applies (`types`, `transforms.stores.stripe.APPLIED_EVENTS`)
+- the events the webhook handler applies (`types`, `transforms.purchases.payment_processor.APPLIED_EVENTS`)
   created since the integration's cursor (`state["stripe"]["cursor"]`, Unix seconds, re-read with
   an overlap of a few minutes for events Stripe lists late), at most 30 days back, applied oldest
   first through the handler's own mapping (`event_effects`), so a webhook and a sync of one event
@@ -18,7 +18,7 @@ on objects misses their later updates (design/integrations.md §1.6). So a sync 
 The client speaks the `stripe` library's API version (2025-03-31 or later), whose invoices
 name no PaymentIntent: a paid one-time invoice's payments are listed
 (`GET /v1/invoice_payments?invoice=`) so that its purchase gets the key the webhook handler
-gives it and its refund names (`transforms.stores.stripe.purchase_fact`).
+gives it and its refund names (`transforms.purchases.payment_processor.purchase_fact`).
 
 The client and its retries under Stripe's rules (`StripeSync`, a per-sync budget of waiting):
 `clients.stripe`.
@@ -40,7 +40,7 @@ from transforms.client_errors import error_for
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
 from transforms.integrations.kinds import ValidConfig
-from transforms.stores import stripe as mapping
+from transforms.purchases import payment_processor as mapping
 from warehouse.entitlements import ledger
 from warehouse.entitlements.apply import apply_effects
 from warehouse.integrations.target import SyncTarget

@@ -1,4 +1,4 @@
-"""RevenueCat (subscription_provider_a): the reconciliation sync (the API's client: `clients.revenuecat`).
+"""`subscription_provider_a` (RevenueCat): the reconciliation sync (the API's client: `clients.revenuecat`).
 
 The API has no "changed since" listing (`GET /v2/projects/{id}/customers` takes only `limit`,
 `starting_after`, `search`), so every sync walks every customer: one page of customers, then per

@@ -1,4 +1,4 @@
-"""Adapty (subscription_provider_b): its daily event export, read from the customer's bucket.
+"""`subscription_provider_b` (Adapty): its daily event export, read from the customer's bucket.
 
 Adapty has no API that lists raw transactions (design/integrations.md §1.3); its S3 integration
 writes the events as CSV files into a folder of the customer's bucket, each day at 04:00 UTC

@@ -52,7 +52,7 @@ def test_the_list_shows_status_last_sync_stats_and_the_providers_error(
 ) -> None:
     integration_id = connect(db, workspace["workspace_id"])
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
         repo.start_sync(conn, sync_id=sync.id, run_id="run-1", instance_key=KEY)
         repo.finish_failure(conn, sync_id=sync.id, code="auth", message="Adjust: 401 invalid token", refused=True)
     page = text(browser.get("/dashboard/integrations").get_data(as_text=True))
@@ -67,7 +67,7 @@ def test_the_detail_shows_stats_history_with_the_providers_error_and_no_polling_
 ) -> None:
     integration_id = connect(db, workspace["workspace_id"])
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id, trigger="scheduled")
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id, trigger="scheduled")
         repo.start_sync(conn, sync_id=sync.id, run_id="run-1", instance_key=KEY)
         repo.finish_failure(conn, sync_id=sync.id, code="rate_limited", message="429 slow down", refused=False)
     r = browser.get(f"/dashboard/integrations/{integration_id}")

@@ -48,7 +48,7 @@ from warehouse.adaccounts import repository as accounts
 from warehouse.db import Database
 from warehouse.lake import Lake
 from warehouse.paywalls import configs
-from warehouse.reports.store import write_spend_raw
+from warehouse.reports.report_lake import write_spend_raw
 from warehouse.settings import Settings
 from warehouse.webhooks.tables import webhook_events
 
@@ -654,7 +654,7 @@ def test_a_refused_token_puts_the_account_in_error_and_tells_the_workspace(
 
     assert outcome.result == "rejected" and "auth" in outcome.message and meta.writes == []
     with db.read() as conn:
-        failed = accounts.get_account(conn, ad_account_id=account_id)
+        failed = accounts.get_account_for_operator(conn, ad_account_id=account_id)
     assert failed.status == "error" and "Error validating access token" in (failed.last_error or "")
     [event] = events(db, "integration.error")
     assert (event["data"]["reason"], event["data"]["ad_account_id"]) == ("ad_account_sync_failed", account_id)

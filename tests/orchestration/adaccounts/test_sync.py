@@ -72,7 +72,7 @@ def registry(db: Database, account_id: str, *, include_removed: bool = False) ->
 
 def account(db: Database, account_id: str) -> repo.AdAccount:
     with db.read() as conn:
-        return repo.get_account(conn, ad_account_id=account_id)
+        return repo.get_account_for_operator(conn, ad_account_id=account_id)
 
 
 def events(db: Database) -> list[dict[str, Any]]:
@@ -268,20 +268,20 @@ def test_the_daemon_syncs_the_registry_before_each_reports_refresh(
     when there is a live account to read."""
     import dagster as dg
 
-    from orchestration.adaccounts.jobs import ad_accounts_schedule
+    from orchestration.adaccounts.jobs import ad_accounts_sync_schedule
     from orchestration.definitions import build_definitions
     from orchestration.reports.jobs import REFRESH_CRON
     from orchestration.resources import DatabaseResource
 
     defs = build_definitions(settings)
-    schedule = defs.resolve_schedule_def("ad_accounts_schedule")
+    schedule = defs.resolve_schedule_def("ad_accounts_sync_schedule")
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     assert (schedule.cron_schedule, REFRESH_CRON) == ("45 5-23/6 * * *", "0 */6 * * *")
     resources = {"database": DatabaseResource(url=settings.database_url)}
     with dg.build_schedule_context(resources=resources) as context:
-        assert isinstance(ad_accounts_schedule(context), dg.SkipReason)  # nothing connected yet
+        assert isinstance(ad_accounts_sync_schedule(context), dg.SkipReason)  # nothing connected yet
     connect(
         db, workspace["workspace_id"], "sandbox", {"campaigns": [{"name": "c1", "daily_budget": 10, "currency": "USD"}]}
     )
     with dg.build_schedule_context(resources=resources) as context:
-        assert isinstance(ad_accounts_schedule(context), dg.RunRequest)
+        assert isinstance(ad_accounts_sync_schedule(context), dg.RunRequest)

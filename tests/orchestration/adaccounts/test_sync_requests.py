@@ -16,9 +16,8 @@ import pytest
 from orchestration.adaccounts.jobs import ACCOUNT_TAG, REQUEST_TAG, ad_accounts_sync_job, request_run_config
 from orchestration.adaccounts.sensors import (
     MAX_SYNC,
-    ad_account_sync_request_failure_sensor,
-    build_sync_requests_sensor,
-    sweep_abandoned,
+    SYNC_REQUESTS,
+    ad_accounts_sync_failure_sensor,
 )
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from tests.providers.meta_graph_fake import ACCOUNT, MetaGraphFake
@@ -62,7 +61,7 @@ def ask(db: Database, workspace_id: str, account_id: str) -> requests.SyncReques
 
 
 def tick(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult | dg.SkipReason:
-    sensor = build_sync_requests_sensor(5)
+    sensor = SYNC_REQUESTS.request_sensor(5)
     context = dg.build_sensor_context(
         instance=instance, resources={"database": DatabaseResource(url=settings.database_url)}
     )
@@ -116,7 +115,7 @@ def test_a_sandbox_request_is_launched_once_writes_the_registry_and_ends_with_it
     ended = get(db, asked.id)
     with db.read() as conn:
         registry = {e.name: e for e in accounts.entities(conn, ad_account_id=account_id)}
-        account = accounts.get_account(conn, ad_account_id=account_id)
+        account = accounts.get_account_for_operator(conn, ad_account_id=account_id)
     assert set(registry) == {"meta_broad", "meta_broad_cr1", "google_uac", "uac_cr1"}
     assert registry["meta_broad"].daily_budget == 10000 and registry["meta_broad"].report_campaign == "meta_broad"
     assert (ended.status, ended.run_id, ended.error_message) == ("succeeded", result.run_id, None)
@@ -152,7 +151,7 @@ def test_a_refused_meta_token_ends_the_request_failed_with_metas_text(
     assert "EAAG-revoked" not in (ended.error_message or "")
     assert ended.objects_listed is None and ended.run_id == result.run_id
     with db.read() as conn:
-        account = accounts.get_account(conn, ad_account_id=account_id)
+        account = accounts.get_account_for_operator(conn, ad_account_id=account_id)
     assert account.status == "error" and account.last_error == ended.error_message
     assert isinstance(tick(settings, instance), dg.SkipReason)
 
@@ -176,11 +175,11 @@ def test_a_run_that_crashes_before_ending_its_request_is_marked_failed_by_the_fa
     assert run_record is not None
     [failure] = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
     context = dg.build_run_status_sensor_context(
-        sensor_name="ad_account_sync_request_failure_sensor", dagster_instance=instance, dagster_run=run_record,
+        sensor_name="ad_accounts_sync_failure_sensor", dagster_instance=instance, dagster_run=run_record,
         dagster_event=failure.dagster_event,  # type: ignore[arg-type]
         resources={"database": DatabaseResource(url=settings.database_url)},
     ).for_run_failure()  # fmt: skip
-    ad_account_sync_request_failure_sensor(context)
+    ad_accounts_sync_failure_sensor(context)
 
     ended = get(db, asked.id)
     assert ended.status == "failed" and ended.error_code is None
@@ -209,10 +208,10 @@ def test_the_sweep_ends_requests_whose_run_ended_or_vanished(
         requests.claim(conn, request_id=stale.id, run_id="run-gone", now=utcnow() - MAX_SYNC - timedelta(minutes=1))
     database = DatabaseResource(url=settings.database_url)
 
-    assert sweep_abandoned(instance, database) == 2
+    assert SYNC_REQUESTS.sweep(instance, database) == 2
 
     first, second = get(db, canceled.id), get(db, stale.id)
     assert first.status == "failed" and f"its run {run_record.run_id} ended (CANCELED)" in (first.error_message or "")
     assert second.status == "failed" and "still running after 2:00:00" in (second.error_message or "")
-    assert sweep_abandoned(instance, database) == 0
+    assert SYNC_REQUESTS.sweep(instance, database) == 0
     assert isinstance(tick(settings, instance), dg.SkipReason)

@@ -454,7 +454,7 @@ def test_a_queued_sync_runs_with_the_instance_key_and_records_what_it_wrote(
             conn, workspace_id=workspace["workspace_id"], integration_type=TYPE, config=config(play, workspace),
             instance_key=INSTANCE_KEY, actor="ops@example.com",
         )  # fmt: skip
-        queued, _ = repo.request_sync(conn, integration_id=integration.id)
+        queued, _ = repo.request_sync_for_operator(conn, integration_id=integration.id)
 
     outcome = execute_sync(db, Lake(tmp_path / "lake"), INSTANCE_KEY, queued.id, "run-1")
 

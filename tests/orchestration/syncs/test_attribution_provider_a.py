@@ -20,7 +20,7 @@ from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
-from warehouse.reports.store import SPEND_RAW, partition_days, scan_days
+from warehouse.reports.report_lake import SPEND_RAW, partition_days, scan_days
 
 NOW = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 TODAY = NOW.date()
@@ -285,7 +285,7 @@ def test_synced_spend_meets_the_callbacks_installs_in_the_payback_report(
     from transforms.events import CanonicalEvent
     from transforms.ingest.attribution import ATTRIBUTION_PROVIDER_A, normalize
     from warehouse.events.landing import day_frame
-    from warehouse.reports import demo, store
+    from warehouse.reports import demo, report_lake
 
     day = TODAY - timedelta(1)
     installs = []
@@ -318,7 +318,7 @@ def test_synced_spend_meets_the_callbacks_installs_in_the_payback_report(
     with dg.DagsterInstance.ephemeral() as instance:
         result = refresh(tmp_path, settings.database_url, instance)
     assert result is not None and result.success
-    cube = store.scan_table(lake, store.PAYBACK).collect()
+    cube = report_lake.scan_table(lake, report_lake.PAYBACK).collect()
     rows = cube.filter(
         (pl.col("workspace_id") == ws) & (pl.col("cohort_date") == day) & (pl.col("dimension") == "campaign")
     )

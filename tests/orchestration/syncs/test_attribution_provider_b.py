@@ -21,7 +21,7 @@ from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.integrations.target import SyncTarget
 from warehouse.lake import Lake
-from warehouse.reports.store import SPEND_RAW, scan_days
+from warehouse.reports.report_lake import SPEND_RAW, scan_days
 
 CONNECTOR = connector_for("attribution_provider_b")
 NOW = datetime(2026, 11, 20, 6, 0, tzinfo=UTC)
@@ -112,7 +112,7 @@ def test_a_long_window_is_asked_for_in_pieces_of_31_days(
     assert len(spend(lake)) == 10
 
 
-@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: reports/store.py")
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: reports/report_lake.py")
 def test_a_restated_day_replaces_the_old_figures_and_a_second_sync_changes_nothing(
     db: Database, lake: Lake, fake: AppsFlyerFake, workspace: dict
 ) -> None:
@@ -145,7 +145,7 @@ def test_another_workspaces_spend_of_the_same_days_is_left_alone(
     )
 
 
-@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: reports/store.py, integrations/target.py")
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: reports/report_lake.py, integrations/target.py")
 def test_the_apps_own_currency_is_asked_for_with_currency_preferred(
     db: Database, lake: Lake, fake: AppsFlyerFake, workspace: dict
 ) -> None:

@@ -131,7 +131,7 @@ def connect(db: Database, workspace_id: str, base_url: str) -> str:
 def run_sync(db: Database, settings: Settings, integration_id: str) -> repo.Sync:
     """One sync through the real job, as the daemon runs it."""
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     (settings.data_dir / "instance.key").write_text(KEY + "\n")
     with dg.DagsterInstance.ephemeral() as instance:

@@ -501,14 +501,14 @@ def test_run_by_the_framework_the_cursor_persists_and_a_refused_key_puts_the_int
                 instance_key=INSTANCE_KEY,
                 actor="ops@example.com",
             )
-            sync, _ = repo.request_sync(conn, integration_id=integration.id)
+            sync, _ = repo.request_sync_for_operator(conn, integration_id=integration.id)
         outcome = execute_sync(db, Lake(tmp_path / "lake"), INSTANCE_KEY, sync.id, "run-1")
         return outcome, integration.id
 
     outcome, integration_id = run(key[0])
     assert outcome is not None and outcome.status == "succeeded" and outcome.records == 1
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
     fake.seen.clear()
     again = execute_sync(db, Lake(tmp_path / "lake"), INSTANCE_KEY, sync.id, "run-2")
     assert again is not None and again.status == "succeeded" and again.records == 0
@@ -518,4 +518,4 @@ def test_run_by_the_framework_the_cursor_persists_and_a_refused_key_puts_the_int
     refused, refused_id = run(_p8()[0])
     assert refused is not None and refused.status == "failed" and refused.error_code == "auth"
     with db.read() as conn:
-        assert repo.get_integration(conn, integration_id=refused_id).status == "error"
+        assert repo.get_integration_for_operator(conn, integration_id=refused_id).status == "error"

@@ -420,7 +420,7 @@ def test_a_queued_sync_runs_to_its_end_keeps_its_cursor_and_a_refused_key_puts_t
 
     def run() -> SyncOutcome:
         with db.write() as conn:
-            sync, _ = repo.request_sync(conn, integration_id=integration_id)
+            sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
         outcome = execute_sync(db, Lake(tmp_path / "lake"), NOTIFICATIONS_KEY, sync.id, "run-1")
         assert outcome is not None
         return outcome
@@ -434,7 +434,7 @@ def test_a_queued_sync_runs_to_its_end_keeps_its_cursor_and_a_refused_key_puts_t
     refused = run()
     assert (refused.status, refused.error_code) == ("failed", "auth")
     with db.read() as conn:
-        integration = repo.get_integration(conn, integration_id=integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
     assert integration.status == "error" and "Invalid API Key provided" in (integration.error_message or "")
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
 from orchestration.syncs.jobs import PROVIDER_TAG, SYNC_TAG, integration_sync_job, sync_run_config
-from orchestration.syncs.sensors import build_sync_sensor, sweep_abandoned
+from orchestration.syncs.sensors import SYNCS
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.integrations import repository as repo
@@ -39,7 +39,7 @@ def connect(db: Database, workspace_id: str) -> str:
 
 
 def evaluate(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult | dg.SkipReason:
-    sensor = build_sync_sensor(5)
+    sensor = SYNCS.request_sensor(5)
     context = dg.build_sensor_context(
         instance=instance, resources={"database": DatabaseResource(url=settings.database_url)}
     )
@@ -71,7 +71,7 @@ def test_credentials_sealed_under_another_instance_key_fail_the_sync_as_a_refusa
     """The instance key file was lost or replaced: the run says so, in the integration's status."""
     integration_id = connect(db, workspace["workspace_id"])
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
     data_dir = tmp_path / "data"
     data_dir.mkdir(exist_ok=True)
     (data_dir / "instance.key").write_text("x" * 43 + "\n")
@@ -88,7 +88,7 @@ def test_credentials_sealed_under_another_instance_key_fail_the_sync_as_a_refusa
     assert result.success
     with db.read() as conn:
         ended = repo.get_sync(conn, sync_id=sync.id)
-        integration = repo.get_integration(conn, integration_id=integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
     assert (ended.status, ended.error_code) == ("failed", "config")
     assert integration.status == "error" and "cannot be unsealed" in (integration.error_message or "")
 
@@ -98,19 +98,19 @@ def test_a_sync_whose_run_was_canceled_is_swept_to_failed(
 ) -> None:
     integration_id = connect(db, workspace["workspace_id"])
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
     run = instance.create_run_for_job(
         integration_sync_job, run_config=sync_run_config(sync.id), tags={SYNC_TAG: sync.id}
     )
     instance.report_run_canceled(run)
-    assert sweep_abandoned(instance, DatabaseResource(url=settings.database_url)) == 1
+    assert SYNCS.sweep(instance, DatabaseResource(url=settings.database_url)) == 1
     with db.read() as conn:
         ended = repo.get_sync(conn, sync_id=sync.id)
-        integration = repo.get_integration(conn, integration_id=integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
     assert ended.status == "failed" and ended.error_code is None
     assert f"its run {run.run_id} ended (CANCELED)" in (ended.error_message or "")
     assert integration.status == "connected"
-    assert sweep_abandoned(instance, DatabaseResource(url=settings.database_url)) == 0
+    assert SYNCS.sweep(instance, DatabaseResource(url=settings.database_url)) == 0
 
 
 def test_a_running_sync_whose_run_is_not_in_the_instance_is_swept_to_failed(
@@ -119,12 +119,12 @@ def test_a_running_sync_whose_run_is_not_in_the_instance_is_swept_to_failed(
     """Its run vanished (a new Dagster instance): nothing will ever end the sync otherwise."""
     integration_id = connect(db, workspace["workspace_id"])
     with db.write() as conn:
-        sync, _ = repo.request_sync(conn, integration_id=integration_id)
+        sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
         assert repo.start_sync(conn, sync_id=sync.id, run_id="run-of-another-instance", instance_key=KEY)
-    assert sweep_abandoned(instance, DatabaseResource(url=settings.database_url)) == 1
+    assert SYNCS.sweep(instance, DatabaseResource(url=settings.database_url)) == 1
     with db.read() as conn:
         ended = repo.get_sync(conn, sync_id=sync.id)
-        integration = repo.get_integration(conn, integration_id=integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
     assert ended.status == "failed"
     assert "its run run-of-another-instance is not in the Dagster instance" in (ended.error_message or "")
     assert integration.status == "connected"

@@ -35,10 +35,10 @@ def integration_id(db: Database, workspace: dict) -> str:
 
 def started(db: Database, integration_id: str) -> str:
     with db.write() as conn:
-        sync, created = repo.request_sync(conn, integration_id=integration_id)
+        sync, created = repo.request_sync_for_operator(conn, integration_id=integration_id)
         assert created
         assert repo.start_sync(conn, sync_id=sync.id, run_id="run-1", instance_key=KEY) is not None
-        assert repo.get_integration(conn, integration_id=integration_id).status == "syncing"
+        assert repo.get_integration_for_operator(conn, integration_id=integration_id).status == "syncing"
     return sync.id
 
 
@@ -52,7 +52,7 @@ def test_success_connects_and_sets_last_synced_at_to_the_end(db: Database, integ
     end = utcnow()
     with db.write() as conn:
         sync = repo.finish_success(conn, sync_id=sync_id, records=12, earliest=None, state={"cursor": 3}, now=end)
-        integration = repo.get_integration(conn, integration_id=integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
     assert (sync.status, sync.records_written) == ("succeeded", 12)
     assert integration.status == "connected" and integration.last_synced_at == end
 
@@ -72,7 +72,7 @@ def test_a_refusal_is_error_with_the_message_and_one_integration_error(
     sync_id = started(db, integration_id)
     with db.write() as conn:
         repo.finish_failure(conn, sync_id=sync_id, code="auth", message="HTTP 401: Invalid token", refused=True)
-        integration = repo.get_integration(conn, integration_id=integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
         assert conn.execute(sa.select(sa.func.count()).select_from(webhook_deliveries)).scalar_one() == 1
     assert integration.status == "error" and integration.error_message == "HTTP 401: Invalid token"
     [event] = events(db)
@@ -98,7 +98,7 @@ def test_a_transient_failure_leaves_the_status_as_it_was(db: Database, integrati
     sync_id = started(db, integration_id)
     with db.write() as conn:
         sync = repo.finish_failure(conn, sync_id=sync_id, code="rate_limited", message="HTTP 429", refused=False)
-        assert repo.get_integration(conn, integration_id=integration_id).status == "connected"
+        assert repo.get_integration_for_operator(conn, integration_id=integration_id).status == "connected"
     assert (sync.status, sync.error_code) == ("failed", "rate_limited")
     assert events(db) == []
     # In error, a transient failure keeps the error (only a success clears it).
@@ -108,7 +108,7 @@ def test_a_transient_failure_leaves_the_status_as_it_was(db: Database, integrati
     sync_id = started(db, integration_id)
     with db.write() as conn:
         repo.finish_failure(conn, sync_id=sync_id, code="provider_error", message="HTTP 503", refused=False)
-        integration = repo.get_integration(conn, integration_id=integration_id)
+        integration = repo.get_integration_for_operator(conn, integration_id=integration_id)
     assert integration.status == "error" and integration.error_message == "HTTP 403: no access"
     assert len(events(db)) == 1
 
@@ -130,7 +130,7 @@ def test_disconnecting_fails_the_queued_sync_and_a_running_one_leaves_the_status
     with db.write() as conn:
         repo.disconnect(conn, integration_id=integration_id, actor="ops@example.com")
         repo.finish_success(conn, sync_id=sync_id, records=3, earliest=None, state={})
-        assert repo.get_integration(conn, integration_id=integration_id).status == "disconnected"
+        assert repo.get_integration_for_operator(conn, integration_id=integration_id).status == "disconnected"
         with pytest.raises(TransitionRefused):
             repo.config_of(conn, integration_id=integration_id, instance_key=KEY)
 

@@ -1,0 +1,181 @@
+"""Stripe objects to facts and events: the statuses, both API versions' period fields, money in
+each currency's minor unit."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from transforms.purchases import payment_processor as s
+
+NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
+T = int(NOW.timestamp())
+
+
+def sub(status: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "sub_1",
+        "status": status,
+        "livemode": True,
+        "metadata": {},
+        "customer": "cus_1",
+        "current_period_start": T - 86400,
+        "current_period_end": T + 29 * 86400,
+        "items": {"data": [{"price": {"id": "price_1", "product": {"id": "prod_pro", "object": "product"}}}]},
+        **extra,
+    }
+
+
+def test_active_grants_to_the_period_end_and_the_user_comes_from_metadata_else_the_expanded_customer() -> None:
+    fact = s.subscription_fact(sub("active", metadata={"flokit_user_id": "u1"}), stated_at=NOW)
+    assert fact is not None and fact.active_at(NOW) and not fact.active_at(NOW + timedelta(days=30))
+    assert (fact.user_hint, fact.product_id, fact.channel, fact.auto_renew) == ("u1", "prod_pro", "web", True)
+    expanded = sub("active", customer={"id": "cus_1", "metadata": {"flokit_user_id": "u2"}})
+    assert s.subscription_fact(expanded, stated_at=NOW).user_hint == "u2"  # type: ignore[union-attr]
+    assert s.subscription_fact(sub("active"), stated_at=NOW).user_hint is None  # type: ignore[union-attr]
+
+
+def test_newer_api_versions_period_on_the_items_is_read() -> None:
+    moved = sub("active")
+    del moved["current_period_start"], moved["current_period_end"]
+    moved["items"]["data"][0] |= {"current_period_start": T - 86400, "current_period_end": T + 6 * 86400}
+    fact = s.subscription_fact(moved, stated_at=NOW)
+    assert fact is not None and fact.expires_at == NOW + timedelta(days=6)
+
+
+def test_past_due_is_a_grace_period_to_the_period_end_and_the_ending_statuses_grant_nothing() -> None:
+    fact = s.subscription_fact(sub("past_due"), stated_at=NOW)
+    assert fact is not None and fact.expires_at == NOW - timedelta(days=1)
+    assert fact.grace_ends_at == NOW + timedelta(days=29) and fact.active_at(NOW + timedelta(days=28))
+    for status in ("canceled", "unpaid", "incomplete_expired", "incomplete", "paused"):
+        ended = s.subscription_fact(sub(status), stated_at=NOW)
+        assert ended is not None and not ended.active_at(NOW), status
+
+
+def test_trialing_is_a_trial_to_its_end_and_cancel_at_period_end_turns_auto_renew_off() -> None:
+    trial = s.subscription_fact(sub("trialing", trial_end=T + 7 * 86400), stated_at=NOW)
+    assert trial is not None and trial.in_trial and trial.expires_at == NOW + timedelta(days=7)
+    leaving = s.subscription_fact(sub("active", cancel_at_period_end=True), stated_at=NOW)
+    assert leaving is not None and leaving.auto_renew is False and leaving.active_at(NOW)
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency", "major"), [(1299, "usd", 12.99), (1200, "jpy", 1200.0), (1500, "bhd", 1.5)]
+)
+def test_amounts_are_read_in_each_currencys_minor_unit(amount: int, currency: str, major: float) -> None:
+    assert s.major_units(amount, currency) == major
+
+
+def invoice(**extra: Any) -> dict[str, Any]:
+    return {
+        "id": "in_1",
+        "livemode": True,
+        "status": "paid",
+        "amount_paid": 999,
+        "currency": "usd",
+        "billing_reason": "subscription_cycle",
+        "subscription": "sub_1",
+        "status_transitions": {"paid_at": T},
+        **extra,
+    }
+
+
+def test_a_paid_invoice_is_a_renewal_or_start_and_free_or_test_mode_ones_land_nothing() -> None:
+    [renewal] = s.invoice_events(invoice(), workspace_id="ws", user_id="u1", received_at=NOW)
+    assert (renewal.event_id, renewal.event_type, renewal.occurred_at) == ("stripe:in_1:renewal", "renewal", NOW)
+    assert renewal.properties["revenue"] == 9.99 and renewal.properties["currency"] == "USD"
+    [start] = s.invoice_events(
+        invoice(billing_reason="subscription_create"), workspace_id="ws", user_id=None, received_at=NOW
+    )
+    assert start.event_type == "subscription_start"
+    assert s.invoice_events(invoice(amount_paid=0), workspace_id="ws", user_id=None, received_at=NOW) == []
+    assert s.invoice_events(invoice(livemode=False), workspace_id="ws", user_id=None, received_at=NOW) == []
+
+
+def test_subscription_lifecycle_events_trial_conversion_and_one_cancellation_per_request() -> None:
+    created = sub("trialing", trial_start=T, trial_end=T + 7 * 86400, livemode=True)
+    [trial] = s.subscription_events(
+        created,
+        stripe_type="customer.subscription.created",
+        previous=None,
+        workspace_id="ws",
+        user_id="u",
+        received_at=NOW,
+    )
+    assert trial.event_id == "stripe:sub_1:trial_start"
+    converted = sub("active", trial_end=T)
+    [conv] = s.subscription_events(
+        converted,
+        stripe_type="customer.subscription.updated",
+        previous={"status": "trialing"},
+        workspace_id="ws",
+        user_id="u",
+        received_at=NOW,
+    )
+    assert conv.event_type == "trial_converted" and "revenue" not in conv.properties
+    off = sub("active", cancel_at_period_end=True, canceled_at=T)
+    for kind in ("customer.subscription.updated", "customer.subscription.deleted"):
+        [cancel] = s.subscription_events(
+            off, stripe_type=kind, previous=None, workspace_id="ws", user_id="u", received_at=NOW
+        )
+        assert cancel.event_id == f"stripe:sub_1:{T}:cancellation"
+
+
+def test_a_refund_is_negative_and_long_ids_are_hashed_to_the_lakes_limit() -> None:
+    charge = {
+        "id": "ch_1",
+        "livemode": True,
+        "amount_refunded": 500,
+        "currency": "eur",
+        "refunds": {"data": [{"created": T}]},
+    }
+    [refund] = s.refund_events(
+        charge, workspace_id="ws", user_id=None, received_at=NOW, stated_at=NOW + timedelta(hours=1)
+    )
+    assert refund.properties["revenue"] == -5.0 and refund.occurred_at == NOW
+    long_id = s.event_id("x" * 100, "refund")
+    assert len(long_id) <= 80 and long_id.startswith("stripe:") and long_id.endswith(":refund")
+
+
+def paid(payment_id: str, created: int, *, default: bool = False, status: str = "paid", **payment: Any) -> dict:
+    return {"id": payment_id, "status": status, "created": created, "is_default": default, "payment": payment}
+
+
+def test_a_one_time_purchase_is_keyed_by_the_payment_intent_a_refund_names_whatever_the_api_version() -> None:
+    older = {"id": "in_9", "status": "paid", "livemode": True, "payment_intent": "pi_9"}
+    newer = {"id": "in_9", "status": "paid", "livemode": True}  # 2025-03-31 on: no payment_intent, no charge
+    expanded = newer | {
+        "payments": {"data": [paid("inpay_9", T, default=True, type="payment_intent", payment_intent="pi_9")]}
+    }
+    listed = [paid("inpay_9", T, default=True, type="payment_intent", payment_intent={"id": "pi_9"})]
+    assert not s.needs_payments(older) and not s.needs_payments(expanded) and s.needs_payments(newer)
+    keys = {
+        s.purchase_fact(older, stated_at=NOW).store_key,  # type: ignore[union-attr]
+        s.purchase_fact(expanded, stated_at=NOW).store_key,  # type: ignore[union-attr]
+        s.purchase_fact(newer, stated_at=NOW, payments=listed).store_key,  # type: ignore[union-attr]
+        s.one_time_key({"id": "ch_9", "payment_intent": "pi_9"}),  # the refunded charge
+    }
+    assert keys == {"pi_9"}
+    # A charge without a PaymentIntent: Stripe surfaces the charge, which its refund names too.
+    by_charge = [paid("inpay_1", T, type="charge", charge="ch_1")]
+    assert s.purchase_fact(newer, stated_at=NOW, payments=by_charge).store_key == s.one_time_key({"id": "ch_1"})  # type: ignore[union-attr]
+
+
+def test_among_several_payments_every_reader_picks_the_same_one() -> None:
+    payments = [
+        paid("inpay_3", T + 20, type="payment_intent", payment_intent="pi_late"),
+        paid("inpay_0", T - 50, status="canceled", type="payment_intent", payment_intent="pi_canceled"),
+        paid("inpay_2", T + 10, type="payment_intent", payment_intent="pi_early"),
+    ]
+    assert s.payment_key(payments) == s.payment_key(payments[::-1]) == "pi_early"  # the earliest paid
+    default = paid("inpay_9", T + 30, default=True, type="payment_intent", payment_intent="pi_default")
+    assert s.payment_key([*payments, default]) == "pi_default"  # the one Stripe made on finalizing
+
+
+def test_the_invoice_id_keys_a_purchase_only_when_stripe_reports_no_refundable_payment() -> None:
+    newer = {"id": "in_9", "status": "paid", "livemode": True}
+    out_of_band = [paid("inpay_1", T, type="payment_record", payment_record="pr_1")]
+    for payments in ([], out_of_band):
+        assert s.purchase_fact(newer, stated_at=NOW, payments=payments).store_key == "in_9"  # type: ignore[union-attr]
