@@ -6,8 +6,8 @@ RevenueCat's `backoff_ms`, Meta's usage headers, read by that client) is honoure
 tries, or when the vendor asks for longer than a run should sit out, the call fails and the next
 sync (or execution attempt) tries again. The loops that apply it differ only in what failed (an
 HTTP answer in `clients.http`, an S3 error in `clients.s3`, an ad platform's exception in
-`clients.ad_platform`, a Stripe error in `clients.stripe` (which adds a budget for all the waits
-of one sync), an App Store or Google Play error in `clients.app_store` / `clients.google_play`);
+`clients.ad_platform`, a Stripe error in `clients.payment_processor` (which adds a budget for all the waits
+of one sync), an App Store or Google Play error in `clients.ios_store` / `clients.android_store`);
 `sleep` is injectable so tests wait for nothing.
 """
 

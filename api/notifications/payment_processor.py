@@ -36,7 +36,7 @@ from api.notifications.framework import (
     store_errors,
 )
 from api.notifications.tenant import integration_tenant, tenant_of
-from clients import stripe as stripe_api
+from clients import payment_processor as stripe_api
 from transforms.entitlements.effects import Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR
 from transforms.purchases import payment_processor as mapping

@@ -1,4 +1,4 @@
-"""Google Play purchases, read with the Play Developer API (`clients.google_play.PurchasesApi`).
+"""`android_store` (Google Play): purchases read with the Play Developer API (`clients.android_store`).
 
 Each app's service account (`flokit admin apps stores --android-service-account FILE`) signs
 its own OAuth token requests (`google-auth`, at the key file's `token_uri`); the API is at
@@ -25,8 +25,8 @@ from typing import Any
 
 from api.notifications.framework import Context, StoreUnavailable, store_errors
 from api.receipts import ReceiptRejected, VerifiedPurchase
-from clients import google_play
-from clients.google_play import NotFound
+from clients import android_store as play_api
+from clients.android_store import NotFound
 from transforms.entitlements.effects import Effect
 from transforms.entitlements.facts import ANDROID_STORE
 from transforms.purchases import android_store as gp
@@ -42,7 +42,7 @@ HORIZON_MARGIN = timedelta(minutes=10)
 MAX_VOIDED_PAGES = 20  # 20 000 voids in 30 days; a void not among them is not confirmed
 
 
-class Client(google_play.PurchasesApi):
+class Client(play_api.PurchasesApi):
     """The gateway's Play client: its failures as the processor's (`framework.store_errors`)."""
 
     def call(self, request: Any) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def client_for(ctx: Context, app: AppStores) -> Client:
         return found
     timeout = ctx.settings.passthrough_timeout_s
     try:
-        credentials, service = google_play.service_for(info, api_url=ctx.settings.google_play_api_url, timeout=timeout)
+        credentials, service = play_api.service_for(info, api_url=ctx.settings.google_play_api_url, timeout=timeout)
     except ValueError as e:
         raise ReceiptRejected(f"The app's Google service account key cannot be used: {e}") from None
     client = Client(app.android_package, service, credentials, timeout)

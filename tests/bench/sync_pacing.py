@@ -29,7 +29,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from clients.revenuecat import RevenueCatClient
+from clients.subscription_provider_a import RevenueCatClient
 from orchestration.syncs.connectors.subscription_provider_a import CONNECTOR
 from tests.providers.revenuecat_fake import ANCHOR, FakeRevenueCat, Stats
 from transforms.integrations.kinds import validate_config

@@ -5,7 +5,7 @@ signal to read it): `purchases.subscriptionsv2.get` answers a `SubscriptionPurch
 `purchases.products.get` a `ProductPurchase`. This module maps both, and a voided purchase, to a
 `StoreFact`; the HTTP calls live in `api.receipts.android_store` (receipts, notifications) and
 `orchestration.syncs.connectors.android_store` (the sync), which build their API client with
-`clients.google_play.service_for` and resolve a purchase's key with `resolve_store_key`.
+`clients.android_store.service_for` and resolve a purchase's key with `resolve_store_key`.
 
 Access by `subscriptionState` (developer.android.com, "Subscription lifecycle"):
 - ACTIVE: until the line items' latest `expiryTime`.

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clients import google_play
-from clients.google_play import PlayApi
+from clients import android_store as play_api
+from clients.android_store import PlayApi
 from clients.http import Pacer
 from orchestration.syncs.connectors import Connector, Log
 from transforms.client_errors import error_for
@@ -103,7 +103,7 @@ class PlayClient:
         if not app.android_package or info is None:
             raise error_for("config", f"app {self.app_id} has no Android package or service account; {setup}")
         try:
-            credentials, service = google_play.service_for(
+            credentials, service = play_api.service_for(
                 info, api_url=self.base_url.rstrip("/") + "/", timeout=self.timeout_s
             )
         except ValueError as e:

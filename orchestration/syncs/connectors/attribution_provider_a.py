@@ -11,7 +11,7 @@ Installs are in the report too, but the reports count installs from the attribut
 well would count every install twice. The sync logs the report's install count and keeps it in
 the integration's state (`last_report`) so that an operator can compare the two.
 
-The Report Service API's client and its HTTP rules: `clients.adjust`.
+The Report Service API's client and its HTTP rules: `clients.attribution_provider_a`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
-from clients.adjust import AdjustClient
+from clients.attribution_provider_a import AdjustClient
 from orchestration.syncs.connectors import Connector, Log
 from transforms.client_errors import error_for
 from transforms.integrations import attribution_provider_a as adjust

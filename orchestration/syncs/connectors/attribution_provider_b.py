@@ -7,7 +7,7 @@ support article 360008850257) and makes those days the workspace's whole spend
 same window changes nothing. The mapping is `transforms.integrations.attribution_provider_b`.
 Installs come from the Push API through ingest (`/ingest/attribution_provider_b`), not from here.
 
-The Master API's client and its rate-limit rules: `clients.appsflyer`.
+The Master API's client and its rate-limit rules: `clients.attribution_provider_b`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clients.appsflyer import AppsFlyerClient
+from clients.attribution_provider_b import AppsFlyerClient
 from orchestration.syncs.connectors import Connector, Log
 from transforms.client_errors import error_for
 from transforms.integrations import attribution_provider_b as appsflyer

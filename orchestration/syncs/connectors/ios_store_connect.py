@@ -18,7 +18,7 @@ now (Apple does not say how soon a notification shows in the history, and readin
 harmless); the first sync reads everything Apple keeps. A record whose signature does not verify is
 not Apple's word for this app: it is skipped, counted and logged, never applied.
 
-Apple's library, its retries and its errors: `clients.app_store`.
+Apple's library, its retries and its errors: `clients.ios_store`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from appstoreserverlibrary.models.NotificationHistoryRequest import Notification
 from appstoreserverlibrary.models.NotificationHistoryResponse import NotificationHistoryResponse
 from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier, VerificationException, VerificationStatus
 
-from clients.app_store import AppStoreClient, TokenExpired
+from clients.ios_store import AppStoreClient, TokenExpired
 from orchestration.syncs.connectors import Connector, Log
 from transforms.client_errors import error_for
 from transforms.entitlements.effects import Effect, Effects

@@ -21,7 +21,7 @@ name no PaymentIntent: a paid one-time invoice's payments are listed
 gives it and its refund names (`transforms.purchases.payment_processor.purchase_fact`).
 
 The client and its retries under Stripe's rules (`StripeSync`, a per-sync budget of waiting):
-`clients.stripe`.
+`clients.payment_processor`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 import stripe
 
-from clients.stripe import StripeSync
+from clients.payment_processor import StripeSync
 from orchestration.syncs.connectors import Connector, Log
 from transforms.client_errors import error_for
 from transforms.entitlements.effects import Effects

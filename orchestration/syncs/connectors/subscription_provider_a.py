@@ -1,4 +1,4 @@
-"""`subscription_provider_a` (RevenueCat): the reconciliation sync (the API's client: `clients.revenuecat`).
+"""`subscription_provider_a` (RevenueCat): the reconciliation sync, through `clients/subscription_provider_a.py`.
 
 The API has no "changed since" listing (`GET /v2/projects/{id}/customers` takes only `limit`,
 `starting_after`, `search`), so every sync walks every customer: one page of customers, then per
@@ -8,7 +8,7 @@ Re-landing is harmless: event ids are deterministic (landing's claims) and the t
 high-water mark skips what was landed more than the claims' lifetime ago, so a re-run or a sync
 40 days later lands nothing twice.
 
-Pacing and retries under RevenueCat's rate limit: `clients.revenuecat`.
+Pacing and retries under RevenueCat's rate limit: `clients.subscription_provider_a`.
 
 With `export_bucket` and its key configured, a sync first reads RevenueCat's Scheduled Data
 Exports (the Transactions feed, CSV or Parquet, delivered into the customer's bucket): the files
@@ -23,7 +23,7 @@ With exports, subscriptions in stores the API lists no transactions for are the 
 
 from __future__ import annotations
 
-from clients.revenuecat import RevenueCatClient, RevenueCatExportClient
+from clients.subscription_provider_a import RevenueCatClient, RevenueCatExportClient
 from orchestration.syncs.connectors import Connector, Log
 from transforms.client_errors import ClientError, error_for
 from transforms.integrations.kinds import ValidConfig

@@ -13,7 +13,7 @@ is read again, landing keeping one copy of each event (ids `adapty:<transaction>
 first sync reads every file in the folder, i.e. the whole history Adapty has delivered. A manual
 export older than the 30-day dedup window is held off by the target's high-water mark.
 
-The export folder's client: `clients.adapty`; retries and S3's errors: `clients/s3.py` (the
+The export folder's client: `clients.subscription_provider_b`; retries and S3's errors: `clients/s3.py` (the
 shared RetryRules, 5 attempts from 1 s).
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from clients.adapty import AdaptyExportClient
+from clients.subscription_provider_b import AdaptyExportClient
 from orchestration.syncs.connectors import Connector, Log
 from transforms.client_errors import error_for
 from transforms.integrations.kinds import ValidConfig

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from clients.appsflyer import AppsFlyerClient
+from clients.attribution_provider_b import AppsFlyerClient
 from orchestration.syncs.connectors import connector_for
 from tests.providers.appsflyer_fake import APP_ID, TOKEN, AppsFlyerFake, Row, appsflyer_fake
 from transforms.client_errors import ClientError

@@ -15,7 +15,7 @@ import pytest
 import stripe
 from flask.testing import FlaskClient
 
-from clients.stripe import StripeSync, retry_after
+from clients.payment_processor import StripeSync, retry_after
 from orchestration.syncs.connectors import connector_for
 from orchestration.syncs.connectors.payment_processor import CONNECTOR
 from orchestration.syncs.execute import SyncOutcome, execute_sync

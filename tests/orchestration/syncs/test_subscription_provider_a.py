@@ -11,7 +11,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from clients.revenuecat import revenuecat_retry_after
+from clients.subscription_provider_a import revenuecat_retry_after
 from orchestration.syncs.connectors.subscription_provider_a import CONNECTOR
 from tests.providers.revenuecat_fake import (
     ANCHOR,

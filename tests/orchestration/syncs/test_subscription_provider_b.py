@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from pytest_httpserver import HTTPServer
 
-from clients.adapty import AdaptyExportClient
+from clients.subscription_provider_b import AdaptyExportClient
 from orchestration.syncs.connectors import connector_for
 from orchestration.syncs.connectors.subscription_provider_b import CONNECTOR
 from tests.providers import s3_fake
