@@ -164,8 +164,9 @@ def execute(
 
 
 def _apply(database: Database, clients: _Clients, action: repo.Action, now: datetime) -> Outcome:
-    if action.status != "approved":
-        return Outcome(action.id, "apply", "skipped", f"the action is {action.status}, not approved")
+    refusal = steps.not_runnable("apply", action.status)
+    if refusal is not None:
+        return Outcome(action.id, "apply", "skipped", refusal)
     if not action.parameters:
         with database.write() as conn:
             repo.record_evaluation(
@@ -271,7 +272,7 @@ def _run_legs(
                 _write(client, leg, row.after, leg.parent_id, leg.currency or "")
                 writes += 1
                 back = _live(client, leg, leg.parent_id)
-                if back != row.after:
+                if not steps.written(back, row.after):
                     _mark(database, row.id, "failed", now, response=f"read back {back}, expected {row.after}")
                     return _give_up(database, clients, action, verified, f"leg {leg.leg}: read back {back}", now)
                 _mark(database, row.id, "verified", now, response=f"read back {back}")
@@ -370,8 +371,9 @@ def _give_up(
 
 
 def _revert(database: Database, clients: _Clients, action: repo.Action, now: datetime) -> Outcome:
-    if action.status != "rolled_back":
-        return Outcome(action.id, "revert", "skipped", f"the action is {action.status}, not rolled_back")
+    refusal = steps.not_runnable("revert", action.status)
+    if refusal is not None:
+        return Outcome(action.id, "revert", "skipped", refusal)
     with database.read() as conn:
         applied = [r for r in ledger.executions(conn, action_id=action.id, kind="apply") if r.state == "verified"]
     if not applied:
@@ -397,10 +399,9 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
                 _write(client, leg, row.after, leg.parent_id, leg.currency or "")
                 writes += 1
                 back = _live(client, leg, leg.parent_id)
-                _mark(
-                    database, row.id, "verified" if back == row.after else "failed", now, response=f"read back {back}"
-                )
-                if back != row.after:
+                ok = steps.written(back, row.after)
+                _mark(database, row.id, "verified" if ok else "failed", now, response=f"read back {back}")
+                if not ok:
                     failed.append(leg.leg)
                 with database.write() as conn:
                     _follow(conn, leg, back, now)
@@ -413,13 +414,13 @@ def _revert(database: Database, clients: _Clients, action: repo.Action, now: dat
                 database, row.id, "failed", now, response_code=error.status, response=f"{error.code}: {error.message}"
             )
             failed.append(leg.leg)
-    if failed:
+    result = steps.revert_result(failed, conflicts)
+    if result == "incomplete":
         # The rollback is recorded but the platform still carries FloKit's change on these legs: the
         # job fails the run on this result, so `execute_action_failure_sensor` asks again (the ledger skips
         # the legs already done) rather than the revert ending quietly half done.
         message = f"{writes} write(s); legs {failed} failed, to be retried; conflicts on legs {conflicts}"
         return Outcome(action.id, "revert", "incomplete", message, writes, conflicts)
-    result = "conflict" if conflicts else "reverted"
     return Outcome(action.id, "revert", result, f"{writes} write(s), conflicts on legs {conflicts}", writes, conflicts)
 
 

@@ -76,3 +76,31 @@ def offer_finish_step(live_version: int | None, test_version: int) -> Literal["a
     """End an offer test on one app: publish only over the test FloKit published, never over a
     version an operator published since (or a paywall no longer live)."""
     return "apply" if live_version == test_version else "conflict"
+
+
+# The status an action must be in for the executor to run each kind of execution on it.
+RUNS_FROM: dict[str, str] = {"apply": "approved", "revert": "rolled_back"}
+
+
+def not_runnable(kind: Literal["apply", "revert"], status: str) -> str | None:
+    """Why the executor leaves an action alone (a re-run asked for after it moved on), or None.
+
+    Only an approved action is applied and only a rolled-back one reverted: the sensor may ask
+    again for either after an operator moved it, and a second run must then write nothing."""
+    wanted = RUNS_FROM[kind]
+    return None if status == wanted else f"the action is {status}, not {wanted}"
+
+
+def written(read_back: Any, after: Any) -> bool:
+    """A write counts only when the platform reads back the value sent (a silent clamp or a
+    rounding on its side is a failed leg, not a verified one)."""
+    return bool(read_back == after)
+
+
+def revert_result(failed_legs: list[int], conflict_legs: list[int]) -> Literal["incomplete", "conflict", "reverted"]:
+    """How a revert ends: a failed leg leaves it incomplete (the platform still carries FloKit's
+    change there, so the run fails and is retried); else a leg someone changed meanwhile is a
+    conflict (their value stands); else every leg is back to its value before."""
+    if failed_legs:
+        return "incomplete"
+    return "conflict" if conflict_legs else "reverted"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from transforms.actions import steps
 from transforms.actions.execution import Leg
 from transforms.actions.steps import (
     compensation_step,
@@ -47,3 +48,22 @@ def test_an_offer_test_publishes_only_over_the_version_it_was_planned_on() -> No
     assert offer_finish_step(4, test_version=4) == "apply"
     assert offer_finish_step(5, test_version=4) == "conflict"
     assert offer_finish_step(None, test_version=4) == "conflict"
+
+
+def test_only_an_approved_action_is_applied_and_only_a_rolled_back_one_reverted() -> None:
+    assert steps.not_runnable("apply", "approved") is None
+    assert steps.not_runnable("revert", "rolled_back") is None
+    assert steps.not_runnable("apply", "running") == "the action is running, not approved"
+    assert steps.not_runnable("revert", "completed") == "the action is completed, not rolled_back"
+
+
+def test_a_write_counts_only_when_the_platform_reads_back_what_was_sent() -> None:
+    assert steps.written(5000, 5000)
+    assert not steps.written(4999, 5000)  # a platform that clamps or rounds the budget
+    assert not steps.written("PAUSED", "ACTIVE")
+
+
+def test_a_revert_with_a_failed_leg_is_incomplete_even_beside_a_conflict() -> None:
+    assert steps.revert_result([], []) == "reverted"
+    assert steps.revert_result([], [2]) == "conflict"
+    assert steps.revert_result([1], [2]) == "incomplete"
