@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from cli.connecting import instance_key, read_config, save
+from cli.connecting import read_config, save
 from cli.context import App, json_option, pass_app
 from transforms.adaccounts.kinds import PLATFORMS, kind_of, validate_config
 from transforms.timefmt import iso_z
@@ -92,7 +92,7 @@ def connect(app: App, workspace_id: str, platform: str, config_file: Path, name:
     """Connect an ad account from a JSON config file; prints ad_account_id, platform and status."""
     fields = kind_of(platform).all_fields() if platform != "sandbox" else None  # the sandbox calls nothing
     config = read_config(app, config_file, lambda raw: validate_config(platform, raw), fields)
-    key = instance_key(app)
+    key = app.instance_key()
     account = save(
         app,
         lambda conn: repo.connect(
@@ -156,7 +156,7 @@ def sync(app: App, workspace_id: str, ad_account_id: str | None) -> None:
     an account's sync failed."""
     from orchestration.adaccounts.sync import sync_accounts  # deferred: the clients load the SDKs
 
-    key = instance_key(app)
+    key = app.instance_key()
     try:
         results = sync_accounts(
             app.database, app.settings.paths.lake(), key, workspace_id=workspace_id, ad_account_id=ad_account_id

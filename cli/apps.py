@@ -17,7 +17,6 @@ from typing import Any
 
 import click
 
-from cli.connecting import instance_key
 from cli.context import App, json_option, pass_app
 from warehouse.entitlements.stores import StoresUpdate, set_stores, stores_of
 from warehouse.errors import Conflict, NotFound
@@ -129,7 +128,7 @@ def stores(
             apple_id = ios_app_apple_id or (before.ios_app_apple_id if before else None)
             if environment == "Production" and apple_id is None:
                 app.fail("--ios-app-apple-id is required for the Production environment (Apple checks it)")
-            result = set_stores(conn, app_id=app_id, update=update, instance_key=instance_key(app))
+            result = set_stores(conn, app_id=app_id, update=update, instance_key=app.instance_key())
     except NotFound:
         app.fail(f"no app {app_id}")
     except Conflict as exc:

@@ -42,14 +42,6 @@ def read_config(
     return config
 
 
-def instance_key(app: App) -> str:
-    """The key that seals the secrets; the command fails when the instance has none yet."""
-    key = app.settings.instance_key
-    if key is None:
-        app.fail("no instance key: run `flokit db upgrade` (it creates one) or set FLOKIT_SECRET_KEY")
-    return key
-
-
 def save(app: App, write: Callable[[Connection], T], refusals: tuple[type[Exception], ...]) -> T:
     """`write` in one transaction; a refusal (no such workspace, already connected, ...) fails
     the command with its message and nothing saved."""

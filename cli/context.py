@@ -19,6 +19,8 @@ import click
 from warehouse.db import Database, database_for
 from warehouse.settings import DATA_DIR_MODE, Settings, SettingsError
 
+NO_INSTANCE_KEY = "no instance key: run `flokit db upgrade` (it creates one) or set FLOKIT_SECRET_KEY"
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -47,6 +49,14 @@ class App:
             settings.data_dir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
             self._database = database_for(settings.database_url)
         return self._database
+
+    def instance_key(self) -> str:
+        """The key that seals secrets (integration credentials, signing secrets, store keys); the
+        command fails when the instance has none yet."""
+        key = self.settings.instance_key
+        if key is None:
+            self.fail(NO_INSTANCE_KEY)
+        return key
 
     def close(self) -> None:
         """Dispose of the database's connections (before forking children, and at the end)."""

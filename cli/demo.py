@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from cli.context import App, json_option, pass_app
+from cli.context import NO_INSTANCE_KEY, App, json_option, pass_app
 from cli.progress import Progress
 from transforms.adaccounts.kinds import validate_config
 from transforms.demo import DEFAULT_WORLD, NO_SIGNAL_WORLD, DemoConfig
@@ -156,7 +156,7 @@ def seed(
     """
     key = instance_key(app.settings)
     if key is None:
-        app.fail("no instance key: run `flokit db upgrade` (it creates one) or set FLOKIT_SECRET_KEY")
+        app.fail(NO_INSTANCE_KEY)
     steps = Progress(app)
 
     def progress(step: str, done: int, total: int) -> None:
@@ -206,7 +206,7 @@ def walkthrough(app: App, workspace_id: str) -> None:
     """
     key = instance_key(app.settings)
     if key is None:
-        app.fail("no instance key: run `flokit db upgrade` (it creates one) or set FLOKIT_SECRET_KEY")
+        app.fail(NO_INSTANCE_KEY)
     from orchestration.actions.walkthrough import WalkthroughRefused, walk  # deferred: loads the platform SDKs
 
     try:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from cli.connecting import instance_key, read_config, save
+from cli.connecting import read_config, save
 from cli.context import App, json_option, pass_app
 from transforms.client_errors import ClientError
 from transforms.integrations.kinds import INTEGRATION_TYPES, ValidConfig, kind_of, validate_config
@@ -81,7 +81,7 @@ def connect(app: App, workspace_id: str, integration_type: str, config_file: Pat
     """Connect an integration from a JSON config file; prints integration_id, type and status."""
     fields = kind_of(integration_type).all_fields()
     config = read_config(app, config_file, lambda raw: validate_config(integration_type, raw), fields)
-    key = instance_key(app)
+    key = app.instance_key()
     answer = None
     if check:
         try:

@@ -33,14 +33,6 @@ def _endpoint(e: Endpoint) -> dict[str, Any]:
     }
 
 
-def _instance_key(app: App) -> str:
-    """The key signing secrets are sealed with (warehouse/webhooks/endpoints.py)."""
-    key = app.settings.instance_key
-    if key is None:
-        app.fail("no instance key: run `flokit db upgrade` (it creates one) or set FLOKIT_SECRET_KEY")
-    return key
-
-
 @click.group()
 def webhooks() -> None:
     """Outbound webhook endpoints: add, list, enable, disable, rotate secrets, delivery history, redelivery."""
@@ -57,7 +49,7 @@ def webhooks() -> None:
 @pass_app
 def add(app: App, workspace_id: str, url: str, events: str, standard_webhooks: bool) -> None:
     """Add an endpoint. Its signing secret is printed once; keep it for your receiver."""
-    key = _instance_key(app)
+    key = app.instance_key()
     try:
         with app.database.write() as conn:
             endpoint, secret = endpoints.create_endpoint(
@@ -122,7 +114,7 @@ def disable(app: App, endpoint_id: str) -> None:
 @pass_app
 def rotate_secret(app: App, endpoint_id: str) -> None:
     """New signing secret; the old one keeps signing too for 24 hours (two v1 values)."""
-    key = _instance_key(app)
+    key = app.instance_key()
     try:
         with app.database.write() as conn:
             secret, expires = endpoints.rotate_secret(conn, endpoint_id=endpoint_id, instance_key=key)
