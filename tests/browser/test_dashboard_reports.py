@@ -245,6 +245,9 @@ def test_the_filter_form_regroups_the_chart(page: Any, flokit_server: Any, opera
     expect(page).to_have_url(
         f"{base}/dashboard/payback?start_date=2026-06-01&end_date=2026-07-31&group_by=country&cohort_window_days=60"
     )
+    # The address changes when the new page commits, before its script has drawn the chart: wait
+    # for the chart itself (run 22 read the canvas in between and found no chart yet).
+    page.wait_for_function("() => window.Chart && Chart.getChart(document.querySelector('#chart-payback'))")
     rows = v1(base, "payback", operator["key"], {**RANGE, "group_by": "country", "cohort_window_days": "60"})["data"]
     drawn = page.evaluate(DRAWN, page.locator("#chart-payback").element_handle())
     assert drawn["labels"] == [r["cohort"] for r in rows] and set(drawn["labels"]) == {
