@@ -40,11 +40,11 @@ lint: $(STAMP) ## ruff (lint and format), the import-linter contracts between th
 
 # Lint runs beside the suite (half a minute saved: the suite's first minute leaves a core free);
 # either failing fails `make test`.
-test: $(STAMP) ## Lint and the whole suite on 3 pytest-xdist workers (WORKERS=n): SQLite, a private PostgreSQL cluster, Redis, nginx, chromium
+test: $(STAMP) ## Lint and the whole suite on 3 pytest-xdist workers (WORKERS=n): SQLite, a private PostgreSQL cluster, Redis, an S3 server (SeaweedFS), nginx, chromium
 	$(MAKE) --no-print-directory -j2 lint suite
 
 suite: $(STAMP) ## The whole suite without lint (what `make test` runs beside lint)
-	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh $(BIN)/pytest -n $(WORKERS) --dist loadscope --durations=30
+	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 FLOKIT_TEST_REQUIRE_S3=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh scripts/with-s3.sh $(BIN)/pytest -n $(WORKERS) --dist loadscope --durations=30
 
 test-fast: $(STAMP) ## The edit-test loop: lint, then the unit rooms (transforms, warehouse) on SQLite, no processes
 	$(MAKE) lint

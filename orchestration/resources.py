@@ -29,10 +29,11 @@ class DataDirResource(dg.ConfigurableResource):
     """The data directory: the Parquet lake, the analyst catalog, the published reports (`DataPaths`)."""
 
     root: str
+    lake_url: str = ""  # FLOKIT_LAKE_URL ("" : `<root>/lake`)
 
     @property
     def paths(self) -> DataPaths:
-        return DataPaths(Path(self.root))
+        return DataPaths(Path(self.root), self.lake_url)
 
 
 class InstanceKeyResource(dg.ConfigurableResource):

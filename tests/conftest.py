@@ -30,10 +30,14 @@ from flask.testing import FlaskClient
 from api.app import create_app
 from tests.support import built_once, demo_world
 from tests.support.databases import fresh_database_url, libpq, with_dbname
+from tests.support.objects import s3_environment
 from tests.support.up import build_world, copy_world
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, database_for
+from warehouse.lake import Lake, LocalLake
+from warehouse.object_lake import ObjectLake
+from warehouse.objects import ObjectStore
 from warehouse.settings import INTEGRATIONS_PRIVATE_HOSTS_ENV, Settings
 
 PG_URL_ENV = "FLOKIT_TEST_POSTGRES_URL"
@@ -139,6 +143,32 @@ def postgres_admin_url() -> str:
             pytest.fail(f"{PG_URL_ENV} is not set; run the suite through scripts/with-postgres.sh")
         pytest.skip(f"PostgreSQL tests need {PG_URL_ENV} (make test starts a cluster)")
     return url
+
+
+S3_ENDPOINT_ENV = "FLOKIT_TEST_S3_ENDPOINT"
+
+
+@pytest.fixture
+def s3_url(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh prefix in the bucket of `scripts/with-s3.sh` (a real SeaweedFS, which `make test`
+    starts), with the standard AWS variables set for this process and the ones it starts."""
+    endpoint = os.environ.get(S3_ENDPOINT_ENV)
+    if not endpoint:
+        if os.environ.get("FLOKIT_TEST_REQUIRE_S3") == "1":
+            pytest.fail(f"{S3_ENDPOINT_ENV} is not set; run the suite through scripts/with-s3.sh")
+        pytest.skip(f"object-store tests need {S3_ENDPOINT_ENV} (make test starts a server)")
+    for name, value in s3_environment().items():
+        monkeypatch.setenv(name, value)
+    return f"s3://{os.environ['FLOKIT_TEST_S3_BUCKET']}/t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["local", "s3"])
+def any_lake(request: pytest.FixtureRequest, tmp_path: Path) -> Lake:
+    """The lake on local disk, then in an object store: one contract, two homes (warehouse/lake.py)."""
+    if request.param == "local":
+        return LocalLake(tmp_path / "lake")
+    url = request.getfixturevalue("s3_url")
+    return ObjectLake(ObjectStore(url))
 
 
 @pytest.fixture

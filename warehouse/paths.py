@@ -1,27 +1,58 @@
-"""Every file FloKit keeps under its data directory, named in one place.
+"""Every file FloKit keeps under its data directory, and the lake, named in one place.
 
 The API, the Dagster code location, the CLI and the tests all find the lake, the analyst
 catalog, the published reports and the logs through a `DataPaths`, so a file cannot be
 written under one name and looked for under another.
+
+The lake is `<data dir>/lake` unless `FLOKIT_LAKE_URL` names another directory (`file:///…`)
+or an object store (`s3://bucket/prefix`); then the published reports and the analyst catalog
+live in that store too (`object_store`), and the files below are each host's local copies.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
 
-if TYPE_CHECKING:  # settings import this module; Polars loads only where a lake is opened
+if TYPE_CHECKING:  # settings import this module; Polars and obstore load only where a lake is opened
     from warehouse.lake import Lake
+    from warehouse.object_lake import ObjectLake
+    from warehouse.objects import ObjectStore
+
+
+class LakeUrlError(ValueError):
+    """FLOKIT_LAKE_URL is neither file:///absolute/path nor s3://bucket[/prefix]."""
+
+
+def check_lake_url(url: str) -> str:
+    """`url` when FloKit can use it as the lake (the empty string: the data directory's)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.scheme == "file" and parts.netloc in ("", "localhost") and parts.path.startswith("/"):
+        return url
+    if parts.scheme == "s3" and parts.netloc and not parts.query and not parts.fragment:
+        return url
+    raise LakeUrlError(f"FLOKIT_LAKE_URL must be file:///absolute/path or s3://bucket/prefix, got {url!r}")
 
 
 @dataclass(frozen=True)
 class DataPaths:
     root: Path
+    lake_url: str = ""  # FLOKIT_LAKE_URL; "" is `<root>/lake`
+
+    @property
+    def lake_in_object_store(self) -> bool:
+        return self.lake_url.startswith("s3://")
 
     @property
     def lake_dir(self) -> Path:
-        """The Parquet lake: `<dataset>/date=YYYY-MM-DD/part.parquet`."""
+        """The local lake: `<dataset>/date=YYYY-MM-DD/part.parquet` (unused when the lake is in an object store)."""
+        if self.lake_url.startswith("file:"):
+            return Path(unquote(urlsplit(self.lake_url).path))
         return self.root / "lake"
 
     @property
@@ -46,6 +77,23 @@ class DataPaths:
         return self.root / "logs"
 
     def lake(self) -> Lake:
-        from warehouse.lake import Lake
+        if self.lake_in_object_store:
+            return _object_lake(self.lake_url)
+        from warehouse.lake import LocalLake
 
-        return Lake(self.lake_dir)
+        return LocalLake(self.lake_dir)
+
+    def object_store(self) -> ObjectStore | None:
+        """The object store the lake, the published reports and the catalog live in (None: local)."""
+        if not self.lake_in_object_store:
+            return None
+        return _object_lake(self.lake_url).store
+
+
+@functools.cache
+def _object_lake(url: str) -> ObjectLake:
+    """One per process and URL: it keeps the manifests it read (revalidated with conditional GETs)."""
+    from warehouse.object_lake import ObjectLake
+    from warehouse.objects import ObjectStore
+
+    return ObjectLake(ObjectStore(url))

@@ -16,7 +16,7 @@ from pathlib import Path
 from transforms.sealing import MIN_INSTANCE_KEY_CHARS
 from transforms.webhooks.urls import INTEGRATIONS_PRIVATE_HOSTS_ENV
 from transforms.webhooks.urls import private_hosts as parse_private_hosts
-from warehouse.paths import DataPaths
+from warehouse.paths import DataPaths, LakeUrlError, check_lake_url
 
 SURFACES = ("v1", "gateway", "ingest", "processor", "dashboard")
 GOOGLE_PLAY_API_URL = "https://androidpublisher.googleapis.com"
@@ -170,6 +170,13 @@ def instance_key_for(env: Mapping[str, str], data_dir: Path) -> str | None:
     return _secret(env, "FLOKIT_SECRET_KEY", data_dir / INSTANCE_KEY_FILE, MIN_INSTANCE_KEY_CHARS, hint)
 
 
+def _lake_url(env: Mapping[str, str]) -> str:
+    try:
+        return check_lake_url(env.get("FLOKIT_LAKE_URL", "").strip())
+    except LakeUrlError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def _http_url(env: Mapping[str, str], name: str) -> str | None:
     raw = env.get(name, "").strip()
     if not raw:
@@ -255,6 +262,10 @@ class Settings:
     rate_limit_ingest_token: str = RATE_LIMIT_DEFAULTS["ingest_token"]
     rate_limit_address: str = RATE_LIMIT_DEFAULTS["address"]
     rate_limit_auth_failures: str = RATE_LIMIT_DEFAULTS["auth_failures"]
+    # Where the lake, the published reports and the analyst catalog live (FLOKIT_LAKE_URL):
+    # "" is the data directory's `lake/`; file:///path another directory; s3://bucket/prefix an
+    # object store, reached with the standard AWS variables (warehouse/objects.py).
+    lake_url: str = ""
 
     def __post_init__(self) -> None:
         if self.dagster_home == Path():
@@ -297,6 +308,7 @@ class Settings:
             rate_limit_ingest_token=_rate_limit(env, "ingest_token"),
             rate_limit_address=_rate_limit(env, "address"),
             rate_limit_auth_failures=_rate_limit(env, "auth_failures"),
+            lake_url=_lake_url(env),
         )
 
     def rate_limits(self) -> dict[str, str]:
@@ -305,7 +317,7 @@ class Settings:
 
     @property
     def paths(self) -> DataPaths:
-        return DataPaths(self.data_dir)
+        return DataPaths(self.data_dir, self.lake_url)
 
     @property
     def is_sqlite(self) -> bool:
@@ -335,6 +347,7 @@ class Settings:
             "FLOKIT_BODY_TIMEOUT_S": repr(self.body_timeout_s),
             "FLOKIT_WORKER_THREADS": str(self.worker_threads),
             "FLOKIT_RATE_LIMIT_STORAGE": self.rate_limit_storage,
+            "FLOKIT_LAKE_URL": self.lake_url,
         }
         env |= {f"FLOKIT_RATE_LIMIT_{kind.upper()}": rate for kind, rate in self.rate_limits().items()}
         if self.app_session_secret:

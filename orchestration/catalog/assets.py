@@ -8,13 +8,15 @@ rebuilds the file after any of them materializes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import dagster as dg
 
 from orchestration.metadata import ANALYTICS_TEAM, DUCKDB_KINDS, asset_tags, frame_metadata
 from orchestration.resources import DataDirResource
-from warehouse.catalog import CatalogView, build_catalog, preview
+from warehouse.catalog import PUBLISHED_CATALOG, CatalogView, build_catalog, preview, preview_lake, publish_catalog
 from warehouse.events.views import CANONICAL_EVENTS_VIEW
+from warehouse.lake import LocalLake
 from warehouse.reports.catalog_views import COHORTS_VIEW, PAYBACK_VIEW, SPEND_VIEW
 
 
@@ -42,13 +44,23 @@ PREVIEW_VIEW = CANONICAL_EVENTS_VIEW.name
 )
 def analyst_catalog(data_dir: DataDirResource) -> dg.MaterializeResult:
     """Idempotent: the file is rebuilt whole from the lake and renamed over the live one, so
-    readers holding the old file keep reading it and never see a half-built catalog."""
-    paths = data_dir.paths
-    counts = build_catalog(paths.catalog, paths.lake(), [entry.view for entry in CATALOG])
-    latest = preview(paths.catalog, PREVIEW_VIEW, order_by="occurred_at")
+    readers holding the old file keep reading it and never see a half-built catalog. With the
+    lake in an object store, the catalog's description is published there instead, for
+    `flokit catalog pull` (warehouse/catalog.py)."""
+    paths, views = data_dir.paths, [entry.view for entry in CATALOG]
+    lake, store = paths.lake(), paths.object_store()
+    if store is not None:
+        counts = publish_catalog(store, lake, views, at=datetime.now(UTC))
+        latest = preview_lake(lake, CANONICAL_EVENTS_VIEW, order_by="occurred_at")
+        where = store.url(PUBLISHED_CATALOG)
+    else:
+        assert isinstance(lake, LocalLake)  # no object store: the lake is a directory
+        counts = build_catalog(paths.catalog, lake, views)
+        latest = preview(paths.catalog, PREVIEW_VIEW, order_by="occurred_at")
+        where = str(paths.catalog)
     return dg.MaterializeResult(
         metadata={
-            **frame_metadata(latest, path=dg.MetadataValue.path(str(paths.catalog))),
+            **frame_metadata(latest, path=dg.MetadataValue.path(where)),
             "dagster/row_count": counts.get(PREVIEW_VIEW, 0),
             **{f"rows/{view}": rows for view, rows in counts.items()},
         }

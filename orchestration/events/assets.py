@@ -47,7 +47,7 @@ def _needs_write(db: Database, store: Lake, day: date, pending: set[date]) -> bo
     run over scattered late days rewrites only those days."""
     if day in pending:
         return True
-    if store.partition_path(CANONICAL_EVENTS_DATASET, day).exists():
+    if day in store.days(CANONICAL_EVENTS_DATASET):
         return False
     with db.read() as conn:
         return in_lake_count(conn, day) > 0
@@ -62,7 +62,7 @@ def _write_day(context: AssetExecutionContext, db: Database, store: Lake, day: d
         with db.read() as conn:
             landed, pending_seqs = day_frame(conn, day)
         frame = partition_events(landed.lazy()).collect()
-        store.write(frame, store.partition_path(CANONICAL_EVENTS_DATASET, day))
+        store.write_day(CANONICAL_EVENTS_DATASET, day, frame)
         with db.write() as conn:
             mark_in_lake(conn, pending_seqs)
             overtaken = in_lake_count(conn, day) > landed.height
@@ -115,5 +115,5 @@ def canonical_events(
     metadata["dagster/row_count"] = rows
     if written:
         metadata["last_day_written"] = written[-1]
-        metadata["path"] = dg.MetadataValue.path(str(store.dataset_dir(CANONICAL_EVENTS_DATASET)))
+        metadata["path"] = dg.MetadataValue.path(store.describe(CANONICAL_EVENTS_DATASET))
     return dg.MaterializeResult(metadata=metadata, check_results=_checks(duplicates, nulls))

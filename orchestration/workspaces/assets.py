@@ -22,5 +22,5 @@ def workspaces(database: DatabaseResource, data_dir: DataDirResource) -> dg.Mate
     with database.database().read() as conn:
         frame = workspaces_frame(conn)
     lake = data_dir.paths.lake()
-    path = lake.write(frame, lake.table_path(WORKSPACES_DATASET))
-    return dg.MaterializeResult(metadata=frame_metadata(frame, path=dg.MetadataValue.path(str(path))))
+    written = lake.write_table(WORKSPACES_DATASET, frame)
+    return dg.MaterializeResult(metadata=frame_metadata(frame, path=dg.MetadataValue.path(written.location)))

@@ -44,9 +44,9 @@ def _peak_mb() -> float:
 
 
 def _lake(root: Path) -> Any:
-    from warehouse.lake import Lake
+    from warehouse.lake import LocalLake
 
-    return Lake(root / "lake")
+    return LocalLake(root / "lake")
 
 
 def phase_generate(root: Path, users: int, days: int, seed: int) -> dict[str, Any]:

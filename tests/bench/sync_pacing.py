@@ -37,7 +37,7 @@ from warehouse import migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import Lake, LocalLake
 
 TYPE = "subscription_provider_a"
 # Pacing "off": a rate no fake limit here comes near, so only the 429s slow the client down.
@@ -101,7 +101,7 @@ def run(argv: list[str] | None = None) -> None:
     )
 
     with FakeRevenueCat(customers=sample, per_minute=args.per_minute) as fake:
-        seconds, _ = _sync(_client(fake, UNPACED), db, Lake(tmp / "lake-baseline"), baseline_ws)
+        seconds, _ = _sync(_client(fake, UNPACED), db, LocalLake(tmp / "lake-baseline"), baseline_ws)
         base = fake.stats
     print(_line("baseline  unpaced, sample  ", seconds, base), flush=True)
 
@@ -110,7 +110,7 @@ def run(argv: list[str] | None = None) -> None:
         reporter = threading.Thread(target=_progress, args=(fake, done, args.progress_s), daemon=True)
         reporter.start()
         try:
-            seconds, target = _sync(_client(fake, args.per_minute), db, Lake(tmp / "lake"), workspace)
+            seconds, target = _sync(_client(fake, args.per_minute), db, LocalLake(tmp / "lake"), workspace)
         finally:
             done.set()
         stats = fake.stats

@@ -98,14 +98,14 @@ def _adjust_sync(args: argparse.Namespace) -> dict[str, Any]:
     from warehouse import migrate
     from warehouse.db import database_for
     from warehouse.integrations.target import SyncTarget
-    from warehouse.lake import Lake
+    from warehouse.lake import LocalLake
     from warehouse.reports.report_lake import SPEND_RAW, scan_days
 
     root = Path(args.dir)
     db = database_for(f"sqlite:///{root / 'flokit.db'}")
     if args.phase == "sync":
         migrate.upgrade(db)
-    lake = Lake(root / "lake")
+    lake = LocalLake(root / "lake")
     config = _adjust_config(args.url, args.days)
     now = datetime(LAST_DAY.year, LAST_DAY.month, LAST_DAY.day, 12, tzinfo=UTC)
     target = SyncTarget(db, lake, WORKSPACE, "int_bench", "attribution_provider_a", now=now)

@@ -43,7 +43,7 @@ from transforms.demo import DEFAULT_WORLD
 from transforms.webhooks.verify import verify
 from warehouse.actions.tables import actions
 from warehouse.db import database_for
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 from warehouse.reports.report_lake import SPEND_RAW, scan_days, write_spend_raw
 
 pytestmark = pytest.mark.e2e
@@ -106,7 +106,7 @@ def restate_target_spend(env: dict[str, str], workspace_id: str, since: datetime
     """Meta restates meta_broad's spend since the change at RESTATED times what it was: delivered
     as a spend sync delivers it (rows of the same key; the last one wins downstream). Returns the
     spend added."""
-    lake = Lake(Path(env["FLOKIT_DATA_DIR"]) / "lake")
+    lake = LocalLake(Path(env["FLOKIT_DATA_DIR"]) / "lake")
     yesterday = datetime.now(UTC).date() - timedelta(days=1)
     days = [since.date() + timedelta(days=k) for k in range((yesterday - since.date()).days + 1)]
     rows = (

@@ -26,7 +26,7 @@ from tests.providers.apple_search_ads_fake import (
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
 from tests.support.cli import Ran, flokit_in_process
 from transforms.reports.schemas import SPEND_SCHEMA
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 from warehouse.reports.report_lake import write_spend_raw
 
 pytestmark = pytest.mark.e2e
@@ -72,7 +72,7 @@ def write(tmp_path: Path, name: str, config: object) -> str:
 def test_connect_list_sync_remove_a_meta_account(
     env: dict[str, str], workspace_id: str, tmp_path: Path, meta: MetaGraphFake
 ) -> None:
-    lake = Lake(Path(env["FLOKIT_DATA_DIR"]) / "lake")
+    lake = LocalLake(Path(env["FLOKIT_DATA_DIR"]) / "lake")
     today = datetime.now(UTC).date()
     write_spend_raw(lake, pl.DataFrame([{"workspace_id": workspace_id, "spend_date": today, "campaign": "meta_broad",
                                          "creative": "meta_broad_cr2", "country": "US", "spend": 120.0,

@@ -29,7 +29,7 @@ from tests.support.demo_world import EXPECTED, Walked, copy_world, populate, reg
 from warehouse.actions import executions, repository
 from warehouse.actions.executions import work_after
 from warehouse.db import close_database, database_for
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 from warehouse.settings import instance_key_for
 
 pytestmark = [
@@ -123,7 +123,7 @@ def test_the_walkthrough_runs_rolls_back_and_rejects_on_the_sandbox_once(demo: D
     # What the daemon's executor sensor then requests (it has not seen these transitions) is
     # executed as its job would: nothing is written twice, no conflict is recorded.
     key = instance_key_for(env, Path(env["FLOKIT_DATA_DIR"]))
-    lake = Lake(Path(env["FLOKIT_DATA_DIR"]) / "lake")
+    lake = LocalLake(Path(env["FLOKIT_DATA_DIR"]) / "lake")
     with database.read() as conn:
         work = work_after(conn, after_transition_id=0)
     assert {(a, k) for a, k, _ in work} == {(pause.id, "revert")}

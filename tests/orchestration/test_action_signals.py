@@ -19,7 +19,7 @@ from orchestration.reports.jobs import reports_job
 from tests.support.money import reports_database
 from tests.support.reports import START, refresh, seed_lake
 from transforms.reports.schemas import DIMENSIONS
-from warehouse.lake import Lake
+from warehouse.lake import Lake, LocalLake
 from warehouse.paths import DataPaths
 from warehouse.reports import demo, report_lake, serving
 
@@ -42,7 +42,7 @@ def test_signals_agree_with_the_published_payback_report(tmp_path: Path, instanc
     seed_lake(tmp_path, WS, users=600, days=DAYS)
     result = refresh(tmp_path, reports_database(tmp_path, WS), instance)
     assert result is not None and result.success
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     signals = _signals(lake)
     assert signals.height > 0 and signals["installs"].sum() == 600
     mine = {
@@ -84,9 +84,9 @@ def test_a_late_refund_rewrites_the_cohorts_it_reaches_and_moves_only_their_30_d
     data = seed_lake(tmp_path, WS, users=600, days=DAYS)
     url = reports_database(tmp_path, WS)
     assert refresh(tmp_path, url, instance).success
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     before = _signals(lake)
-    mtimes = {d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()}
+    mtimes = {d: p.stamp for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()}
 
     # A paying user of an early cohort is refunded $7.50 twenty days after installing.
     cohorts = report_lake.scan_days(lake, report_lake.ACQUISITIONS).collect()
@@ -117,7 +117,7 @@ def test_a_late_refund_rewrites_the_cohorts_it_reaches_and_moves_only_their_30_d
     assert refresh(tmp_path, url, instance).success
 
     after = _signals(lake)
-    now = {d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()}
+    now = {d: p.stamp for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()}
     reached = [d for d in mtimes if refund_day - timedelta(days=30) <= d <= refund_day]
     assert [d for d in now if now[d] != mtimes[d]] == reached  # the cohorts whose window holds the day
     cell = [pl.col("cohort_date") == cohort, *[pl.col(d) == user[d] for d in DIMENSIONS]]
@@ -139,7 +139,7 @@ def test_a_late_refund_rewrites_the_cohorts_it_reaches_and_moves_only_their_30_d
         shutil.copytree(lake.dataset_dir(dataset), fresh / "lake" / dataset)
     with dg.DagsterInstance.ephemeral() as other:
         assert refresh(fresh, url, other).success
-    assert_frame_equal(after.sort(key), _signals(Lake(fresh / "lake")).sort(key))
+    assert_frame_equal(after.sort(key), _signals(LocalLake(fresh / "lake")).sort(key))
 
 
 def test_the_six_hourly_job_and_flokit_refresh_select_the_signals() -> None:

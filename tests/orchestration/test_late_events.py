@@ -26,7 +26,7 @@ from tests.support.reports import START, refresh, seed_lake
 from transforms.reports.schemas import PAYBACK_KEY
 from warehouse import migrate
 from warehouse.db import Database, utcnow
-from warehouse.lake import Lake
+from warehouse.lake import Lake, LocalLake
 from warehouse.paths import DataPaths
 from warehouse.reports import demo, report_lake
 from warehouse.settings import Settings
@@ -53,7 +53,7 @@ def instance() -> dg.DagsterInstance:
 
 
 def _mtimes(lake: Lake) -> dict[str, dict[date, int]]:
-    return {ds: {d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, ds).items()} for ds in DAILY}
+    return {ds: {d: p.stamp for d, p in report_lake.partition_days(lake, ds).items()} for ds in DAILY}
 
 
 def _rewritten(lake: Lake, before: dict[str, dict[date, int]]) -> dict[str, list[date]]:
@@ -101,15 +101,13 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
     tmp_path: Path, instance: dg.DagsterInstance
 ) -> None:
     data = seed_lake(tmp_path, "ws_late", users=400, days=DAYS)
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     assert refresh(tmp_path, url(tmp_path), instance).success
     late_day = START + timedelta(days=3)
     installs_before = _published_installs(tmp_path, late_day)
     before = _mtimes(lake)
 
-    signals_before = {
-        d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()
-    }
+    signals_before = {d: p.stamp for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()}
     runs_before = {r.run_id for r in instance.get_runs()}
 
     late = _install(
@@ -140,9 +138,7 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
         "cohort_activity": 7,
     }  # spend is not in the run: no spend was delivered
     # Then, in a run of their own, the action signals of the cohorts whose first 30 days reach it.
-    signals_now = {
-        d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()
-    }
+    signals_now = {d: p.stamp for d, p in report_lake.partition_days(lake, report_lake.ACTION_SIGNALS).items()}
     reached = [START + timedelta(days=k) for k in range(4)]
     assert [d for d in signals_now if signals_now[d] != signals_before[d]] == reached
     assert _run_metadata(instance, signals_run) == {"action_signals": 4}
@@ -154,7 +150,7 @@ def test_a_late_day_far_back_and_today_are_two_runs_with_nothing_between(
     tmp_path: Path, instance: dg.DagsterInstance
 ) -> None:
     data = seed_lake(tmp_path, "ws_far", users=300, days=DAYS)
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     held_out = data.events.filter(pl.col("occurred_at").dt.date() == LAST)
     lake.partition_path(report_lake.CANONICAL_EVENTS, LAST).unlink()
     assert refresh(tmp_path, url(tmp_path), instance).success
@@ -205,7 +201,7 @@ def test_a_late_install_that_moves_a_users_cohort_gives_what_a_full_recompute_gi
     tmp_path: Path, instance: dg.DagsterInstance
 ) -> None:
     data = seed_lake(tmp_path, "ws_move", users=400, days=DAYS)
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     assert refresh(tmp_path, url(tmp_path), instance).success
 
     # A paying user installed on day 10; a late callback says they first installed on day 2.
@@ -234,13 +230,17 @@ def test_a_late_install_that_moves_a_users_cohort_gives_what_a_full_recompute_gi
         assert refresh(fresh, url(tmp_path), other).success
     key = list(PAYBACK_KEY)
     incremental = report_lake.scan_table(lake, report_lake.PAYBACK).collect().sort(key)
-    full = report_lake.scan_table(Lake(fresh / "lake"), report_lake.PAYBACK).collect().sort(key)
+    full = report_lake.scan_table(LocalLake(fresh / "lake"), report_lake.PAYBACK).collect().sort(key)
     assert_frame_equal(incremental, full)
-    curves = [report_lake.scan_table(lk, report_lake.COHORT_CURVES).collect() for lk in (lake, Lake(fresh / "lake"))]
+    curves = [
+        report_lake.scan_table(lk, report_lake.COHORT_CURVES).collect() for lk in (lake, LocalLake(fresh / "lake"))
+    ]
     columns = [c for c, kind in curves[0].schema.items() if kind != pl.Float64]
     assert_frame_equal(curves[0].sort(columns), curves[1].sort(columns))
     # The action signals too: the user left the old cohort day's rows and joined the new one's.
-    signals = [report_lake.scan_days(lk, report_lake.ACTION_SIGNALS).collect() for lk in (lake, Lake(fresh / "lake"))]
+    signals = [
+        report_lake.scan_days(lk, report_lake.ACTION_SIGNALS).collect() for lk in (lake, LocalLake(fresh / "lake"))
+    ]
     signal_key = ["workspace_id", "cohort_date", "campaign", "creative", "country", "offer", "paywall"]
     assert_frame_equal(signals[0].sort(signal_key), signals[1].sort(signal_key))
     moved = incremental.filter((pl.col("dimension") == "campaign") & (pl.col("day") == 0))
@@ -251,7 +251,7 @@ def test_a_range_run_without_the_tag_recomputes_every_day_of_its_range(
     tmp_path: Path, instance: dg.DagsterInstance
 ) -> None:
     seed_lake(tmp_path, "ws_full", users=200, days=10)
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     assert refresh(tmp_path, url(tmp_path), instance).success
     before = _mtimes(lake)
     # A backfill of days 3..7 launched from the Dagster UI: nothing changed, every day is recomputed.

@@ -13,7 +13,7 @@ from tests.support.money import reports_database
 from tests.support.reports import refresh, seed_lake
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.reports.schemas import SPEND_SCHEMA
-from warehouse.lake import Lake
+from warehouse.lake import Lake, LocalLake
 from warehouse.reports import demo, report_lake, serving
 
 WORKSPACE = "ws_money"
@@ -77,7 +77,7 @@ def test_an_unknown_currency_in_the_lake_stops_the_publish(
     data_dir, url, events = published
     before = serving.published_meta(data_dir / "reports.duckdb").generated_at
     day = LAST - timedelta(days=3)
-    add_renewals(Lake(data_dir / "lake"), events, day, [(9.99, "XXX")])
+    add_renewals(LocalLake(data_dir / "lake"), events, day, [(9.99, "XXX")])
     passed, description, done = outcome(refresh(data_dir, url, instance))
     assert not passed["subscription_events_converted"]
     assert f"1 XXX on {day} in {WORKSPACE} (unknown_currency)" in (description["subscription_events_converted"] or "")
@@ -99,7 +99,7 @@ def test_spend_in_a_currency_without_a_rate_stops_the_publish(
         "spend": 100.0,
         "currency": "ARS",  # ISO 4217 money, but the ECB quotes no rate for it
     }
-    report_lake.write_spend_raw(Lake(data_dir / "lake"), pl.DataFrame([row], schema=SPEND_SCHEMA))
+    report_lake.write_spend_raw(LocalLake(data_dir / "lake"), pl.DataFrame([row], schema=SPEND_SCHEMA))
     passed, description, done = outcome(refresh(data_dir, url, instance))
     assert not passed["spend_converted"]
     assert f"1 ARS on {LAST} in {WORKSPACE} (currency_without_rate)" in (description["spend_converted"] or "")
@@ -125,7 +125,7 @@ def test_an_overflowing_spend_sum_stops_the_publish(
         }
         for creative in ("huge_1", "huge_2")
     ]
-    report_lake.write_spend_raw(Lake(data_dir / "lake"), pl.DataFrame(rows, schema=SPEND_SCHEMA))
+    report_lake.write_spend_raw(LocalLake(data_dir / "lake"), pl.DataFrame(rows, schema=SPEND_SCHEMA))
     passed, description, done = outcome(refresh(data_dir, url, instance))
     assert passed["spend_converted"]  # converted fine: the sum is what is wrong
     assert not passed["payback_sums_bounded"]
@@ -140,7 +140,7 @@ def test_a_revenue_spike_warns_but_publishes(
     data_dir, url, events = published
     before = serving.published_meta(data_dir / "reports.duckdb").generated_at
     # Within the per-event bound each, but ten times any usual day together.
-    add_renewals(Lake(data_dir / "lake"), events, LAST, [(14_000.0, "USD")] * 10)
+    add_renewals(LocalLake(data_dir / "lake"), events, LAST, [(14_000.0, "USD")] * 10)
     passed, description, done = outcome(refresh(data_dir, url, instance))
     assert not passed["subscription_events_revenue_spike"]
     assert f"{LAST} in {WORKSPACE}" in (description["subscription_events_revenue_spike"] or "")
@@ -156,15 +156,15 @@ def test_days_written_before_conversion_are_recomputed_by_the_next_refresh(
     lack the audit columns. Nothing new arrives, yet the next refresh rewrites those days (they
     are derived) and publishes the same numbers, rather than crash on the old files."""
     data_dir, url, _events = published
-    lake = Lake(data_dir / "lake")
+    lake = LocalLake(data_dir / "lake")
     before = report_lake.scan_table(lake, report_lake.PAYBACK).collect()
     for dataset in (report_lake.SUBSCRIPTION_EVENTS, report_lake.SPEND):
-        for path in report_lake.partition_days(lake, dataset).values():
-            lake.write(pl.read_parquet(path).drop("amount", "money_issue"), path)
+        for day, old in report_lake.partition_days(lake, dataset).items():
+            lake.write_day(dataset, day, pl.read_parquet(old.location).drop("amount", "money_issue"))
     passed, _description, done = outcome(refresh(data_dir, url, instance))
     assert all(passed.values()) and "published_reports" in done
     for dataset in (report_lake.SUBSCRIPTION_EVENTS, report_lake.SPEND):
-        for path in report_lake.partition_days(lake, dataset).values():
-            assert list(pl.read_parquet_schema(path)) == list(report_lake.SCHEMAS[dataset])
+        for partition in report_lake.partition_days(lake, dataset).values():
+            assert list(pl.read_parquet_schema(partition.location)) == list(report_lake.SCHEMAS[dataset])
     key = ["workspace_id", "cohort_date", "dimension", "value", "day"]
     assert_frame_equal(report_lake.scan_table(lake, report_lake.PAYBACK).collect().sort(key), before.sort(key))

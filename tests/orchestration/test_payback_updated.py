@@ -28,7 +28,7 @@ from tests.support.reports import START, refresh
 from transforms.demo import DemoConfig, generate
 from transforms.timefmt import iso_z
 from warehouse.db import Database, utcnow
-from warehouse.lake import Lake
+from warehouse.lake import Lake, LocalLake
 from warehouse.reports import demo, report_lake, serving
 from warehouse.reports.tables import payback_notified_digests
 from warehouse.settings import Settings
@@ -104,7 +104,7 @@ def test_one_event_per_changed_workspace_with_the_cohort_range_that_changed(
     database_url: str, db: Database, tmp_path: Path, instance: dg.DagsterInstance
 ) -> None:
     data_dir = tmp_path / "data"
-    lake = Lake(data_dir / "lake")
+    lake = LocalLake(data_dir / "lake")
     a, b = "ws_payback_a", "ws_payback_b"
     for ws in (a, b):
         add_workspace(db, ws)
@@ -184,7 +184,7 @@ def test_an_announcement_lost_after_the_swap_is_made_once_by_the_sensor_or_the_n
     database_url: str, db: Database, tmp_path: Path, instance: dg.DagsterInstance
 ) -> None:
     data_dir = tmp_path / "data"
-    lake = Lake(data_dir / "lake")
+    lake = LocalLake(data_dir / "lake")
     reports = data_dir / "reports.duckdb"
     ws = "ws_payback_crash"
     add_workspace(db, ws)

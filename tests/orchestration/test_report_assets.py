@@ -22,7 +22,7 @@ from transforms.reports.schemas import PAYBACK_KEY
 from warehouse.catalog import build_catalog
 from warehouse.db import Database
 from warehouse.events.tables import landed_events
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 from warehouse.reports import demo, report_lake
 from warehouse.reports.catalog_views import REPORT_VIEWS
 from warehouse.reports.demo import land_frame
@@ -46,7 +46,7 @@ def instance() -> dg.DagsterInstance:
 def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInstance) -> None:
     data = seed_lake(tmp_path, "ws_r", users=800, days=30)
     url = reports_database(tmp_path, "ws_r")
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     last_day = date(2026, 6, 30)
     held_out = data.events.filter(pl.col("occurred_at").dt.date() == last_day)
     lake.partition_path(report_lake.CANONICAL_EVENTS, last_day).unlink()
@@ -71,7 +71,7 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     assert refresh(tmp_path, url, instance) is None  # nothing changed: nothing runs
 
     def mtimes(dataset: str) -> dict[date, int]:
-        return {d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, dataset).items()}
+        return {d: p.stamp for d, p in report_lake.partition_days(lake, dataset).items()}
 
     def touched(dataset: str, since: dict[date, int] | None = None) -> list[date]:
         now, then = mtimes(dataset), before if since is None else since
@@ -79,7 +79,7 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
 
     # The six-hourly case: a new day arrives; only that day is computed (then, in a run of their
     # own, the action signals of the cohorts whose first 30 days reach it).
-    before = {d: p.stat().st_mtime_ns for d, p in report_lake.partition_days(lake, report_lake.PAYBACK_DAILY).items()}
+    before = {d: p.stamp for d, p in report_lake.partition_days(lake, report_lake.PAYBACK_DAILY).items()}
     signals_before = mtimes(report_lake.ACTION_SIGNALS)
     demo.write_event_partitions(lake, held_out)
     again = refresh(tmp_path, url, instance)

@@ -41,7 +41,7 @@ from transforms.webhooks.payloads import (
 from warehouse.actions import repository
 from warehouse.db import Database
 from warehouse.integrations import repository as integrations_repo
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 from warehouse.webhooks import endpoints
 from warehouse.webhooks.outbox import emit_test_event
 from warehouse.webhooks.tables import webhook_events
@@ -167,7 +167,7 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
     # guardrail.triggered: the monitor, on a running action whose campaign's CPI doubled since the
     # change (and which it rolls back: one more action.created and action.rolled_back).
     effective, today = times()
-    monitor_lake = Lake(data_dir / "monitor-lake")
+    monitor_lake = LocalLake(data_dir / "monitor-lake")
     plant(
         monitor_lake,
         workspace_id,

@@ -8,7 +8,7 @@ import polars as pl
 
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from warehouse.catalog import CatalogView, build_catalog
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 
 VIEW = CatalogView(
     name="canonical_events",
@@ -21,14 +21,14 @@ VIEW = CatalogView(
 
 def test_empty_lake_gives_typed_empty_views(tmp_path: Path) -> None:
     path = tmp_path / "warehouse.duckdb"
-    assert build_catalog(path, Lake(tmp_path / "lake"), [VIEW]) == {"canonical_events": 0}
+    assert build_catalog(path, LocalLake(tmp_path / "lake"), [VIEW]) == {"canonical_events": 0}
     with duckdb.connect(str(path), read_only=True) as con:
         columns = [r[0] for r in con.execute("DESCRIBE canonical_events").fetchall()]
     assert columns == list(CANONICAL_EVENT_SCHEMA)
 
 
 def test_views_read_the_lake_and_carry_comments(tmp_path: Path) -> None:
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     row = {name: None for name in CANONICAL_EVENT_SCHEMA} | {
         "event_id": "e1",
         "workspace_id": "ws",

@@ -31,7 +31,6 @@ from warehouse.reports.report_lake import (
     PAYBACK_DAILY,
     SCHEMAS,
     SPEND,
-    partition_days,
 )
 
 
@@ -58,18 +57,12 @@ BY_NAME = {d.name: d for d in EXPORTED}
 
 
 def partitions(lake: Lake) -> list[Partition]:
-    """Every file of the exported datasets, with the mtime and size it has now (day order)."""
+    """Every file of the exported datasets, with the stamp (the time it was written, on the
+    lake's clock) and size it has now (day order)."""
     out: list[Partition] = []
     for dataset in EXPORTED:
-        if dataset.daily:
-            for day, path in partition_days(lake, dataset.name).items():
-                stat = path.stat()
-                out.append(Partition(dataset.name, day, stat.st_mtime_ns, stat.st_size))
-        else:
-            path = lake.table_path(dataset.name)
-            if path.is_file():
-                stat = path.stat()
-                out.append(Partition(dataset.name, None, stat.st_mtime_ns, stat.st_size))
+        files = list(lake.days(dataset.name).values()) if dataset.daily else [lake.table(dataset.name)]
+        out.extend(Partition(dataset.name, f.day, f.stamp, f.size) for f in files if f is not None)
     return out
 
 
@@ -80,14 +73,10 @@ def workspace_rows(lake: Lake, partition: Partition, workspace_id: str) -> pl.Da
     one the next refresh recomputes (`store.stale_for`), and fails here until then rather
     than sending a table whose columns differ from the Snowflake table's."""
     dataset = BY_NAME[partition.dataset]
-    path = (
-        lake.partition_path(dataset.name, partition.day) if partition.day is not None else lake.table_path(dataset.name)
-    )
-    return (
-        pl.scan_parquet(str(path), schema=dataset.schema, hive_partitioning=False)
-        .filter(pl.col("workspace_id") == workspace_id)
-        .collect()
-    )
+    found = lake.days(dataset.name).get(partition.day) if partition.day is not None else lake.table(dataset.name)
+    if found is None:
+        raise FileNotFoundError(f"{lake.describe(dataset.name)}: no partition {partition.slot} any more")
+    return lake.scan([found], dataset.schema).filter(pl.col("workspace_id") == workspace_id).collect()
 
 
 def parquet_bytes(frame: pl.DataFrame) -> bytes:

@@ -94,9 +94,7 @@ def seed(
 
 def write_event_partitions(lake: Lake, events: pl.DataFrame) -> list[date]:
     """Bulk path (benchmark): one `canonical_events` partition per UTC day, replaced whole."""
-    out = []
     frame = events.select(list(CANONICAL_EVENT_SCHEMA)).with_columns(pl.col("occurred_at").dt.date().alias("_day"))
-    for (day,), part in frame.group_by("_day", maintain_order=True):
-        lake.write(part.drop("_day"), lake.partition_path(CANONICAL_EVENTS, day))
-        out.append(day)
-    return sorted(out)
+    parts = {day: part.drop("_day") for (day,), part in frame.group_by("_day", maintain_order=True)}
+    lake.write_days(CANONICAL_EVENTS, parts)
+    return sorted(parts)

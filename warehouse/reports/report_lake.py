@@ -1,22 +1,17 @@
 """Where the report datasets live in the lake, and how they are read and written.
 
-Daily datasets (`<lake>/<name>/date=YYYY-MM-DD/part.parquet`): the inputs `canonical_events`
+Daily datasets (`<name>/date=YYYY-MM-DD/`, warehouse/lake.py): the inputs `canonical_events`
 (written by the ingest pipeline) and `spend_raw` (written by ad-platform syncs, or the demo
 seed), and the derived `acquisitions`, `subscription_events`, `active_days`, `spend`,
 `payback_daily`, `cohort_activity`, `action_signals` (by cohort day). Whole-table datasets
-(`<lake>/<name>/data.parquet`): `payback`, `cohort_curves`, `ltv`. Every write is the lake's
+(`<name>/data.parquet`): `payback`, `cohort_curves`, `ltv`. Every write is the lake's
 atomic replace, so a re-run of a day rewrites exactly that day.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
-import re
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from datetime import date, timedelta
-from pathlib import Path
 
 import polars as pl
 
@@ -38,7 +33,7 @@ from transforms.reports.schemas import (
     WEEK_LOOKBACK_DAYS,
 )
 from warehouse.events.views import CANONICAL_EVENTS_DATASET
-from warehouse.lake import Lake
+from warehouse.lake import Lake, Partition
 
 CANONICAL_EVENTS = CANONICAL_EVENTS_DATASET  # the events domain names its dataset
 SPEND_RAW = "spend_raw"
@@ -101,46 +96,36 @@ COHORT_READERS = (PAYBACK_DAILY, COHORT_ACTIVITY)
 # The daily datasets keyed by cohort day: a changed user's cohort days (old and new) are what
 # they read the user into.
 COHORT_DAY_READERS = (ACTION_SIGNALS,)
-_DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
 
-def partition_days(lake: Lake, dataset: str) -> dict[date, Path]:
-    """Every day of a daily dataset that has a partition file, with its path."""
-    root = lake.dataset_dir(dataset)
-    out: dict[date, Path] = {}
-    if root.is_dir():
-        for child in root.iterdir():
-            match = _DAY_DIR.match(child.name)
-            if match and (child / "part.parquet").is_file():
-                out[date.fromisoformat(match.group(1))] = child / "part.parquet"
-    return dict(sorted(out.items()))
+def partition_days(lake: Lake, dataset: str) -> dict[date, Partition]:
+    """Every day of a daily dataset that has a partition, in day order."""
+    return lake.days(dataset)
 
 
 def scan_days(lake: Lake, dataset: str, days: Iterable[date] | None = None) -> pl.LazyFrame:
     """A lazy scan of some (default: all) partitions of a daily dataset; typed and empty when none."""
-    available = partition_days(lake, dataset)
-    wanted = available if days is None else {d: available[d] for d in days if d in available}
-    schema = SCHEMAS[dataset]
-    if not wanted:
-        return pl.LazyFrame(schema=schema)
-    return pl.scan_parquet([str(p) for p in wanted.values()], hive_partitioning=False, schema=schema)
+    available = lake.days(dataset)
+    wanted = available.values() if days is None else [available[d] for d in days if d in available]
+    return lake.scan(wanted, SCHEMAS[dataset])
 
 
 def scan_table(lake: Lake, dataset: str) -> pl.LazyFrame:
-    path = lake.table_path(dataset)
-    schema = SCHEMAS[dataset]
-    return pl.scan_parquet(str(path), schema=schema) if path.is_file() else pl.LazyFrame(schema=schema)
+    table = lake.table(dataset)
+    return lake.scan([table] if table else [], SCHEMAS[dataset])
 
 
 def table_rows(lake: Lake, dataset: str) -> int | None:
     """Rows of the current whole-table file (None before the first write): the previous
     materialization's size, recorded before it is replaced."""
-    path = lake.table_path(dataset)
-    return pl.scan_parquet(str(path)).select(pl.len()).collect().item() if path.is_file() else None
+    table = lake.table(dataset)
+    if table is None:
+        return None
+    return lake.scan([table], SCHEMAS[dataset]).select(pl.len()).collect().item()
 
 
-def write_day(lake: Lake, dataset: str, day: date, frame: pl.DataFrame) -> Path:
-    return lake.write(frame.select(list(SCHEMAS[dataset])), lake.partition_path(dataset, day))
+def write_day(lake: Lake, dataset: str, day: date, frame: pl.DataFrame) -> None:
+    lake.write_day(dataset, day, frame.select(list(SCHEMAS[dataset])))
 
 
 def write_days(lake: Lake, dataset: str, days: list[date], frame: pl.DataFrame, day_of: pl.Expr) -> dict[date, int]:
@@ -153,30 +138,31 @@ def write_days(lake: Lake, dataset: str, days: list[date], frame: pl.DataFrame, 
     if stray:
         raise ValueError(f"{dataset}: rows for days outside {days[0]}..{days[-1]}: {', '.join(stray[:5])}")
     empty = pl.DataFrame(schema=frame.schema)
-    written = {}
-    for day in days:
-        part = parts.get((day,), empty)
-        write_day(lake, dataset, day, part)
-        written[day] = part.height
-    return written
+    columns = list(SCHEMAS[dataset])
+    frames = {day: parts.get((day,), empty).select(columns) for day in days}
+    lake.write_days(dataset, frames)  # one commit: the days become current together
+    return {day: part.height for day, part in frames.items()}
 
 
-def write_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> Path:
-    return lake.write(frame.select(list(SCHEMAS[dataset])), lake.table_path(dataset))
+def write_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> Partition:
+    return lake.write_table(dataset, frame.select(list(SCHEMAS[dataset])))
 
 
 def write_spend_raw(lake: Lake, spend: pl.DataFrame) -> list[date]:
     """Deliver spend the way an ad-platform sync does: per day, the delivery is appended to that
     day's file (rewritten atomically); a restated row of the same key wins downstream, since
     `clean_spend` keeps the last row per key."""
-    days = []
-    with _dataset_lock(lake, SPEND_RAW):
+
+    def append() -> list[date]:
+        days = []
         for (day,), frame in spend.sort("spend_date").group_by("spend_date", maintain_order=True):
             existing = scan_days(lake, SPEND_RAW, [day]).collect()
             merged = pl.concat([existing, frame.select(list(SPEND_SCHEMA))]) if existing.height else frame
             write_day(lake, SPEND_RAW, day, merged)
             days.append(day)
-    return days
+        return days
+
+    return lake.update(SPEND_RAW, append)
 
 
 def replace_spend_days(lake: Lake, workspace_id: str, days: list[date], spend: pl.DataFrame) -> list[date]:
@@ -184,47 +170,34 @@ def replace_spend_days(lake: Lake, workspace_id: str, days: list[date], spend: p
     window), leaving other workspaces' rows of those days as they were.
 
     A day file holds every workspace's spend, and two syncs of different workspaces may write the
-    same day at once: the read-modify-write of a day runs under an exclusive lock on the dataset,
-    so neither loses the other's rows. Rows are sorted, so the same delivery writes the same file."""
+    same day at once: the read-modify-write of a day runs as one `Lake.update` (a lock on one
+    host, a conditional commit that runs again on a conflict in an object store), so neither loses
+    the other's rows. Rows are sorted, so the same delivery writes the same file."""
     frame = spend.select(list(SPEND_SCHEMA))
     outside = frame.filter(~pl.col("spend_date").is_in(days)).height
     if outside:
         raise ValueError(f"{outside} spend rows fall outside the days being replaced")
+    return lake.update(SPEND_RAW, lambda: _replace_days(lake, workspace_id, days, frame))
+
+
+def _replace_days(lake: Lake, workspace_id: str, days: list[date], frame: pl.DataFrame) -> list[date]:
     written = []
-    with _dataset_lock(lake, SPEND_RAW):
-        for day in sorted(set(days)):
-            existing = scan_days(lake, SPEND_RAW, [day]).collect()
-            kept = existing.filter(pl.col("workspace_id") != workspace_id) if existing.height else existing
-            mine = frame.filter(pl.col("spend_date") == day)
-            if not existing.height and not mine.height:
-                continue  # nothing was there and nothing arrives: no empty file (no stale day)
-            merged = pl.concat([kept.select(list(SPEND_SCHEMA)), mine]).sort(list(SPEND_KEY))
-            if existing.height and merged.equals(existing.sort(list(SPEND_KEY))):
-                continue  # the same figures again: leave the file (and its mtime) alone
-            write_day(lake, SPEND_RAW, day, merged)
-            written.append(day)
+    for day in sorted(set(days)):
+        existing = scan_days(lake, SPEND_RAW, [day]).collect()
+        kept = existing.filter(pl.col("workspace_id") != workspace_id) if existing.height else existing
+        mine = frame.filter(pl.col("spend_date") == day)
+        if not existing.height and not mine.height:
+            continue  # nothing was there and nothing arrives: no empty file (no stale day)
+        merged = pl.concat([kept.select(list(SPEND_SCHEMA)), mine]).sort(list(SPEND_KEY))
+        if existing.height and merged.equals(existing.sort(list(SPEND_KEY))):
+            continue  # the same figures again: leave the file (and its stamp) alone
+        write_day(lake, SPEND_RAW, day, merged)
+        written.append(day)
     return written
 
 
-@contextmanager
-def _dataset_lock(lake: Lake, dataset: str) -> Iterator[None]:
-    directory = lake.dataset_dir(dataset)
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / ".writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
-def _mtimes(lake: Lake, dataset: str) -> dict[date, int]:
-    return {day: path.stat().st_mtime_ns for day, path in partition_days(lake, dataset).items()}
-
-
-# Columns of a partition file, by (path, mtime): a footer read is ~33 µs, and the daemon asks
-# about the same files at every tick.
-_COLUMNS: dict[Path, tuple[int, tuple[str, ...]]] = {}
+def _stamps(lake: Lake, dataset: str) -> dict[date, int]:
+    return {day: partition.stamp for day, partition in lake.days(dataset).items()}
 
 
 def _written_with_another_schema(lake: Lake, dataset: str) -> set[date]:
@@ -232,15 +205,7 @@ def _written_with_another_schema(lake: Lake, dataset: str) -> set[date]:
     earlier FloKit (say, `subscription_events` before amounts were converted). They are derived,
     so recomputing them is the upgrade; reading them with today's schema would fail."""
     want = tuple(SCHEMAS[dataset])
-    outdated = set()
-    for day, path in partition_days(lake, dataset).items():
-        mtime = path.stat().st_mtime_ns
-        known = _COLUMNS.get(path)
-        if known is None or known[0] != mtime:
-            known = _COLUMNS[path] = (mtime, tuple(pl.read_parquet_schema(path)))
-        if known[1] != want:
-            outdated.add(day)
-    return outdated
+    return {day for day, partition in lake.days(dataset).items() if lake.columns(partition) != want}
 
 
 def stale_for(lake: Lake, dataset: str) -> list[date]:
@@ -249,10 +214,10 @@ def stale_for(lake: Lake, dataset: str) -> list[date]:
     partition while its day's input has one, or its partition was written with other columns
     than today's. Read by each asset as it starts, after its inputs in the same run were
     rewritten."""
-    mine = _mtimes(lake, dataset)
+    mine = _stamps(lake, dataset)
     stale: set[date] = _written_with_another_schema(lake, dataset)
     for source, before, after in DERIVED_FROM[dataset]:
-        for day, changed in _mtimes(lake, source).items():
+        for day, changed in _stamps(lake, source).items():
             for target in _readers_of(day, before, after):
                 have = mine.get(target)
                 if (have is None and target == day) or (have is not None and have < changed):
@@ -300,7 +265,7 @@ def changed_cohort_users(lake: Lake, days: list[date], frame: pl.DataFrame) -> p
 
 def mark_cohort_readers_stale(lake: Lake, users: pl.DataFrame) -> list[date]:
     """Make every partition of the cohort readers (`payback_daily`, `cohort_activity`) that reads
-    one of `users` stale, by setting its mtime to the epoch: older than any input, so the next
+    one of `users` stale (`Lake.mark_stale`: stamp 0, older than any input), so the next
     asset (or the next refresh, if the day is outside this run) recomputes it, and it keeps
     serving its rows until then. Those days: each acquisition day of the users (their previous
     cohort loses them), and each day they are active or have a subscription event (and the six
@@ -317,23 +282,16 @@ def mark_cohort_readers_stale(lake: Lake, users: pl.DataFrame) -> list[date]:
     ]
     acquired = set(cohort_days.unique().collect()["day"].to_list())
     days = acquired | set(pl.concat(active).unique().collect()["day"].to_list())
-    marked: set[date] = set()
-
-    def mark(dataset: str, target: date) -> None:
-        path = readers[dataset].get(target)
-        if path is not None:
-            os.utime(path, ns=(0, 0))
-            marked.add(target)
-
+    marked: dict[str, set[date]] = {}
     for dataset in COHORT_READERS:
         reach = max((before for _, before, _after in DERIVED_FROM[dataset]), default=0)
-        for day in days:
-            for target in (day + timedelta(days=k) for k in range(reach + 1)):
-                mark(dataset, target)
+        targets = {day + timedelta(days=k) for day in days for k in range(reach + 1)}
+        marked[dataset] = targets & set(readers[dataset])
     for dataset in COHORT_DAY_READERS:
-        for day in acquired:
-            mark(dataset, day)
-    return sorted(marked)
+        marked[dataset] = acquired & set(readers[dataset])
+    for dataset, targets in marked.items():
+        lake.mark_stale(dataset, targets)
+    return sorted(set().union(*marked.values()))
 
 
 def last_day(lake: Lake) -> date | None:

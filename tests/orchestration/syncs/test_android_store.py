@@ -39,7 +39,7 @@ from warehouse.events.tables import landed_events
 from warehouse.integrations import repository as repo
 from warehouse.integrations.tables import integrations
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 from warehouse.settings import Settings
 
 TYPE = "android_store"
@@ -84,7 +84,7 @@ def sync(
     assert isinstance(client, PlayClient)
     client.backoff_s = backoff_s
     target = SyncTarget(
-        db, Lake(tmp_path / "lake"), workspace["workspace_id"], "int_test", TYPE,
+        db, LocalLake(tmp_path / "lake"), workspace["workspace_id"], "int_test", TYPE,
         state=dict(state or {}), instance_key=instance_key,
     )  # fmt: skip
     CONNECTOR.sync(client, target, cfg, lambda _line: None)
@@ -456,7 +456,7 @@ def test_a_queued_sync_runs_with_the_instance_key_and_records_what_it_wrote(
         )  # fmt: skip
         queued, _ = repo.request_sync_for_operator(conn, integration_id=integration.id)
 
-    outcome = execute_sync(db, Lake(tmp_path / "lake"), INSTANCE_KEY, queued.id, "run-1")
+    outcome = execute_sync(db, LocalLake(tmp_path / "lake"), INSTANCE_KEY, queued.id, "run-1")
 
     assert outcome is not None and (outcome.status, outcome.records) == ("succeeded", 1), outcome
     assert not entitled(gateway, workspace, "user-1")

@@ -19,7 +19,7 @@ from transforms.client_errors import ClientError
 from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import Lake, LocalLake
 from warehouse.reports.report_lake import SPEND_RAW, partition_days, scan_days
 
 NOW = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
@@ -56,7 +56,7 @@ def by_cell(frame: pl.DataFrame, day: date) -> dict[tuple[str, str, str], float]
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Lake:
-    return Lake(tmp_path / "lake")
+    return LocalLake(tmp_path / "lake")
 
 
 @pytest.fixture
@@ -97,9 +97,9 @@ def test_the_window_lands_as_the_report_names_it(db: Database, lake: Lake, ws: s
 def test_the_same_window_twice_changes_nothing(db: Database, lake: Lake, ws: str, fake: AdjustFake) -> None:
     sync(db, lake, ws, config(fake))
     files = partition_days(lake, SPEND_RAW)
-    before = {day: (path.read_bytes(), path.stat().st_mtime_ns) for day, path in files.items()}
+    before = {day: (lake.read_bytes(p), p.stamp) for day, p in files.items()}
     sync(db, lake, ws, config(fake))
-    after = {day: (path.read_bytes(), path.stat().st_mtime_ns) for day, path in partition_days(lake, SPEND_RAW).items()}
+    after = {day: (lake.read_bytes(p), p.stamp) for day, p in partition_days(lake, SPEND_RAW).items()}
     assert len(before) == 14
     assert after == before
 
@@ -309,7 +309,7 @@ def test_synced_spend_meets_the_callbacks_installs_in_the_payback_report(
         )
         assert isinstance(event, CanonicalEvent)
         installs.append(event)
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     target, _ = sync(db, lake, ws, config(fake, lookback_days=3))
     target.land_events(installs)
     with db.read() as conn:

@@ -20,7 +20,7 @@ from transforms.client_errors import ClientError
 from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import Lake, LocalLake
 from warehouse.reports.report_lake import SPEND_RAW, scan_days
 
 CONNECTOR = connector_for("attribution_provider_b")
@@ -63,7 +63,7 @@ def spend(lake: Lake) -> list[tuple[Any, ...]]:
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Lake:
-    return Lake(tmp_path / "lake")
+    return LocalLake(tmp_path / "lake")
 
 
 def day(n: int) -> date:

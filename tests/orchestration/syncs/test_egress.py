@@ -34,7 +34,7 @@ from transforms.integrations.kinds import validate_config
 from warehouse.db import Database
 from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 from warehouse.settings import INTEGRATIONS_PRIVATE_HOSTS_ENV, Settings
 
 KEY = "k" * 43
@@ -206,7 +206,9 @@ def test_a_500_with_a_long_body_keeps_only_the_status_and_a_short_text(
 ) -> None:
     target.expect_request(ANY_PATH).respond_with_data(SECRET, status=500, content_type="text/plain")
     config = validate_config("attribution_provider_a", {"api_token": TOKEN, "base_url": target.url_for("/")})
-    sync_target = SyncTarget(db, Lake(tmp_path / "lake"), workspace["workspace_id"], "int_t", "attribution_provider_a")
+    sync_target = SyncTarget(
+        db, LocalLake(tmp_path / "lake"), workspace["workspace_id"], "int_t", "attribution_provider_a"
+    )
     with pytest.raises(ClientError) as failure:
         CONNECTOR.sync(client_for(config, backoff_s=0.01), sync_target, config, lambda _line: None)
     message = failure.value.message  # what the sync history stores as error_message

@@ -33,7 +33,7 @@ from warehouse.db import Database, utcnow
 from warehouse.entitlements import ledger
 from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 from warehouse.settings import Settings
 
 TYPE = "ios_store_connect"
@@ -207,7 +207,9 @@ def _sync(
     state: dict[str, Any] | None = None,
 ) -> tuple[SyncTarget, list[str]]:
     config = _config(fake, workspace, key[0])
-    target = SyncTarget(db, Lake(tmp_path / "lake"), workspace["workspace_id"], "int_test", TYPE, state=state or {})
+    target = SyncTarget(
+        db, LocalLake(tmp_path / "lake"), workspace["workspace_id"], "int_test", TYPE, state=state or {}
+    )
     lines: list[str] = []
     CONNECTOR.sync(_store(config), target, config, lines.append)
     return target, lines
@@ -502,7 +504,7 @@ def test_run_by_the_framework_the_cursor_persists_and_a_refused_key_puts_the_int
                 actor="ops@example.com",
             )
             sync, _ = repo.request_sync_for_operator(conn, integration_id=integration.id)
-        outcome = execute_sync(db, Lake(tmp_path / "lake"), INSTANCE_KEY, sync.id, "run-1")
+        outcome = execute_sync(db, LocalLake(tmp_path / "lake"), INSTANCE_KEY, sync.id, "run-1")
         return outcome, integration.id
 
     outcome, integration_id = run(key[0])
@@ -510,7 +512,7 @@ def test_run_by_the_framework_the_cursor_persists_and_a_refused_key_puts_the_int
     with db.write() as conn:
         sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
     fake.seen.clear()
-    again = execute_sync(db, Lake(tmp_path / "lake"), INSTANCE_KEY, sync.id, "run-2")
+    again = execute_sync(db, LocalLake(tmp_path / "lake"), INSTANCE_KEY, sync.id, "run-2")
     assert again is not None and again.status == "succeeded" and again.records == 0
     assert fake.seen[0]["body"]["startDate"] > _ms_ago(1)  # from the persisted cursor, not 180 days back
     with db.write() as conn:

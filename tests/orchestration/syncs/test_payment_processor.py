@@ -41,7 +41,7 @@ from warehouse.db import Database
 from warehouse.entitlements import ledger
 from warehouse.integrations import repository as repo
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 
 __all__ = ["settings", "stripe_fake"]
 
@@ -54,7 +54,7 @@ def _config(workspace: dict[str, Any], base_url: str, key: str = KEY) -> ValidCo
 
 
 def _target(db: Database, workspace: dict[str, Any], tmp_path: Any, state: dict[str, Any] | None = None) -> SyncTarget:
-    return SyncTarget(db, Lake(tmp_path / "lake"), workspace["workspace_id"], "int_test", TYPE, state=state or {})
+    return SyncTarget(db, LocalLake(tmp_path / "lake"), workspace["workspace_id"], "int_test", TYPE, state=state or {})
 
 
 def _sync(
@@ -421,7 +421,7 @@ def test_a_queued_sync_runs_to_its_end_keeps_its_cursor_and_a_refused_key_puts_t
     def run() -> SyncOutcome:
         with db.write() as conn:
             sync, _ = repo.request_sync_for_operator(conn, integration_id=integration_id)
-        outcome = execute_sync(db, Lake(tmp_path / "lake"), NOTIFICATIONS_KEY, sync.id, "run-1")
+        outcome = execute_sync(db, LocalLake(tmp_path / "lake"), NOTIFICATIONS_KEY, sync.id, "run-1")
         assert outcome is not None
         return outcome
 

@@ -27,7 +27,7 @@ from warehouse.db import Database, utcnow
 from warehouse.events.landing import prune_claims
 from warehouse.events.tables import landed_events
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import LocalLake
 
 TYPE = "subscription_provider_a"
 DAY = timedelta(days=1)
@@ -106,7 +106,9 @@ def _config(fake: FakeRevenueCat, **extra: Any) -> ValidConfig:
 
 
 def _target(db: Database, workspace: dict[str, Any], tmp_path: Any, **kw: Any) -> SyncTarget:
-    return SyncTarget(db, Lake(tmp_path / "lake"), workspace["workspace_id"], "int_test", TYPE, **({"now": NOW} | kw))
+    return SyncTarget(
+        db, LocalLake(tmp_path / "lake"), workspace["workspace_id"], "int_test", TYPE, **({"now": NOW} | kw)
+    )
 
 
 def _sync(fake: FakeRevenueCat, target: SyncTarget, **extra: Any) -> list[str]:

@@ -21,7 +21,7 @@ from warehouse.db import Database, utcnow
 from warehouse.events.landing import prune_claims
 from warehouse.events.tables import landed_events
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import Lake, LocalLake
 
 moto_server = s3_fake.moto_server
 s3 = s3_fake.s3
@@ -164,7 +164,7 @@ class Setup:
 @pytest.fixture
 def setup(db: Database, workspace: dict[str, Any], tmp_path: Path, s3: S3Fake) -> Any:
     with FakeRevenueCat(customers=_api_customers(), per_minute=FAST) as api:
-        yield Setup(db, Lake(tmp_path / "lake"), workspace["workspace_id"], s3, api)
+        yield Setup(db, LocalLake(tmp_path / "lake"), workspace["workspace_id"], s3, api)
 
 
 def _deliver(setup: Setup, rows: list[dict[str, str]], at: datetime = ANCHOR, ext: str = "csv.gz") -> str:

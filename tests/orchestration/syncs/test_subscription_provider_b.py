@@ -29,7 +29,7 @@ from warehouse.db import Database
 from warehouse.events.landing import day_frame, prune_claims
 from warehouse.events.tables import landed_events
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import Lake, LocalLake
 
 # The fake's fixtures, for this module.
 moto_server = s3_fake.moto_server
@@ -100,7 +100,7 @@ def _copy(state: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def setup(db: Database, workspace: dict[str, Any], tmp_path: Path, s3: S3Fake) -> Setup:
-    return Setup(db, Lake(tmp_path / "lake"), workspace["workspace_id"], s3)
+    return Setup(db, LocalLake(tmp_path / "lake"), workspace["workspace_id"], s3)
 
 
 def test_the_connector_is_registered() -> None:

@@ -26,7 +26,7 @@ from transforms.integrations.kinds import ValidConfig, validate_config
 from warehouse.db import Database
 from warehouse.integrations.export import EXPORTED
 from warehouse.integrations.target import SyncTarget
-from warehouse.lake import Lake
+from warehouse.lake import Lake, LocalLake
 from warehouse.reports import demo, report_lake
 
 START = date(2026, 6, 1)
@@ -107,13 +107,13 @@ def run(cfg: ValidConfig, target: SyncTarget) -> SyncTarget:
 
 
 def target_for(db: Database, tmp_path: Path, ws: str, state: dict[str, Any] | None = None) -> SyncTarget:
-    return SyncTarget(db, Lake(tmp_path / "lake"), ws, "int_test", "warehouse", state=state or {})
+    return SyncTarget(db, LocalLake(tmp_path / "lake"), ws, "int_test", "warehouse", state=state or {})
 
 
 def test_an_export_lands_every_partition_with_only_the_workspaces_rows(
     db: Database, tmp_path: Path, ws: str, s3: S3Export
 ) -> None:
-    expected = seed(Lake(tmp_path / "lake"), ws)
+    expected = seed(LocalLake(tmp_path / "lake"), ws)
     bucket = s3.new_bucket()
     target = run(config(s3, bucket), target_for(db, tmp_path, ws))
 
@@ -131,7 +131,7 @@ def test_an_export_lands_every_partition_with_only_the_workspaces_rows(
 
 
 def test_a_second_sync_with_nothing_new_exports_nothing(db: Database, tmp_path: Path, ws: str, s3: S3Export) -> None:
-    seed(Lake(tmp_path / "lake"), ws)
+    seed(LocalLake(tmp_path / "lake"), ws)
     bucket = s3.new_bucket()
     first = run(config(s3, bucket), target_for(db, tmp_path, ws))
     stamps = {key: s3.client().head_object(Bucket=bucket, Key=key)["LastModified"] for key in s3.keys(bucket)}
@@ -146,7 +146,7 @@ def test_a_second_sync_with_nothing_new_exports_nothing(db: Database, tmp_path: 
 
 
 def test_a_changed_day_is_rewritten_whole_and_nothing_else(db: Database, tmp_path: Path, ws: str, s3: S3Export) -> None:
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     seed(lake, ws)
     bucket = s3.new_bucket()
     first = run(config(s3, bucket), target_for(db, tmp_path, ws))
@@ -172,7 +172,7 @@ def test_a_changed_day_is_rewritten_whole_and_nothing_else(db: Database, tmp_pat
 
 @pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: integrations/export.py, integrations/target.py")
 def test_another_workspaces_change_sends_nothing(db: Database, tmp_path: Path, ws: str, s3: S3Export) -> None:
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     seed(lake, ws)
     bucket = s3.new_bucket()
     first = run(config(s3, bucket), target_for(db, tmp_path, ws))
@@ -191,7 +191,7 @@ def test_another_workspaces_change_sends_nothing(db: Database, tmp_path: Path, w
 
 
 def test_a_day_whose_rows_are_gone_is_removed(db: Database, tmp_path: Path, ws: str, s3: S3Export) -> None:
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     seed(lake, ws)
     bucket = s3.new_bucket()
     first = run(config(s3, bucket), target_for(db, tmp_path, ws))
@@ -215,7 +215,7 @@ def test_an_empty_lake_exports_nothing_and_the_check_says_so(
 
 
 def test_refused_credentials_are_auth_with_s3s_message(db: Database, tmp_path: Path, ws: str, s3: S3Export) -> None:
-    seed(Lake(tmp_path / "lake"), ws)
+    seed(LocalLake(tmp_path / "lake"), ws)
     bucket = s3.new_bucket()
     key, secret = s3.iam_user()
     with authenticating():
@@ -241,7 +241,7 @@ def test_refused_credentials_are_auth_with_s3s_message(db: Database, tmp_path: P
 
 
 def test_a_missing_bucket_is_config(db: Database, tmp_path: Path, ws: str, s3: S3Export) -> None:
-    seed(Lake(tmp_path / "lake"), ws)
+    seed(LocalLake(tmp_path / "lake"), ws)
     cfg = config(s3, "no-such-bucket-here")
     for call in (lambda: CONNECTOR.check(CONNECTOR.client(cfg)), lambda: run(cfg, target_for(db, tmp_path, ws))):
         with pytest.raises(ClientError) as refused:
@@ -356,7 +356,7 @@ def _snowflake_counts(ws: str) -> dict[str, int]:
 def test_snowflake_tables_hold_the_rows_and_a_reexport_does_not_duplicate(
     db: Database, tmp_path: Path, ws: str, s3: S3Export
 ) -> None:
-    lake = Lake(tmp_path / "lake")
+    lake = LocalLake(tmp_path / "lake")
     expected = seed(lake, ws)
     bucket = s3.new_bucket()
     cfg = config(s3, bucket, **SNOWFLAKE)
@@ -395,7 +395,7 @@ def test_snowflake_tables_hold_the_rows_and_a_reexport_does_not_duplicate(
 def test_snowflake_rows_of_another_workspace_are_left_alone(
     db: Database, tmp_path: Path, ws: str, s3: S3Export
 ) -> None:
-    seed(Lake(tmp_path / "lake"), ws)
+    seed(LocalLake(tmp_path / "lake"), ws)
     cfg = config(s3, s3.new_bucket(), **SNOWFLAKE)
     with fakesnow.patch():
         run(cfg, target_for(db, tmp_path, ws))
@@ -416,7 +416,7 @@ def _snowflake_login(server: HTTPServer, answer: Response) -> None:
 def test_a_refused_snowflake_login_is_auth_with_snowflakes_message(
     db: Database, tmp_path: Path, ws: str, s3: S3Export, s3_errors: HTTPServer
 ) -> None:
-    seed(Lake(tmp_path / "lake"), ws)
+    seed(LocalLake(tmp_path / "lake"), ws)
     refusal = {
         "data": {"nextAction": None, "authnMethod": "USERNAME_PASSWORD"},
         "code": "390100",
@@ -444,7 +444,7 @@ def test_an_unknown_snowflake_account_is_config(s3: S3Export, s3_errors: HTTPSer
 
 
 def test_a_new_destination_gets_every_partition(db: Database, tmp_path: Path, ws: str, s3: S3Export) -> None:
-    expected = seed(Lake(tmp_path / "lake"), ws)
+    expected = seed(LocalLake(tmp_path / "lake"), ws)
     first = run(config(s3, s3.new_bucket()), target_for(db, tmp_path, ws))
     moved = s3.new_bucket()
     second = run(config(s3, moved), target_for(db, tmp_path, ws, first.state))
