@@ -19,6 +19,7 @@ from api.limits import BoundedJSONProvider, JsonTooDeep, input_stream
 from api.logs import configure_logging, register_request_logging
 from api.openapi import Health, NotReady, operation, register_openapi
 from api.ratelimits import register_rate_limits
+from api.report_reader import reports_not_ready
 from api.responses import respond
 from warehouse.availability import probe
 from warehouse.db import database_for
@@ -89,18 +90,23 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     @app.get("/readyz")
     @operation(
-        summary="Readiness: the operational database answers",
+        summary="Readiness: the operational database answers, and the published reports can be served",
         description="One cheap statement on a new connection, given up after about 4 s. 503 (with "
-        "Retry-After) while the database is unavailable: take this instance out of rotation, not restart it.",
+        "Retry-After) while the database is unavailable: take this instance out of rotation, not restart it. "
+        "With FLOKIT_LAKE_URL=s3://…, also 503 (reason `reports: …`) while this host holds no copy of the "
+        "published reports and the object store is unreachable.",
         responses={200: Health, 503: NotReady},
         tags=["meta"],
     )
     def readyz() -> Response:
         outage = probe(settings.database_url)
-        if outage is None:
-            return respond(Health(status="ok"))
-        log_outage(outage)
-        return retry_later(respond(NotReady(status="unavailable", reason=outage.kind), 503))
+        if outage is not None:
+            log_outage(outage)
+            return retry_later(respond(NotReady(status="unavailable", reason=outage.kind), 503))
+        no_reports = reports_not_ready() if "v1" in settings.surfaces or "dashboard" in settings.surfaces else None
+        if no_reports is not None:
+            return retry_later(respond(NotReady(status="unavailable", reason=f"reports: {no_reports}"), 503))
+        return respond(Health(status="ok"))
 
     register_blueprints(app, settings)
     # The document covers exactly the API surfaces this process serves (one per production deploy);

@@ -24,7 +24,8 @@ class NotReady(BaseModel):
     status: Literal["unavailable"]
     reason: str = Field(
         description="What failed: connection, shutdown, starting_or_stopping, resources, pool_exhausted, "
-        "locked, io_error, disk_full, cannot_open, or error (anything else)."
+        "locked, io_error, disk_full, cannot_open, or error (anything else); or `reports: <why>` when the "
+        "published reports cannot be fetched from the object store and this host holds no copy."
     )
 
 

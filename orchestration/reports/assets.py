@@ -29,7 +29,7 @@ from transforms.reports import signals as signals_model
 from transforms.reports.schemas import SIGNAL_WINDOW_DAYS, WEEK_LOOKBACK_DAYS
 from warehouse import fx
 from warehouse.lake import Lake
-from warehouse.reports import report_lake, serving
+from warehouse.reports import published, report_lake, serving
 from warehouse.webhooks import payback_updates
 
 GROUP = "reports"
@@ -340,13 +340,15 @@ def published_reports(data_dir: DataDirResource, database: DatabaseResource) -> 
     paths = data_dir.paths
     store_ = paths.lake()
     generated_at = datetime.now(UTC)
-    counts = serving.publish(paths.reports, store_, generated_at=generated_at, as_of=report_lake.last_day(store_))
+    counts, where = published.build_and_publish(
+        paths, store_, generated_at=generated_at, as_of=report_lake.last_day(store_)
+    )
     updates = payback_updates.notify_payback_updates(database.database(), serving.payback_digests(paths.reports))
     return dg.MaterializeResult(
         metadata={
             **{f"rows_{name}": n for name, n in counts.items()},
             "generated_at": generated_at.isoformat(),
-            "path": dg.MetadataValue.path(str(paths.reports)),
+            "path": dg.MetadataValue.path(where),
             "payback_updated_events": len(updates),
         }
     )

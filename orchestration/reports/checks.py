@@ -18,6 +18,7 @@ from orchestration.resources import DataDirResource
 from transforms.reports import money, quality
 from transforms.reports.schemas import COHORT_CURVE_KEY, MEASURES, PAYBACK_KEY, SPEND_KEY
 from warehouse.reports import report_lake, serving
+from warehouse.reports.published import current_reports
 
 # A cube only grows as days pass; losing more than half its rows at once means lost input.
 TOLERATED_ROW_DROP = 0.5
@@ -183,7 +184,7 @@ def freshness(generated_at: datetime | None, now: datetime) -> dg.AssetCheckResu
     description="The published reports (their generated_at) are at most 6 hours old, plus a 30-minute grace.",
 )
 def published_reports_fresh(data_dir: DataDirResource) -> dg.AssetCheckResult:
-    return freshness(serving.published_meta(data_dir.paths.reports).generated_at, datetime.now(UTC))
+    return freshness(serving.published_meta(current_reports(data_dir.paths)).generated_at, datetime.now(UTC))
 
 
 CHECKS = [

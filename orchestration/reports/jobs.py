@@ -25,6 +25,7 @@ from orchestration.reports.checks import published_reports_fresh
 from orchestration.resources import DatabaseResource, DataDirResource
 from warehouse.lake import Lake
 from warehouse.reports import report_lake, serving
+from warehouse.reports.published import current_reports
 from warehouse.webhooks import payback_updates
 
 REPORTS_SELECTION = dg.AssetSelection.groups(GROUP)
@@ -170,7 +171,7 @@ def refresh_reports(
 def announce_payback_updates(data_dir: DataDirResource, database: DatabaseResource) -> dg.Output[None]:
     """The catch-up of `published_reports`'s own announcement, for a run that failed after its
     swap: the same comparison, on the store live now."""
-    published = serving.payback_digests(data_dir.paths.reports)
+    published = serving.payback_digests(current_reports(data_dir.paths))
     updates = payback_updates.notify_payback_updates(database.database(), published)
     return dg.Output(None, metadata={"payback_updated_events": len(updates)})
 

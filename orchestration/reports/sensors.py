@@ -17,6 +17,7 @@ from orchestration.reports.jobs import (
 from orchestration.resources import DatabaseResource, DataDirResource
 from warehouse.events.landing import pending_days
 from warehouse.reports import serving
+from warehouse.reports.published import current_reports
 from warehouse.webhooks import payback_updates
 
 
@@ -37,7 +38,7 @@ def reports_sensor(
     before issue 32; it keeps no cursor, and a `first-…` run key seen under the old name is asked
     for again only while nothing is published, when that first refresh is still wanted.)"""
     paths = data_dir.paths
-    if paths.reports.exists():
+    if current_reports(paths).exists():
         return dg.SkipReason("reports already published; the six-hourly schedule refreshes them")
     with database.database().read() as conn:
         # Only days the lake has (yet): an event stamped for tomorrow waits for its day, and
@@ -70,7 +71,7 @@ def published_reports_freshness_sensor(
     its evaluation when it would fail: once per published store, after `MAX_AGE`. The next
     publish's run evaluates it again (and it passes). Before the first publish there is nothing
     to be fresh: `reports_sensor` owns that time."""
-    generated_at = serving.published_meta(data_dir.paths.reports).generated_at
+    generated_at = serving.published_meta(current_reports(data_dir.paths)).generated_at
     if generated_at is None:
         return dg.SkipReason("no reports published yet")
     stale_from = generated_at + MAX_AGE
@@ -96,7 +97,7 @@ def payback_updated_sensor(
     between (database down, process killed) would otherwise wait for the next refresh, which the
     schedule skips while no input changes. One run per published store and hour: a catch-up that
     fails too is tried again the next hour, and re-evaluations meanwhile start nothing."""
-    published = serving.payback_digests(data_dir.paths.reports)
+    published = serving.payback_digests(current_reports(data_dir.paths))
     if published is None:
         return dg.SkipReason("no reports published yet")
     if not payback_updates.unannounced(database.database(), published):
