@@ -8,6 +8,7 @@ from cli.actions import actions
 from cli.adaccounts import ad_accounts
 from cli.admin import admin
 from cli.apps import apps
+from cli.catalog import catalog
 from cli.dagster_cmd import dagster
 from cli.db import db
 from cli.demo import demo
@@ -39,6 +40,7 @@ main.add_command(up)
 main.add_command(dagster)
 main.add_command(demo)
 main.add_command(refresh)
+main.add_command(catalog)
 main.add_command(fx)
 admin.add_command(ingest)
 

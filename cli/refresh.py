@@ -65,10 +65,10 @@ def refresh(app: App) -> None:
                 }
                 for o in outcomes
             ],
-            "catalog": str(settings.paths.catalog),
+            "catalog": settings.paths.catalog_location(),
         },
         f"refresh {'failed' if failed else 'done'}: {len(outcomes)} run(s) in {steps.elapsed():.1f} s; "
-        f"catalog {settings.paths.catalog}",
+        f"catalog {settings.paths.catalog_location()}",
     )
     if failed:
         raise SystemExit(1)

@@ -262,7 +262,7 @@ def supervise(
         )
     click.echo(f"Dagster UI                 http://127.0.0.1:{settings.dagster_port}")
     click.echo(f"Dagster daemon             DAGSTER_HOME={settings.dagster_home}")
-    click.echo(f"DuckDB catalog             {settings.paths.catalog}")
+    click.echo(f"DuckDB catalog             {settings.paths.catalog_location()}")
     shown = "also shown here" if verbose else "flokit up --verbose shows them here too"
     click.echo(f"Logs                       {settings.paths.logs}/ ({shown})")
     click.echo("Press Ctrl-C to stop.")

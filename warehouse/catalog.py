@@ -27,8 +27,7 @@ import polars as pl
 from warehouse.duckdb_files import count_rows, literal, publishing, quote
 from warehouse.lake import Lake, LocalLake
 from warehouse.objects import ObjectStore, StoreUnavailable
-
-PUBLISHED_CATALOG = "catalog/catalog.json"
+from warehouse.paths import PUBLISHED_CATALOG
 
 # The file format analysts' tools must read. DuckDB 2.0 writes a storage version that no 1.x
 # DuckDB opens, and the DuckDB CLI on PyPI (`duckdb-cli`, installed with FloKit) is 1.5; v1.0.0
@@ -99,15 +98,19 @@ def publish_catalog(store: ObjectStore, lake: Lake, views: Iterable[CatalogView]
     return counts
 
 
-def pull_catalog(store: ObjectStore, lake: Lake, destination: Path) -> dict[str, int]:
-    """Build `destination` (a `warehouse.duckdb`) from the published catalog: one table per view,
-    with its comments, holding the rows of the lake's current partitions. Returns rows per view."""
+def published_views(store: ObjectStore) -> list[CatalogView]:
+    """The views of the catalog last published next to the lake."""
     blob = store.get(PUBLISHED_CATALOG)
     if blob is None:
         raise StoreUnavailable(
             f"no catalog has been published at {store.url(PUBLISHED_CATALOG)} yet: run `flokit refresh` first"
         )
-    views = [_published_view(entry) for entry in json.loads(blob.data)["views"]]
+    return [_published_view(entry) for entry in json.loads(blob.data)["views"]]
+
+
+def pull_catalog(lake: Lake, views: Iterable[CatalogView], destination: Path) -> dict[str, int]:
+    """Build `destination` (a `warehouse.duckdb`) that needs nothing but itself: one table per
+    view, with its comments, holding the rows of the lake's current partitions. Returns rows per view."""
     counts: dict[str, int] = {}
     with publishing(destination, storage_version=STORAGE_VERSION) as con:
         for view in views:

@@ -12,6 +12,7 @@ live in that store too (`object_store`), and the files below are each host's loc
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,10 @@ if TYPE_CHECKING:  # settings import this module; Polars and obstore load only w
     from warehouse.lake import Lake
     from warehouse.object_lake import ObjectLake
     from warehouse.objects import ObjectStore
+
+
+# The catalog's description next to a lake in an object store (warehouse/catalog.py).
+PUBLISHED_CATALOG = "catalog/catalog.json"
 
 
 class LakeUrlError(ValueError):
@@ -60,6 +65,12 @@ class DataPaths:
         """`warehouse.duckdb`: the analysts' views over the lake (README, "DuckDB catalog")."""
         return self.root / "warehouse.duckdb"
 
+    def catalog_location(self) -> str:
+        """Where analysts find the catalog: the file, or, in an object store, how to get one."""
+        if self.lake_in_object_store:
+            return f"{self.lake_url.rstrip('/')}/{PUBLISHED_CATALOG} (flokit catalog pull --dir DIR)"
+        return str(self.catalog)
+
     @property
     def reports(self) -> Path:
         """`reports.duckdb`: the tables the reports API serves, published every six hours."""
@@ -90,9 +101,18 @@ class DataPaths:
         return _object_lake(self.lake_url).store
 
 
-@functools.cache
 def _object_lake(url: str) -> ObjectLake:
-    """One per process and URL: it keeps the manifests it read (revalidated with conditional GETs)."""
+    """One per process, URL and endpoint settings: it keeps the manifests it read (revalidated
+    with conditional GETs) and the newest stamp it saw."""
+    reach = tuple(os.environ.get(name, "") for name in _AWS_SETTINGS)
+    return _cached_object_lake(url, reach)
+
+
+_AWS_SETTINGS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+@functools.cache
+def _cached_object_lake(url: str, _reach: tuple[str, ...]) -> ObjectLake:
     from warehouse.object_lake import ObjectLake
     from warehouse.objects import ObjectStore
 

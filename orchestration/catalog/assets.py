@@ -14,10 +14,11 @@ import dagster as dg
 
 from orchestration.metadata import ANALYTICS_TEAM, DUCKDB_KINDS, asset_tags, frame_metadata
 from orchestration.resources import DataDirResource
-from warehouse.catalog import PUBLISHED_CATALOG, CatalogView, build_catalog, preview, preview_lake, publish_catalog
+from warehouse.analyst_views import ANALYST_VIEWS
+from warehouse.catalog import CatalogView, build_catalog, preview, preview_lake, publish_catalog
 from warehouse.events.views import CANONICAL_EVENTS_VIEW
 from warehouse.lake import LocalLake
-from warehouse.reports.catalog_views import COHORTS_VIEW, PAYBACK_VIEW, SPEND_VIEW
+from warehouse.paths import PUBLISHED_CATALOG
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,7 @@ class CatalogEntry:
     upstream: dg.AssetKey  # the asset that writes the view's lake dataset (named after it)
 
 
-CATALOG: list[CatalogEntry] = [
-    CatalogEntry(view, dg.AssetKey(view.dataset))
-    for view in (CANONICAL_EVENTS_VIEW, PAYBACK_VIEW, COHORTS_VIEW, SPEND_VIEW)
-]
+CATALOG: list[CatalogEntry] = [CatalogEntry(view, dg.AssetKey(view.dataset)) for view in ANALYST_VIEWS]
 
 PREVIEW_VIEW = CANONICAL_EVENTS_VIEW.name
 

@@ -14,7 +14,7 @@ from polars.testing import assert_frame_equal
 
 from tests.support.objects import bucket_keys
 from transforms.reports.schemas import SPEND_SCHEMA
-from warehouse.catalog import CatalogView, publish_catalog, pull_catalog
+from warehouse.catalog import CatalogView, publish_catalog, published_views, pull_catalog
 from warehouse.lake import Lake, LocalLake
 from warehouse.object_lake import ObjectLake
 from warehouse.objects import ObjectStore, StoreUnavailable
@@ -168,7 +168,7 @@ def test_a_pulled_catalog_opens_anywhere_with_the_views_rows_and_comments(
     view = CatalogView("numbers", "ds", "Numbers by workspace.", SCHEMA, {"n": "A number."})
     lake.write_days("ds", {DAYS[0]: frame("a", 1, 2), DAYS[1]: frame("b", 3)})
     assert publish_catalog(store, lake, [view], at=datetime.now(UTC)) == {"numbers": 3}
-    counts = pull_catalog(store, lake, tmp_path / "pulled" / "warehouse.duckdb")
+    counts = pull_catalog(lake, published_views(store), tmp_path / "pulled" / "warehouse.duckdb")
     assert counts == {"numbers": 3}
     for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(name)
