@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -43,10 +44,14 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _lake(root: Path) -> Any:
-    from warehouse.lake import LocalLake
+# tests/bench/scale.py runs these phases again with the lake in an object store.
+LAKE_URL_ENV = "FLOKIT_BENCH_LAKE_URL"
 
-    return LocalLake(root / "lake")
+
+def _lake(root: Path) -> Any:
+    from warehouse.paths import DataPaths
+
+    return DataPaths(root, os.environ.get(LAKE_URL_ENV, "")).lake()
 
 
 def phase_generate(root: Path, users: int, days: int, seed: int) -> dict[str, Any]:
@@ -138,7 +143,10 @@ def _refresh(root: Path) -> tuple[float, bool, dict[str, int]]:
     from warehouse.settings import Settings
 
     # The report assets read each workspace's reporting currency from the operational database.
-    definitions = build_definitions(Settings(data_dir=root, database_url=reports_database(root, WORKSPACE)))
+    settings = Settings(
+        data_dir=root, database_url=reports_database(root, WORKSPACE), lake_url=os.environ.get(LAKE_URL_ENV, "")
+    )
+    definitions = build_definitions(settings)
     (root / "dagster").mkdir(exist_ok=True)
     with dg.DagsterInstance.local_temp(str(root / "dagster")) as instance:
         before = {run.run_id for run in instance.get_runs()}
