@@ -36,6 +36,7 @@ from warehouse import migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, database_for
 from warehouse.lake import Lake, LocalLake
+from warehouse.lake_cache import LakeCache
 from warehouse.object_lake import ObjectLake
 from warehouse.objects import ObjectStore
 from warehouse.settings import INTEGRATIONS_PRIVATE_HOSTS_ENV, Settings
@@ -162,13 +163,15 @@ def s3_url(monkeypatch: pytest.MonkeyPatch) -> str:
     return f"s3://{os.environ['FLOKIT_TEST_S3_BUCKET']}/t-{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "s3-cached"])
 def any_lake(request: pytest.FixtureRequest, tmp_path: Path) -> Lake:
-    """The lake on local disk, then in an object store: one contract, two homes (warehouse/lake.py)."""
+    """The lake on local disk, then in an object store (read directly, and through a host's
+    cache): one contract, two homes (warehouse/lake.py)."""
     if request.param == "local":
         return LocalLake(tmp_path / "lake")
-    url = request.getfixturevalue("s3_url")
-    return ObjectLake(ObjectStore(url))
+    store = ObjectStore(request.getfixturevalue("s3_url"))
+    cache = LakeCache(store, tmp_path / "cache") if request.param == "s3-cached" else None
+    return ObjectLake(store, cache=cache)
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from typing import Any
 import polars as pl
 
 from warehouse.lake import PARTITION_FILE, TABLE_FILE, Lake, Partition, T, day_segment, parquet_bytes
+from warehouse.lake_cache import LakeCache
 from warehouse.objects import ObjectStore
 
 MANIFEST = "_manifest.json"
@@ -66,8 +67,9 @@ class Manifest:
 
 
 class ObjectLake(Lake):
-    def __init__(self, store: ObjectStore, *, retain_ns: int = RETIRED_FOR_NS) -> None:
+    def __init__(self, store: ObjectStore, *, cache: LakeCache | None = None, retain_ns: int = RETIRED_FOR_NS) -> None:
         self.store = store
+        self.cache = cache  # this host's copies of the files, by key (warehouse/lake_cache.py)
         self._retain_ns = retain_ns
         # The newest stamp this process has seen: its next stamp is larger still.
         self._seen = 0
@@ -86,7 +88,17 @@ class ObjectLake(Lake):
     def table(self, dataset: str) -> Partition | None:
         return self._manifest(dataset)[1].table
 
+    def scan(self, partitions: Iterable[Partition], schema: Mapping[str, pl.DataType]) -> pl.LazyFrame:
+        """Through the host's cache when there is one: each file fetched once, whole."""
+        listed = list(partitions)
+        if self.cache is None or not listed:
+            return super().scan(listed, schema)
+        paths = self.cache.files(self._key(p.location) for p in listed)
+        return pl.scan_parquet([str(p) for p in paths], hive_partitioning=False, schema=schema)
+
     def read_bytes(self, partition: Partition) -> bytes:
+        if self.cache is not None:
+            return self.cache.read(self._key(partition.location))
         blob = self.store.get(self._key(partition.location))
         if blob is None:
             raise FileNotFoundError(partition.location)
@@ -230,6 +242,8 @@ class ObjectLake(Lake):
         key = "/".join(p for p in (dataset, segment, version, name) if p)
         data = parquet_bytes(frame)
         self.store.put(key, data)
+        if self.cache is not None:
+            self.cache.add(key, data)
         return self.store.url(key), len(data), tuple(frame.columns)
 
     def _key(self, location: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,6 +62,18 @@ class DataPaths:
         return self.root / "lake"
 
     @property
+    def lake_cache(self) -> Path:
+        """This host's copies of an object lake's files, by key (immutable: fetched once, evicted
+        for space), in the temp directory (TMPDIR): a cache, not the lake, which no data directory holds."""
+        location = urlsplit(self.lake_url)
+        return (
+            Path(tempfile.gettempdir())
+            / f"flokit-lake-cache-{os.getuid()}"
+            / location.netloc
+            / location.path.strip("/")
+        )
+
+    @property
     def catalog(self) -> Path:
         """`warehouse.duckdb`: the analysts' views over the lake (README, "DuckDB catalog")."""
         return self.root / "warehouse.duckdb"
@@ -89,7 +102,7 @@ class DataPaths:
 
     def lake(self) -> Lake:
         if self.lake_in_object_store:
-            return _object_lake(self.lake_url)
+            return _object_lake(self.lake_url, self.lake_cache)
         from warehouse.lake import LocalLake
 
         return LocalLake(self.lake_dir)
@@ -101,19 +114,21 @@ class DataPaths:
         return _object_lake(self.lake_url).store
 
 
-def _object_lake(url: str) -> ObjectLake:
-    """One per process, URL and endpoint settings: it keeps the manifests it read (revalidated
-    with conditional GETs) and the newest stamp it saw."""
+def _object_lake(url: str, cache_dir: Path | None = None) -> ObjectLake:
+    """One per process, URL, endpoint settings and cache: it keeps the manifests it read
+    (revalidated with conditional GETs) and the newest stamp it saw."""
     reach = tuple(os.environ.get(name, "") for name in _AWS_SETTINGS)
-    return _cached_object_lake(url, reach)
+    return _cached_object_lake(url, reach, cache_dir)
 
 
 _AWS_SETTINGS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_REGION", "AWS_DEFAULT_REGION")
 
 
 @functools.cache
-def _cached_object_lake(url: str, _reach: tuple[str, ...]) -> ObjectLake:
+def _cached_object_lake(url: str, _reach: tuple[str, ...], cache_dir: Path | None) -> ObjectLake:
+    from warehouse.lake_cache import LakeCache
     from warehouse.object_lake import ObjectLake
     from warehouse.objects import ObjectStore
 
-    return ObjectLake(ObjectStore(url))
+    store = ObjectStore(url)
+    return ObjectLake(store, cache=LakeCache(store, cache_dir) if cache_dir else None)

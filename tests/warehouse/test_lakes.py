@@ -3,7 +3,9 @@ replaces, stamps that order writes, stale marks, and read-modify-writes that los
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from tests.support.objects import bucket_keys
 from transforms.reports.schemas import SPEND_SCHEMA
 from warehouse.catalog import CatalogView, publish_catalog, published_views, pull_catalog
 from warehouse.lake import Lake, LocalLake
+from warehouse.lake_cache import LakeCache
 from warehouse.object_lake import ObjectLake
 from warehouse.objects import ObjectStore, StoreUnavailable
 from warehouse.paths import DataPaths
@@ -77,7 +80,8 @@ def test_the_whole_table_file(any_lake: Lake) -> None:
 def _second_host(lake: Lake, tmp_path: Path) -> Lake:
     """Another process's view of the same lake (its own caches, its own lock file handle)."""
     if isinstance(lake, ObjectLake):
-        return ObjectLake(ObjectStore(str(lake.store)))
+        store = ObjectStore(str(lake.store))
+        return ObjectLake(store, cache=LakeCache(store, tmp_path / "cache-2") if lake.cache else None)
     assert isinstance(lake, LocalLake)
     return LocalLake(lake.root)
 
@@ -181,3 +185,21 @@ def test_a_pulled_catalog_opens_anywhere_with_the_views_rows_and_comments(
         ).fetchall()
     assert_frame_equal(got, pl.concat([frame("a", 1, 2), frame("b", 3)]))
     assert comments == [("Numbers by workspace.",), ("A number.",)]
+
+
+def test_a_host_cache_fetches_each_file_once_and_evicts_the_least_recently_used(s3_url: str, tmp_path: Path) -> None:
+    store = ObjectStore(s3_url)
+    ObjectLake(store).write_days("ds", {day: frame("a", i) for i, day in enumerate(DAYS)})  # another host wrote them
+    cache = LakeCache(store, tmp_path / "cache", max_bytes=1)
+    reader = ObjectLake(store, cache=cache)
+    partitions = list(reader.days("ds").values())
+    assert reader.scan(partitions, SCHEMA).collect()["n"].sort().to_list() == [0, 1, 2]
+    cached = sorted((tmp_path / "cache").rglob("*.parquet"))
+    assert len(cached) == 3
+    assert cache.evict() == 0  # over its size, but every file was used in the last ten minutes
+    an_hour_ago = time.time() - 3600
+    for path in cached[:2]:
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    assert cache.evict() > 0
+    assert sorted((tmp_path / "cache").rglob("*.parquet")) == cached[2:]
+    assert reader.scan(partitions, SCHEMA).collect().height == 3  # fetched again
