@@ -9,6 +9,7 @@ from cli.context import App, json_option, pass_app
 from clients import ecb
 from warehouse import fx as rates
 from warehouse.db import utcnow
+from warehouse.objects import StoreUnavailable
 
 
 @click.group()
@@ -27,7 +28,7 @@ def refresh(app: App, url: str) -> None:
     for those days to convert them at their own rates."""
     try:
         found = rates.install(app.settings.paths, ecb.download(url))
-    except (requests.RequestException, ecb.TooLarge, rates.InvalidRatesFile) as exc:
+    except (requests.RequestException, ecb.TooLarge, rates.InvalidRatesFile, StoreUnavailable) as exc:
         app.fail(f"rates not refreshed ({exc}); the previous rates stay in use")
     app.emit(
         {

@@ -7,7 +7,9 @@ names its source (`ECB_URL`); `flokit fx refresh` downloads a newer copy (`clien
 `install` keeps it in the data directory (`DataPaths.fx_rates`), which then wins over the bundled
 one. Reading the file is done once per process and file version (path, size, modification
 time): the ingest hot path asks for the latest rates per callback and must not re-read a zip
-each time.
+each time. With the lake in an object store, `install` puts the file there too, and every host
+follows it (one conditional GET every 30 s), so reports computed on any worker and ingest on any
+API host use the same rates.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from transforms.reports.money import REPORTING_SCHEMA, rates_frame
+from warehouse.objects import ObjectStore, StoreUnavailable
 from warehouse.paths import DataPaths
 from warehouse.tables import workspaces
 
@@ -48,8 +51,40 @@ class RatesInfo:
 
 
 def rates_path(paths: DataPaths) -> Path:
-    """The refreshed copy in the data directory if there is one, else the bundled file."""
+    """The refreshed copy in the data directory if there is one, else the bundled file. With the
+    lake in an object store, the copy follows the one `flokit fx refresh` put there, from any host."""
+    store = paths.object_store()
+    if store is not None:
+        _follow(paths, store)
     return paths.fx_rates if paths.fx_rates.is_file() else BUNDLED
+
+
+# Beside the lake in an object store: the rates every host converts with (`install` puts them).
+STORE_KEY: Final = "fx/eurofxref-hist.zip"
+# How often a host asks the store whether the rates changed (one conditional GET; a 304 mostly).
+FOLLOW_SECONDS: Final = 30.0
+_followed: dict[Path, float] = {}
+
+
+def _follow(paths: DataPaths, store: ObjectStore) -> None:
+    now = time.monotonic()
+    if now - _followed.get(paths.root, -FOLLOW_SECONDS) < FOLLOW_SECONDS:
+        return
+    _followed[paths.root] = now
+    etag_file = paths.fx_rates.with_name(paths.fx_rates.name + ".etag")
+    known = etag_file.read_text().strip() if etag_file.is_file() and paths.fx_rates.is_file() else None
+    try:
+        blob = store.get_if_changed(STORE_KEY, known)
+    except StoreUnavailable:
+        return  # the copy this host has (or the bundled file) stays in use
+    if blob is None or not blob.etag:
+        return
+    try:
+        parse_rates(blob.data)
+    except InvalidRatesFile:
+        return  # `install` checked it; a file someone else put there is not used
+    _write_atomically(paths.fx_rates, blob.data)
+    _write_atomically(etag_file, blob.etag.encode())
 
 
 def parse_rates(data: bytes) -> pl.DataFrame:
@@ -139,9 +174,18 @@ def install(paths: DataPaths, data: bytes) -> RatesInfo:
     (it must parse as an ECB history) and renamed over the old one, so a reader sees the old
     file or the new one, never half of one. Raises InvalidRatesFile."""
     parse_rates(data)
-    target = paths.fx_rates
+    store = paths.object_store()
+    if store is not None:  # first the store every host follows, then this host's copy
+        etag = store.put(STORE_KEY, data)
+        _write_atomically(paths.fx_rates.with_name(paths.fx_rates.name + ".etag"), etag.encode())
+    _write_atomically(paths.fx_rates, data)
+    _recent.pop(paths.root, None)  # this process uses the new file at once
+    return info(paths)
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".eurofxref-", suffix=".zip")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
@@ -151,8 +195,6 @@ def install(paths: DataPaths, data: bytes) -> RatesInfo:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _recent.pop(paths.root, None)  # this process uses the new file at once
-    return info(paths)
 
 
 def reporting_currencies(conn: Connection) -> pl.DataFrame:

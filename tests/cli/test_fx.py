@@ -1,6 +1,7 @@
 """`flokit fx refresh` downloads the ECB rates atomically into the data directory, from a real
 HTTP server on 127.0.0.1; ingest and the reports then use the refreshed rates."""
 
+import dataclasses
 import io
 import json
 import os
@@ -8,11 +9,13 @@ import threading
 import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
 from tests.support.cli import Ran, flokit_in_process
 from warehouse import fx
+from warehouse.paths import DataPaths
 from warehouse.settings import Settings
 
 CSV = "Date,USD,JPY,ARS,\n2026-11-20,1.2,180,1500,\n2026-11-19,1.1,170,N/A,\n"
@@ -86,3 +89,16 @@ def test_refresh_downloads_the_rates_atomically_and_they_win_over_the_bundled_on
         assert failed.returncode == 1 and "previous rates stay in use" in json.loads(failed.stderr)["error"], url
     assert settings.paths.fx_rates.read_bytes() == kept
     assert [p.name for p in settings.paths.fx_rates.parent.iterdir()] == ["eurofxref-hist.zip"]  # no temp files
+
+
+def test_rates_refreshed_on_one_host_are_used_by_another_that_shares_no_disk(
+    settings: Settings, rates_server: tuple[str, dict[str, bytes]], s3_url: str, tmp_path: Path
+) -> None:
+    base, files = rates_server
+    files["/ecb.zip"] = ecb_zip(CSV)
+    operator = dataclasses.replace(settings, lake_url=s3_url)
+    done = flokit(operator, "fx", "refresh", "--url", f"{base}/ecb.zip", "--json")
+    assert done.returncode == 0, done.stderr
+    worker = DataPaths(tmp_path / "worker-host", s3_url)
+    assert fx.latest_rates(worker)["JPY"] == 180  # not the bundled file's rate
+    assert worker.fx_rates.read_bytes() == files["/ecb.zip"]
