@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -33,16 +32,14 @@ import psutil
 import pytest
 import requests
 
-from tests.support import ROOT, GunicornServer, free_port, gunicorn_server, http_ok, wait_for
+from tests.support import GunicornServer, free_port, gunicorn_server, http_ok, wait_for
+from tests.support.nginx import SHIPPED, SNIPPET, nginx_binary, nginx_test, stop, write_conf
 from tests.support.webhook_receiver import Receiver, running_receiver
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
-SHIPPED = ROOT / "deploy" / "nginx" / "flokit.conf"
-SNIPPET = ROOT / "deploy" / "nginx" / "flokit-proxy.conf"
 SNIPPET_INSTALLED = "/etc/nginx/flokit-proxy.conf"  # where flokit.conf includes it from
-UPSTREAM_SHIPPED = "server 127.0.0.1:8000;"
 
 HEADER_TIMEOUT_S = 10  # client_header_timeout in flokit-proxy.conf
 PER_ADDRESS = 100  # limit_conn flokit_perip in flokit-proxy.conf
@@ -52,61 +49,7 @@ WEBHOOK = "/webhooks/ios_store"  # passthrough path without credentials or signa
 
 @pytest.fixture
 def nginx() -> str:
-    """The nginx binary (Debian's `nginx` package), or skip (fail under FLOKIT_TEST_REQUIRE_NGINX=1)."""
-    found = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
-    if found:
-        return found
-    message = "nginx is not installed (Debian: apt-get install nginx)"
-    if os.environ.get("FLOKIT_TEST_REQUIRE_NGINX") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def http_level(upstream_port: int) -> str:
-    """flokit.conf's http-level directives (everything before its first `server {`): the
-    connection zone and the upstream, pointed at the test's gunicorn."""
-    head = SHIPPED.read_text().split("\nserver {", 1)[0]
-    assert "zone=flokit_perip" in head and "upstream flokit_api" in head and UPSTREAM_SHIPPED in head
-    return head.replace(UPSTREAM_SHIPPED, f"server 127.0.0.1:{upstream_port};")
-
-
-def write_conf(tmp: Path, listen_port: int, upstream_port: int) -> Path:
-    """An nginx.conf for an unprivileged, foreground nginx whose files all live under `tmp`."""
-    temp = {name: tmp / name for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
-    for path in temp.values():
-        path.mkdir(exist_ok=True)
-    conf = tmp / "nginx.conf"
-    conf.write_text(
-        # As root, nginx's workers would switch to `nobody`, which cannot enter pytest's tmp_path.
-        ("user root;\n" if os.geteuid() == 0 else "")
-        + f"""
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log info;
-events {{ worker_connections 1024; }}
-http {{
-    access_log {tmp}/access.log;
-    client_body_temp_path {temp["client_body"]};
-    proxy_temp_path {temp["proxy"]};
-    fastcgi_temp_path {temp["fastcgi"]};
-    uwsgi_temp_path {temp["uwsgi"]};
-    scgi_temp_path {temp["scgi"]};
-
-{http_level(upstream_port)}
-    server {{
-        listen 127.0.0.1:{listen_port};
-        include {SNIPPET};
-    }}
-}}
-"""
-    )
-    return conf
-
-
-def nginx_test(nginx: str, tmp: Path, conf: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [nginx, "-t", "-p", f"{tmp}/", "-c", str(conf)], capture_output=True, text=True, timeout=30, check=False
-    )
+    return nginx_binary()
 
 
 @dataclass
@@ -156,18 +99,6 @@ def front(nginx: str, settings: Settings, workspace: dict[str, Any], tmp_path: P
                     yield Front(base, port, gunicorn, downstream, prefix / "error.log")
                 finally:
                     stop(process)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Graceful shutdown (SIGQUIT), then fast (SIGTERM), then SIGKILL."""
-    for sig in (signal.SIGQUIT, signal.SIGTERM, signal.SIGKILL):
-        if process.poll() is not None:
-            return
-        process.send_signal(sig)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def client_source() -> str:
