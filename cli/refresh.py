@@ -28,7 +28,7 @@ def refresh(app: App) -> None:
     try:
         # Created and migrated alone, as `flokit up` does: a refresh on a fresh data directory
         # while the service starts would otherwise race the daemon to initialise the instance.
-        prepare_instance(settings.dagster_home)
+        prepare_instance(settings.dagster_home, settings)
     except InstanceDamaged as exc:
         app.fail(str(exc))
     # The definitions and the instance read these at load time; make them this run's settings.

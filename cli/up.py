@@ -175,7 +175,7 @@ def up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> None:
 def _up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> int:
     settings = app.settings
     try:
-        done = prepare_instance(settings.dagster_home)
+        done = prepare_instance(settings.dagster_home, settings)
     except InstanceDamaged as exc:
         click.echo(f"flokit up: {exc}", err=True)
         return 1

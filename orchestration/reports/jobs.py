@@ -31,13 +31,19 @@ REPORTS_SELECTION = dg.AssetSelection.groups(GROUP)
 # Spec limits: "report refresh: every 6 hours".
 REFRESH_CRON = "0 */6 * * *"
 
+# In-process, as every FloKit job: a Celery prefork worker may not start the step processes of
+# the multiprocess default ("daemonic processes are not allowed to have children", docs/deploy.md).
 reports_job = dg.define_asset_job(
-    "reports_job", selection=REPORTS_SELECTION, description="Refresh the reports over the days whose inputs changed."
+    "reports_job",
+    selection=REPORTS_SELECTION,
+    description="Refresh the reports over the days whose inputs changed.",
+    executor_def=dg.in_process_executor,
 )
 published_reports_freshness_job = dg.define_asset_job(
     "published_reports_freshness_job",
     selection=dg.AssetSelection.checks(published_reports_fresh),
     description="Evaluate the freshness check of the published reports (requested by its sensor).",
+    executor_def=dg.in_process_executor,
 )
 
 
