@@ -16,6 +16,7 @@ meta: a duplicate delivery can overwrite the meta, never the tag.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import dagster as dg
@@ -48,7 +49,7 @@ def record_worker(task: Any = None, kwargs: dict[str, Any] | None = None, **_: A
     if task is None or task.name not in (TASK_EXECUTE_JOB_NAME, TASK_RESUME_JOB_NAME):
         return
     packed = next(iter((kwargs or {}).values()), None)  # ExecuteRunArgs/ResumeRunArgs, packed as a dict
-    run_id = packed.get("run_id") if isinstance(packed, dict) else None
+    run_id = getattr(dg.deserialize_value(json.dumps(packed)), "run_id", None)
     if not isinstance(run_id, str):
         return
     with dg.DagsterInstance.get() as instance:

@@ -15,9 +15,10 @@ With FLOKIT_RUN_LAUNCHER=celery each Dagster run is one Celery task on a worker 
 
 Here, the worker records its Celery hostname on the run when it starts the task (the
 `flokit/celery_worker` tag, orchestration/celery_app.py; STARTED's own meta is the fallback), and
-each health check pings that worker over the broker's control channel. A worker that does not
-answer `misses` checks in a row (5 s apart in the generated instance) is dead: the run is FAILED.
-A worker that answers is alive, whatever state the result backend shows.
+each health check asks that worker over the broker's control channel whether it runs the task
+(`query_task`: a ping that also catches a worker restarted under the same name, which answers but
+lost the run). `misses` checks in a row without that answer (5 s apart in the generated instance)
+and the run is FAILED. A worker that holds the task is alive, whatever the result backend shows.
 """
 
 from __future__ import annotations
@@ -86,16 +87,24 @@ class FloKitCeleryRunLauncher(CeleryRunLauncher):
             hostname = run.tags.get(WORKER_TAG) or _started_on(result)
             if hostname is None:
                 return self._missed(run, f"Celery task {state} and no worker recorded on the run")
-            if self._answers(hostname):
-                self._misses.pop(run.run_id, None)
-                return CheckRunHealthResult(WorkerStatus.RUNNING, run_worker_id=hostname)
-            return self._missed(run, f"worker {hostname} did not answer a ping")
+            answered = self._ask(hostname, task_id or "")
+            if answered is None:
+                return self._missed(run, f"worker {hostname} did not answer")
+            if not answered:  # restarted under the same name (a supervisor's restart): the run died with it
+                return self._missed(run, f"worker {hostname} answers but does not run task {task_id}")
+            self._misses.pop(run.run_id, None)
+            return CheckRunHealthResult(WorkerStatus.RUNNING, run_worker_id=hostname)
         except Exception as exc:  # the broker or the result backend is unreachable: cannot tell
             return CheckRunHealthResult(WorkerStatus.RUNNING, f"could not check the worker: {exc}", transient=True)
 
-    def _answers(self, hostname: str) -> bool:
-        replies = self.celery.control.inspect(destination=[hostname], timeout=self.worker_ping_timeout_seconds).ping()
-        return bool(replies and hostname in replies)
+    def _ask(self, hostname: str, task_id: str) -> bool | None:
+        """Whether the worker holds the task (active or reserved); None when it does not answer.
+        `query_task` is answered by the worker's main process, whatever its pool children do."""
+        inspect = self.celery.control.inspect(destination=[hostname], timeout=self.worker_ping_timeout_seconds)
+        replies = inspect.query_task(task_id)
+        if not replies or hostname not in replies:
+            return None
+        return task_id in (replies[hostname] or {})
 
     def _missed(self, run: dg.DagsterRun, why: str) -> CheckRunHealthResult:
         count = self._misses.get(run.run_id, 0) + 1
