@@ -26,12 +26,18 @@ from __future__ import annotations
 from typing import Any
 
 import dagster as dg
-from dagster._core.launcher import CheckRunHealthResult, WorkerStatus  # noqa: TID251  (no public export)
+from dagster._core.launcher import (  # noqa: TID251  (no public export)
+    CheckRunHealthResult,
+    LaunchRunContext,
+    WorkerStatus,
+)
 from dagster_celery.launcher import CeleryRunLauncher
 from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
 
 # The Celery hostname (`name@host`) of the worker that started the run's task.
 WORKER_TAG = "flokit/celery_worker"
+# Dagster's run tag for how a retry re-executes (dagster/_core/storage/tags.py).
+RETRY_STRATEGY_TAG = "dagster/retry_strategy"
 DEFAULT_MISSES = 3
 DEFAULT_PING_TIMEOUT_S = 2.0
 
@@ -64,6 +70,15 @@ class FloKitCeleryRunLauncher(CeleryRunLauncher):
                 float, is_required=False, default_value=DEFAULT_PING_TIMEOUT_S, description="Wait for a pong."
             ),
         }
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        """Upstream's launch, after tagging the run's retry to re-run every step (unless the run says
+        otherwise): Dagster's default, FROM_FAILURE, would load the outputs of the steps that had
+        succeeded from the IO manager of the dead worker's DAGSTER_HOME, on another host."""
+        run = context.dagster_run
+        if RETRY_STRATEGY_TAG not in run.tags:
+            self._instance.add_run_tags(run.run_id, {RETRY_STRATEGY_TAG: "ALL_STEPS"})
+        super().launch_run(context)
 
     @property
     def supports_resume_run(self) -> bool:

@@ -10,6 +10,7 @@ until the test lets it go.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -23,9 +24,11 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 import pytest
+import requests
 
 from orchestration.launcher import WORKER_TAG
-from tests.support import BIN, ROOT, wait_for
+from orchestration.liveness import PROCESS_TAG
+from tests.support import BIN, ROOT, free_port, wait_for
 from tests.support.databases import fresh_database_url, libpq
 from warehouse.settings import Settings
 
@@ -215,6 +218,38 @@ def test_a_second_daemon_is_refused(cluster: Cluster) -> None:
     assert cluster.daemon.process.poll() is None
 
 
+def test_the_api_serves_on_the_port_given(cluster: Cluster) -> None:
+    """(The webserver role is started the same way, by `cli.up.children`, and probed on /server_info.)"""
+    port = free_port()
+    with serve(cluster.root, cluster.env, "api-host", "api", "--port", str(port)) as api:
+        api.wait_ready()
+        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        out = api.output()
+        assert "role: api" in out and f"listening: http://127.0.0.1:{port}" in out
+        assert "database: postgresql+psycopg://" in out
+    assert api.output().rstrip().endswith("stopped.")
+
+
+def test_flokit_refresh_submits_its_runs_to_the_workers_and_waits_for_them(cluster: Cluster) -> None:
+    """An empty workspace's refresh: the engine's run and the catalog's, each through the queue."""
+    env = {**cluster.env, "FLOKIT_DATA_DIR": str(cluster.root / "operator-host")}
+    done = subprocess.run(
+        [str(BIN / "flokit"), "refresh", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [r["name"] for r in result["runs"]] == ["actions_engine", "analyst_catalog"]
+    assert result["runs"][1]["assets"] == ["analyst_catalog"]
+    with instance_of(cluster.daemon) as instance:
+        for ran in result["runs"]:
+            run = instance.get_run_by_id(ran["run_id"])
+            assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
+            assert run.tags[WORKER_TAG].split("@")[0] in cluster.workers
+            assert PROCESS_TAG not in run.tags  # not a run of the command's own process
+    # The catalog was built on the worker that ran it, not where the command ran.
+    assert not (cluster.root / "operator-host" / "warehouse.duckdb").exists()
+
+
 def test_a_run_whose_worker_host_dies_is_failed_and_retried_on_the_other(cluster: Cluster) -> None:
     """Last in the module: it kills a worker host."""
     with ExitStack() as stack, instance_of(cluster.daemon) as instance:
@@ -230,6 +265,7 @@ def test_a_run_whose_worker_host_dies_is_failed_and_retried_on_the_other(cluster
         wait_for(lambda: any(WORKER_TAG in r.tags for r in new()), 120, "the run on a worker")
         (first,) = new()
         assert first.status == dg.DagsterRunStatus.STARTED
+        assert first.tags["dagster/retry_strategy"] == "ALL_STEPS"  # the launcher's: no step output of a dead host
         victim = first.tags[WORKER_TAG].split("@")[0]
         cluster.workers[victim].kill_host()
         killed = time.monotonic()
@@ -268,3 +304,12 @@ def test_a_worker_with_an_unreachable_broker_exits_1_with_one_line(tmp_path: Pat
         f"flokit serve worker: the Celery broker redis://127.0.0.1:{closed}/1 is unreachable: "
         f"Error 111 connecting to 127.0.0.1:{closed}. Connection refused."
     ]
+    env["FLOKIT_DATABASE_URL"] = f"postgresql+psycopg://flokit:pw@127.0.0.1:{closed}/flokit"
+    done = subprocess.run(
+        [str(BIN / "flokit"), "serve", "api"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(
+        f"flokit serve api: the database postgresql+psycopg://flokit:***@127.0.0.1:{closed}/flokit is unreachable: "
+    )
