@@ -31,7 +31,7 @@ import requests
 
 from cli.console import LogRotation
 from cli.context import App, pass_app
-from cli.dagster_instance import CELERY_QUEUE, InstanceDamaged, holding, prepare_instance
+from cli.dagster_instance import CELERY_QUEUE, InstanceBusy, InstanceDamaged, holding, prepare_instance
 from cli.supervisor import Check, Child, RestartPolicy, Supervisor
 from cli.up import DEFAULT_WORKERS, ROOT, STOP_GRACE_S, _tool, children
 from warehouse.dagster_storage import DaemonLock, reachable
@@ -216,7 +216,7 @@ def daemon(app: App) -> None:
         try:
             with holding(settings.dagster_home, DAEMON_FILE_LOCK, wait=False):
                 raise SystemExit(supervise("daemon", child, settings, _heartbeat(settings), []))
-        except RuntimeError as exc:
+        except InstanceBusy as exc:
             _refuse("daemon", f"another daemon runs on this instance: {exc}")
     lock = DaemonLock(url)
     if not lock.acquire():
