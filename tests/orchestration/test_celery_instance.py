@@ -106,3 +106,12 @@ def test_an_operators_own_file_is_kept_and_sqlite_keeps_the_development_file(tmp
         {"FLOKIT_DATA_DIR": str(tmp_path / "data"), "FLOKIT_DATABASE_URL": "postgresql+psycopg://u@h/d"}
     )
     assert ensure_dagster_home(own.parent, pg).read_text() == "telemetry:\n  enabled: false\n"
+
+
+def test_flokit_up_leaves_the_runs_of_celery_workers_to_the_launcher() -> None:
+    """`flokit up`'s dead-run check skips runs with a Celery task: their pid is another host's."""
+    from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
+
+    from orchestration.liveness import CELERY_TASK_TAG
+
+    assert CELERY_TASK_TAG == DAGSTER_CELERY_TASK_ID_TAG
