@@ -232,10 +232,11 @@ def prepare_instance(home: Path, settings: Settings | None = None) -> list[str]:
     With `settings`, the instance file is the one they call for (`ensure_dagster_home`), and this
     process's environment gets the variables it names.
     """
-    ensure_dagster_home(home, settings)
+    config = ensure_dagster_home(home, settings)
     if settings is not None and settings.dagster_database_url is not None:
         os.environ.update(instance_env(settings))
-        ensure_schema(settings.dagster_database_url)
+        if config.read_text().startswith(GENERATED_HEADER):  # an operator's file names its own database
+            ensure_schema(settings.dagster_database_url)
     with holding(home, INIT_LOCK, wait=True):
         damaged = find_damaged(home)
         if damaged:
