@@ -57,7 +57,7 @@ def repair(app: App) -> None:
     try:
         with holding(home, RUNNING_LOCK, wait=False):
             repaired = repair_instance(home) if find_damaged(home) else []
-            done = prepare_instance(home)
+            done = prepare_instance(home, app.settings)
     except InstanceBusy as exc:
         app.fail(f"{exc}: stop flokit up, then run `{REPAIR_COMMAND}` again")
     lines = [

@@ -18,6 +18,7 @@ from cli.integrations import integrations
 from cli.notifications import notifications
 from cli.paywalls import paywalls
 from cli.refresh import refresh
+from cli.serve import serve
 from cli.up import up
 from cli.webhooks import webhooks
 
@@ -37,6 +38,7 @@ admin.add_command(ad_accounts)  # `flokit admin ad-accounts ...`
 main.add_command(db)
 main.add_command(admin)
 main.add_command(up)
+main.add_command(serve)
 main.add_command(dagster)
 main.add_command(demo)
 main.add_command(refresh)

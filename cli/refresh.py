@@ -4,11 +4,15 @@ For data engineers, analysts and tests who should not wait for the sensors. The 
 recorded in the instance at DAGSTER_HOME, so they show up in the Dagster UI; exit status 1 when
 any run fails. Each step is reported as it ends, with its duration (on stderr with --json);
 Python warnings raised while Dagster loads the definitions go to `<data_dir>/logs/refresh.log`.
+With FLOKIT_RUN_LAUNCHER=celery each run is submitted to the instance's queue (the daemon launches
+it on a worker) and waited for; nothing runs in this process (orchestration/submit.py).
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
+from pathlib import Path
 
 import click
 
@@ -16,6 +20,8 @@ from cli.console import warnings_to
 from cli.context import App, json_option, pass_app
 from cli.dagster_instance import InstanceDamaged, prepare_instance
 from cli.progress import Progress
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @click.command()
@@ -28,7 +34,7 @@ def refresh(app: App) -> None:
     try:
         # Created and migrated alone, as `flokit up` does: a refresh on a fresh data directory
         # while the service starts would otherwise race the daemon to initialise the instance.
-        prepare_instance(settings.dagster_home)
+        prepare_instance(settings.dagster_home, settings)
     except InstanceDamaged as exc:
         app.fail(str(exc))
     # The definitions and the instance read these at load time; make them this run's settings.
@@ -49,8 +55,13 @@ def refresh(app: App) -> None:
         else:
             steps.done(line)
 
-    with dg.DagsterInstance.get() as instance:
-        outcomes = run_refresh(build_definitions(), instance, database, settings.paths.lake(), progress)
+    with dg.DagsterInstance.get() as instance, ExitStack() as stack:
+        execute = None
+        if settings.run_launcher == "celery":  # nothing runs here: each run goes to a worker, waited for
+            from orchestration.submit import through_queue
+
+            execute = stack.enter_context(through_queue(instance, ROOT / "workspace.yaml"))
+        outcomes = run_refresh(build_definitions(), instance, database, settings.paths.lake(), progress, execute)
     failed = [o for o in outcomes if not o.success]
     app.emit(
         {

@@ -79,8 +79,9 @@ def ensure_app_session_secret(settings: Settings) -> Settings:
     return replace(settings, app_session_secret=path.read_text().strip())
 
 
-def children(settings: Settings, workers: int) -> list[Child]:
-    """The three servers, each writing its full output to `<data_dir>/logs/<name>.log`."""
+def children(settings: Settings, workers: int, host: str = "127.0.0.1") -> list[Child]:
+    """The three servers, each writing its full output to `<data_dir>/logs/<name>.log`, listening
+    on `host` (`flokit serve` picks one of them and may listen beyond loopback)."""
     workspace = str(ROOT / "workspace.yaml")
     logs = settings.paths.logs
     return [
@@ -92,7 +93,7 @@ def children(settings: Settings, workers: int) -> list[Child]:
                 "--config",
                 str(ROOT / "api" / "gunicorn_conf.py"),
                 "--bind",
-                f"127.0.0.1:{settings.api_port}",
+                f"{host}:{settings.api_port}",
                 "--workers",
                 str(workers),
                 "--graceful-timeout",
@@ -113,7 +114,7 @@ def children(settings: Settings, workers: int) -> list[Child]:
         ),
         Child(
             "dagster-webserver",
-            [_tool("dagster-webserver"), "-h", "127.0.0.1", "-p", str(settings.dagster_port), "-w", workspace],
+            [_tool("dagster-webserver"), "-h", host, "-p", str(settings.dagster_port), "-w", workspace],
             logs / "dagster-webserver.log",
         ),
         Child("dagster-daemon", [_tool("dagster-daemon"), "run", "-w", workspace], logs / "dagster-daemon.log"),
@@ -175,7 +176,7 @@ def up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> None:
 def _up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> int:
     settings = app.settings
     try:
-        done = prepare_instance(settings.dagster_home)
+        done = prepare_instance(settings.dagster_home, settings)
     except InstanceDamaged as exc:
         click.echo(f"flokit up: {exc}", err=True)
         return 1

@@ -55,6 +55,11 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         webhooks_defs,
         workspaces_defs,
         dg.Definitions(
+            # Every job without its own executor (the implicit asset job `flokit refresh` selects
+            # from, the monitor's, the dedup pruning) runs its steps in the run's process: a
+            # Celery prefork worker may not start the step processes of Dagster's multiprocess
+            # default ("daemonic processes are not allowed to have children", docs/deploy.md).
+            executor=dg.in_process_executor,
             sensors=[
                 build_canonical_events_sensor(settings.sensor_interval_s),
                 build_webhook_sensor(settings.sensor_interval_s),

@@ -28,6 +28,7 @@ from pathlib import Path
 import dagster as dg
 
 HOST_TAG = "flokit/host"
+CELERY_TASK_TAG = "dagster-celery/task_id"  # dagster_celery.tags.DAGSTER_CELERY_TASK_ID_TAG
 PROCESS_TAG = "flokit/process"  # `pid`, or `pid@boot:start` where /proc tells a reused pid apart
 # What a run in these states still holds; a run NOT_STARTED by a dead process never will start.
 UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
@@ -106,7 +107,9 @@ def dead_runs(instance: dg.DagsterInstance, *, launched_here: bool = False) -> l
             if run.tags.get(HOST_TAG) == host and pid is not None and _tagged_gone(identity):
                 found.append(DeadRun(run.run_id, run.job_name, pid, f"the process that ran it (pid {pid}) is gone"))
             continue
-        if launched_here and run.status == dg.DagsterRunStatus.STARTED:
+        # A run on a Celery worker ran on another host: its pid means nothing here, and the
+        # launcher's health check watches it (orchestration/launcher.py).
+        if launched_here and run.status == dg.DagsterRunStatus.STARTED and CELERY_TASK_TAG not in run.tags:
             worker = _worker_pid(instance, run.run_id)
             if worker is not None and process_identity(worker) is None:
                 found.append(DeadRun(run.run_id, run.job_name, worker, f"its run worker (pid {worker}) is gone"))

@@ -44,6 +44,7 @@ from orchestration.events.sensors import events_run_requests, requestable_days
 from orchestration.liveness import fail_dead_runs, process_tags
 from orchestration.partitions import range_label
 from orchestration.reports.jobs import refresh_reports
+from orchestration.submit import Execute, RunResult, in_process
 from orchestration.syncs.jobs import integration_sync_job, sync_run_config
 from orchestration.syncs.sensors import SYNCS, sync_run_request
 from warehouse.actions.repository import running_actions_for_operator
@@ -75,18 +76,20 @@ def refresh(
     database: Database,
     lake: Lake,
     progress: Callable[[str], None] = lambda _line: None,
+    execute: Execute | None = None,
 ) -> list[RunOutcome]:
-    """Run the steps; returns one outcome per run started."""
+    """Run the steps; returns one outcome per run started. Each run is `execute`d: in this process
+    by default, or submitted to the instance's queue and waited for (`orchestration.submit`)."""
     outcomes: list[RunOutcome] = []
-    job = defs.resolve_implicit_global_asset_job_def()
+    asset_job = defs.resolve_implicit_global_asset_job_def().name
     recover(instance, database, progress)
-    tags = {REFRESH_TAG: "true", **process_tags()}
+    # A run in this process carries its host and pid (a killed refresh's runs are failed by the
+    # next, `orchestration.liveness`); a run on a worker does not die with this process.
+    tags = {REFRESH_TAG: "true", **(process_tags() if execute is None else {})}
+    execute = execute or in_process(defs, instance)
 
-    def record(name: str, result: dg.ExecuteInProcessResult, what: str | None = None) -> bool:
-        materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events() if e.asset_key}
-        outcome = RunOutcome(
-            name, range_label(result.dagster_run.tags), result.run_id, result.success, sorted(materialized)
-        )
+    def record(name: str, result: RunResult, what: str | None = None) -> bool:
+        outcome = RunOutcome(name, range_label(result.tags), result.run_id, result.success, result.materialized)
         outcomes.append(outcome)
         where = f" [{outcome.partition}]" if outcome.partition else ""
         verdict = "succeeded" if outcome.success else "FAILED"
@@ -96,15 +99,11 @@ def refresh(
     with database.read() as conn:
         queued = queued_syncs(conn)
     progress(f"{len(queued)} queued integration sync(s)")
-    sync_job = defs.resolve_job_def(integration_sync_job.name)
     for sync, integration_type in queued:
         progress(f"syncing {integration_type} integration {sync.integration_id} ({sync.id}) ...")
         request = sync_run_request(sync, integration_type)
-        result = sync_job.execute_in_process(
-            instance=instance,
-            run_config={**sync_run_config(sync.id), **QUIET},
-            tags={**request.tags, **tags},
-            raise_on_error=False,
+        result = execute(
+            integration_sync_job.name, run_config={**sync_run_config(sync.id), **QUIET}, tags={**request.tags, **tags}
         )
         with database.read() as conn:
             ended = get_sync(conn, sync_id=sync.id)
@@ -122,9 +121,7 @@ def refresh(
     progress(f"{len(accounts)} ad account(s) to sync")
     if accounts:
         progress("syncing the ad accounts' registry ...")
-        result = defs.resolve_job_def(ad_accounts_sync_job.name).execute_in_process(
-            instance=instance, tags=tags, raise_on_error=False, run_config=QUIET
-        )
+        result = execute(ad_accounts_sync_job.name, tags=tags, run_config=QUIET)
         outcomes.append(RunOutcome("ad_accounts_sync", None, result.run_id, result.success))
         with database.read() as conn:
             after = {a.id: a for w in {a.workspace_id for a in accounts} for a in list_accounts(conn, workspace_id=w)}
@@ -139,41 +136,28 @@ def refresh(
     progress(f"{len(days)} day(s) with new landed events")
     for request in events_run_requests(days):
         progress(f"materializing canonical_events [{range_label(request.tags)}] ...")
-        result = job.execute_in_process(
-            instance=instance,
-            asset_selection=[EVENTS],
-            tags={**request.tags, **tags},
-            raise_on_error=False,
-            run_config=QUIET,
-        )
+        result = execute(asset_job, asset_selection=[EVENTS], tags={**request.tags, **tags}, run_config=QUIET)
         if not record("canonical_events", result):
             return outcomes
 
     progress("refreshing the reports (days whose inputs changed) ...")
-    runs: list[dg.ExecuteInProcessResult] = []  # one per block of stale days, oldest first
-    reports = refresh_reports(defs, instance, lake, tags=tags, run_config=QUIET, on_run=runs.append)
+    runs: list[RunResult] = []  # one per block of stale days, oldest first
+    reports = refresh_reports(defs, instance, lake, tags=tags, run_config=QUIET, on_run=runs.append, execute=execute)
     if reports is None:
         progress("  reports are up to date")
     elif not all([record("reports", run) for run in runs]):
         return outcomes
 
     progress("running the growth-actions engine ...")
-    engine = defs.resolve_job_def(actions_engine_job.name).execute_in_process(
-        instance=instance, tags=tags, raise_on_error=False, run_config=QUIET
-    )
+    engine = execute(actions_engine_job.name, tags=tags, run_config=QUIET)
     # A failure is printed and fails the refresh; the catalog does not need it. The engine
-    # materializes nothing, so its line says what it did to each workspace's queue.
-    summaries = engine.output_for_node(run_actions_engine.name) if engine.success else None
+    # materializes nothing, so its line says what it did to each workspace's queue (when it ran
+    # here: a worker's outputs stay on that worker).
+    summaries = engine.output(run_actions_engine.name) if engine.success and engine.output else None
     record("actions_engine", engine, ("; ".join(summaries) or "no workspace") if summaries is not None else None)
 
     progress("rebuilding the analyst catalog ...")
-    catalog = job.execute_in_process(
-        instance=instance,
-        asset_selection=[analyst_catalog.key],
-        tags=tags,
-        raise_on_error=False,
-        run_config=QUIET,
-    )
+    catalog = execute(asset_job, asset_selection=[analyst_catalog.key], tags=tags, run_config=QUIET)
     if not record("analyst_catalog", catalog):
         return outcomes
 
@@ -186,12 +170,7 @@ def refresh(
     if not running:
         return outcomes
     run_key = latest_run_key(instance)
-    monitor = defs.resolve_job_def(monitor_actions_job.name).execute_in_process(
-        instance=instance,
-        run_config={**monitor_run_config(run_key), **QUIET},
-        tags=tags,
-        raise_on_error=False,
-    )
+    monitor = execute(monitor_actions_job.name, run_config={**monitor_run_config(run_key), **QUIET}, tags=tags)
     record("monitor_actions", monitor)
     return outcomes
 

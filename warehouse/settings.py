@@ -202,6 +202,85 @@ def _database_url(env: Mapping[str, str], data_dir: Path) -> str:
     )
 
 
+RUN_LAUNCHERS = ("local", "celery")
+# The schema of FloKit's own PostgreSQL database that holds the Dagster instance when
+# FLOKIT_DAGSTER_DATABASE_URL is not set: Dagster's storages stamp their Alembic revision in an
+# `alembic_version` table, which FloKit's migrations use too, so the two may share a database but
+# never a schema.
+DAGSTER_SCHEMA = "dagster"
+
+
+def _run_launcher(env: Mapping[str, str]) -> str:
+    raw = env.get("FLOKIT_RUN_LAUNCHER", "").strip().lower() or "local"
+    if raw not in RUN_LAUNCHERS:
+        raise SettingsError(f"FLOKIT_RUN_LAUNCHER must be local or celery, got {raw!r}")
+    return raw
+
+
+def _redis_url(env: Mapping[str, str], name: str) -> str | None:
+    """A redis:// (rediss://) URL, or None; the message never repeats the value (it may hold a password)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.startswith(("redis://", "rediss://")) or len(raw.split("://", 1)[1]) == 0:
+        raise SettingsError(f"{name} must be a redis:// or rediss:// URL (e.g. redis://127.0.0.1:6379/1)")
+    return raw
+
+
+def redis_db_after(url: str) -> str:
+    """The same Redis server with the next database number (/1 -> /2; /15, the last, -> /14): the
+    Celery results default beside the broker's messages (docs/deploy.md)."""
+    head, _, query = url.partition("?")
+    scheme, rest = head.split("://", 1)
+    host, _, path = rest.partition("/")
+    number = int(path) if path.isdigit() else 0
+    after = number + 1 if number < 15 else number - 1
+    return f"{scheme}://{host}/{after}" + (f"?{query}" if query else "")
+
+
+def _dagster_database_url(env: Mapping[str, str], database_url: str) -> str | None:
+    """Where the Dagster instance lives when not on SQLite under DAGSTER_HOME: FLOKIT_DAGSTER_DATABASE_URL,
+    else FloKit's own PostgreSQL database (its `dagster` schema). Always psycopg2's spelling:
+    dagster-postgres speaks psycopg2, and SQLAlchemy maps a bare postgresql:// to psycopg 3, with
+    which its `NOTIFY run_events, $1` fails (deploy/dagster.yaml)."""
+    raw = env.get("FLOKIT_DAGSTER_DATABASE_URL", "").strip()
+    if raw:
+        scheme, sep, rest = raw.partition("://")
+        if not sep or not rest or scheme not in ("postgres", "postgresql", "postgresql+psycopg", "postgresql+psycopg2"):
+            raise SettingsError(
+                "FLOKIT_DAGSTER_DATABASE_URL must be a PostgreSQL URL, postgresql+psycopg2://user@host/db"
+            )
+        return f"postgresql+psycopg2://{rest}"
+    if not database_url.startswith("postgresql+psycopg://"):
+        return None
+    rest = database_url.split("://", 1)[1]
+    joiner = "&" if "?" in rest else "?"
+    return f"postgresql+psycopg2://{rest}{joiner}options=-csearch_path%3D{DAGSTER_SCHEMA}"
+
+
+@dataclass(frozen=True)
+class CelerySettings:
+    """FLOKIT_RUN_LAUNCHER=celery: each Dagster run is a Celery task on a worker host."""
+
+    broker_url: str = field(repr=False)
+    result_url: str = field(repr=False)
+
+
+def _celery(env: Mapping[str, str], launcher: str, dagster_database_url: str | None) -> CelerySettings | None:
+    broker = _redis_url(env, "FLOKIT_CELERY_BROKER_URL")
+    result = _redis_url(env, "FLOKIT_CELERY_RESULT_URL")
+    if launcher != "celery":
+        return None
+    if broker is None:
+        raise SettingsError("FLOKIT_RUN_LAUNCHER=celery needs FLOKIT_CELERY_BROKER_URL (redis://host:6379/1)")
+    if dagster_database_url is None:
+        raise SettingsError(
+            "FLOKIT_RUN_LAUNCHER=celery needs the Dagster instance on PostgreSQL, which every worker host "
+            "shares: set FLOKIT_DATABASE_URL to PostgreSQL or FLOKIT_DAGSTER_DATABASE_URL"
+        )
+    return CelerySettings(broker_url=broker, result_url=result or redis_db_after(broker))
+
+
 @dataclass(frozen=True)
 class Settings:
     """The service's configuration. Tests construct it directly; processes use `from_env`."""
@@ -266,6 +345,11 @@ class Settings:
     # "" is the data directory's `lake/`; file:///path another directory; s3://bucket/prefix an
     # object store, reached with the standard AWS variables (warehouse/objects.py).
     lake_url: str = ""
+    # Where Dagster runs: "local" (a process on the daemon's host) or "celery" (`celery` below).
+    run_launcher: str = "local"
+    celery: CelerySettings | None = None
+    # The Dagster instance's PostgreSQL (psycopg2 URL); None: SQLite under DAGSTER_HOME.
+    dagster_database_url: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.dagster_home == Path():
@@ -278,9 +362,15 @@ class Settings:
         if data_dir.exists() and not data_dir.is_dir():
             raise SettingsError(f"FLOKIT_DATA_DIR must be a directory, {data_dir} is a file")
         dagster_home = env.get("DAGSTER_HOME", "").strip()
+        database_url = _database_url(env, data_dir)
+        launcher = _run_launcher(env)
+        dagster_database_url = _dagster_database_url(env, database_url)
         return cls(
             data_dir=data_dir,
-            database_url=_database_url(env, data_dir),
+            database_url=database_url,
+            run_launcher=launcher,
+            celery=_celery(env, launcher, dagster_database_url),
+            dagster_database_url=dagster_database_url,
             surfaces=_surfaces(env),
             api_port=_port(env, "FLOKIT_API_PORT", 8000),
             dagster_port=_port(env, "FLOKIT_DAGSTER_PORT", 3000),
@@ -350,6 +440,12 @@ class Settings:
             "FLOKIT_LAKE_URL": self.lake_url,
         }
         env |= {f"FLOKIT_RATE_LIMIT_{kind.upper()}": rate for kind, rate in self.rate_limits().items()}
+        env["FLOKIT_RUN_LAUNCHER"] = self.run_launcher
+        if self.celery is not None:
+            env["FLOKIT_CELERY_BROKER_URL"] = self.celery.broker_url
+            env["FLOKIT_CELERY_RESULT_URL"] = self.celery.result_url
+        if self.dagster_database_url is not None:
+            env["FLOKIT_DAGSTER_DATABASE_URL"] = self.dagster_database_url
         if self.app_session_secret:
             env["FLOKIT_APP_SESSION_SECRET"] = self.app_session_secret
         if self.integrations_allow_private_hosts:  # else the child keeps its environment's (the test suite's)

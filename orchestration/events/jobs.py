@@ -16,6 +16,9 @@ canonical_events_job = dg.define_asset_job(
     "canonical_events_job",
     selection=[canonical_events],
     description="Rewrite the canonical_events partitions of the requested UTC days.",
+    # One process per run, as every FloKit job: a Celery prefork worker may not start the step
+    # processes of the multiprocess default (docs/deploy.md).
+    executor_def=dg.in_process_executor,
 )
 
 

@@ -23,6 +23,7 @@ from orchestration.partitions import STALE_DAYS_ONLY_TAG, day_blocks, range_tags
 from orchestration.reports.assets import GROUP, TABLE_ASSETS
 from orchestration.reports.checks import published_reports_fresh
 from orchestration.resources import DatabaseResource, DataDirResource
+from orchestration.submit import Execute
 from warehouse.lake import Lake
 from warehouse.reports import report_lake, serving
 from warehouse.reports.published import current_reports
@@ -32,13 +33,19 @@ REPORTS_SELECTION = dg.AssetSelection.groups(GROUP)
 # Spec limits: "report refresh: every 6 hours".
 REFRESH_CRON = "0 */6 * * *"
 
+# In-process, as every FloKit job: a Celery prefork worker may not start the step processes of
+# the multiprocess default ("daemonic processes are not allowed to have children", docs/deploy.md).
 reports_job = dg.define_asset_job(
-    "reports_job", selection=REPORTS_SELECTION, description="Refresh the reports over the days whose inputs changed."
+    "reports_job",
+    selection=REPORTS_SELECTION,
+    description="Refresh the reports over the days whose inputs changed.",
+    executor_def=dg.in_process_executor,
 )
 published_reports_freshness_job = dg.define_asset_job(
     "published_reports_freshness_job",
     selection=dg.AssetSelection.checks(published_reports_fresh),
     description="Evaluate the freshness check of the published reports (requested by its sensor).",
+    executor_def=dg.in_process_executor,
 )
 
 
@@ -136,29 +143,37 @@ def refresh_reports(
     *,
     tags: Mapping[str, str] | None = None,
     run_config: Mapping[str, Any] | None = None,
-    on_run: Callable[[dg.ExecuteInProcessResult], None] = lambda _result: None,
-) -> dg.ExecuteInProcessResult | None:
+    on_run: Callable[[Any], None] = lambda _result: None,
+    execute: Execute | None = None,
+) -> Any:
     """Bring the reports up to date now, in this process (`flokit refresh`, tests, benchmarks):
     the runs the schedule would request, one after another, then again for the days a changed
     cohort marked stale outside them (at most MAX_ROUNDS times). Returns the last run that
     published (the action signals' own runs may follow it), else the last run, or the first that
     failed; None when no input day changed. Every run is in the instance's history, and given to
-    `on_run` as it ends."""
-    last: dg.ExecuteInProcessResult | None = None
-    published: dg.ExecuteInProcessResult | None = None
+    `on_run` as it ends. With `execute` (`orchestration.submit`), each run is its `RunResult`
+    instead of an `ExecuteInProcessResult` (the refresh's runs through the instance's queue)."""
+    last: Any = None
+    published: Any = None
     job = definitions.resolve_job_def(reports_job.name)
     for _ in range(MAX_ROUNDS):
         requests = refresh_run_requests(lake)
         if isinstance(requests, dg.SkipReason):
             break
         for request in requests:
-            last = job.execute_in_process(
-                instance=instance,
-                tags={**request.tags, **(tags or {})},
-                run_config=run_config,
-                asset_selection=request.asset_selection,
-                raise_on_error=False,
-            )
+            run_tags = {**request.tags, **(tags or {})}
+            if execute is not None:
+                last = execute(
+                    reports_job.name, tags=run_tags, run_config=run_config, asset_selection=request.asset_selection
+                )
+            else:
+                last = job.execute_in_process(
+                    instance=instance,
+                    tags=run_tags,
+                    run_config=run_config,
+                    asset_selection=request.asset_selection,
+                    raise_on_error=False,
+                )
             on_run(last)
             if not last.success:
                 return last

@@ -1,0 +1,309 @@
+"""Dagster runs on Celery workers, end to end: `flokit serve daemon` and two `flokit serve worker`
+on one PostgreSQL and one Redis (scripts/with-postgres.sh, scripts/with-redis.sh), each "host" with
+its own data directory and DAGSTER_HOME (they share the database, the broker and the checkout).
+
+Runs are submitted as an operator would: `flokit refresh` from a host with no role, and
+`dagster job launch` on the daemon's host (the run queue, then the daemon's launcher). The slow
+run is made slow by a real lock: the test holds an ACCESS EXCLUSIVE lock on the table the dedup
+pruning deletes from, so the run waits in PostgreSQL until the test lets it go.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+import requests
+
+from orchestration.launcher import WORKER_TAG
+from orchestration.liveness import PROCESS_TAG
+from tests.support import BIN, ROOT, free_port, wait_for
+from tests.support.databases import fresh_database_url, libpq
+from warehouse.settings import Settings
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+REDIS_URL_ENV = "FLOKIT_TEST_REDIS_URL"  # scripts/with-redis.sh
+
+
+def xdist_worker_number() -> int:
+    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+
+
+JOB = "prune_dedup_claims_job"
+
+
+@dataclass
+class Role:
+    name: str
+    process: subprocess.Popen[str]
+    log: Path
+    env: dict[str, str]
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        wait_for(lambda: "\nready\n" in self.output(), timeout, f"{self.name} ready:\n{self.output()}", self.process)
+
+    def kill_host(self) -> None:
+        """SIGKILL to the role and to its supervised child's process group: the host is lost."""
+        import psutil
+
+        kids = psutil.Process(self.process.pid).children()
+        os.killpg(self.process.pid, signal.SIGKILL)
+        for kid in kids:
+            os.killpg(kid.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def cluster_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One PostgreSQL database and Redis databases of their own for the module's deployment."""
+    import redis
+
+    base = os.environ.get(REDIS_URL_ENV)
+    if not base:
+        if os.environ.get("FLOKIT_TEST_REQUIRE_REDIS") == "1":
+            pytest.fail(f"{REDIS_URL_ENV} is not set; run the suite through scripts/with-redis.sh")
+        pytest.skip(f"Celery tests need {REDIS_URL_ENV} (scripts/with-redis.sh)")
+    # Beside the rate-limit tests' databases (conftest: 1 + the pytest worker's number).
+    number = 8 + 2 * xdist_worker_number()
+    broker = base.rsplit("/", 1)[0] + f"/{number}"
+    for db in (number, number + 1):
+        client = redis.Redis.from_url(base.rsplit("/", 1)[0] + f"/{db}")
+        client.flushdb()
+        client.close()
+    urls = fresh_database_url(request, "postgres", tmp_path_factory.mktemp("db"))
+    env = {
+        **os.environ,
+        "FLOKIT_DATABASE_URL": next(urls),
+        "FLOKIT_RUN_LAUNCHER": "celery",
+        "FLOKIT_CELERY_BROKER_URL": broker,
+        "FLOKIT_SECRET_KEY": "k" * 48,
+    }
+    env.pop("DAGSTER_HOME", None)
+    env.pop("FLOKIT_CELERY_RESULT_URL", None)
+    yield env
+    with pytest.raises(StopIteration):
+        next(urls)
+
+
+@dataclass
+class Cluster:
+    root: Path
+    env: dict[str, str]
+    daemon: Role
+    workers: dict[str, Role]
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """`flokit serve daemon` and two `flokit serve worker` (one pool process each), all ready."""
+    root = tmp_path_factory.mktemp("cluster")
+    with ExitStack() as stack:
+        daemon = stack.enter_context(serve(root, cluster_env, "daemon-host", "daemon"))
+        workers = {
+            f"w{n}": stack.enter_context(
+                serve(root, cluster_env, f"worker-host-{n}", "worker", "--name", f"w{n}", "-c", "1")
+            )
+            for n in (1, 2)
+        }
+        for role in (daemon, *workers.values()):
+            role.wait_ready()
+        yield Cluster(root, cluster_env, daemon, workers)
+
+
+@contextmanager
+def serve(tmp_path: Path, env: dict[str, str], host: str, *args: str) -> Iterator[Role]:
+    """`flokit serve *args` as a host of its own: its data directory and DAGSTER_HOME."""
+    data = tmp_path / host
+    role_env = {**env, "FLOKIT_DATA_DIR": str(data)}
+    log = tmp_path / f"{host}.out"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [str(BIN / "flokit"), "serve", *args],
+            cwd=ROOT,
+            env=role_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+    role = Role(host, process, log, role_env)
+    try:
+        yield role
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def launch(daemon: Role) -> None:
+    done = subprocess.run(
+        [str(BIN / "dagster"), "job", "launch", "-w", str(ROOT / "workspace.yaml"), "-j", JOB],
+        cwd=ROOT,
+        # The daemon host's settings as a child of `flokit` sees them (the derived Dagster URL).
+        env={**daemon.env, **Settings.from_env(daemon.env).child_env()},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@contextmanager
+def instance_of(role: Role) -> Iterator[dg.DagsterInstance]:
+    saved = {k: os.environ.get(k) for k in ("FLOKIT_DAGSTER_DATABASE_URL", "FLOKIT_CELERY_BROKER_URL")}
+    home = Path(role.env["FLOKIT_DATA_DIR"]) / "dagster"
+    os.environ["FLOKIT_DAGSTER_DATABASE_URL"] = _dagster_url(role)
+    os.environ["FLOKIT_CELERY_BROKER_URL"] = role.env["FLOKIT_CELERY_BROKER_URL"]
+    try:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            yield instance
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _dagster_url(role: Role) -> str:
+    settings = Settings.from_env(role.env)
+    assert settings.dagster_database_url is not None
+    return settings.dagster_database_url
+
+
+def runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    return list(instance.get_runs(filters=dg.RunsFilter(job_name=JOB)))
+
+
+def test_a_second_daemon_is_refused(cluster: Cluster) -> None:
+    with serve(cluster.root, cluster.env, "daemon-b", "daemon") as second:
+        assert second.process.wait(timeout=60) == 1
+    assert "another `flokit serve daemon` holds this deployment" in second.output()
+    assert cluster.daemon.process.poll() is None
+
+
+def test_the_api_serves_on_the_port_given(cluster: Cluster) -> None:
+    """(The webserver role is started the same way, by `cli.up.children`, and probed on /server_info.)"""
+    port = free_port()
+    with serve(cluster.root, cluster.env, "api-host", "api", "--port", str(port), "--workers", "1") as api:
+        api.wait_ready()
+        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        out = api.output()
+        assert "role: api" in out and f"listening: http://127.0.0.1:{port}" in out
+        assert "database: postgresql+psycopg://" in out
+    assert api.output().rstrip().endswith("stopped.")
+
+
+def test_flokit_refresh_submits_its_runs_to_the_workers_and_waits_for_them(cluster: Cluster) -> None:
+    """An empty workspace's refresh: the engine's run and the catalog's, each through the queue
+    (the daemon dequeues it, its launcher sends it to a worker), from a host with no role at all."""
+    out = cluster.daemon.output()
+    assert "role: daemon" in out and "run launcher: celery" in out and "daemon lock: held" in out
+    assert "celery broker: redis://127.0.0.1:" in out
+    assert "celery node: w1@" in cluster.workers["w1"].output()
+    env = {**cluster.env, "FLOKIT_DATA_DIR": str(cluster.root / "operator-host")}
+    done = subprocess.run(
+        [str(BIN / "flokit"), "refresh", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [r["name"] for r in result["runs"]] == ["actions_engine", "analyst_catalog"]
+    assert result["runs"][1]["assets"] == ["analyst_catalog"]
+    with instance_of(cluster.daemon) as instance:
+        for ran in result["runs"]:
+            run = instance.get_run_by_id(ran["run_id"])
+            assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
+            assert run.tags[WORKER_TAG].split("@")[0] in cluster.workers
+            assert PROCESS_TAG not in run.tags  # not a run of the command's own process
+    # The catalog was built on the worker that ran it, not where the command ran.
+    catalog = next(r for r in result["runs"] if r["name"] == "analyst_catalog")
+    with instance_of(cluster.daemon) as instance:
+        run = instance.get_run_by_id(catalog["run_id"])
+    assert run is not None
+    assert (cluster.root / f"worker-host-{run.tags[WORKER_TAG][1]}" / "warehouse.duckdb").is_file()
+    assert not (cluster.root / "operator-host" / "warehouse.duckdb").exists()
+
+
+def test_a_run_whose_worker_host_dies_is_failed_and_retried_on_the_other(cluster: Cluster) -> None:
+    """Last in the module: it kills a worker host."""
+    with ExitStack() as stack, instance_of(cluster.daemon) as instance:
+        before = {r.run_id for r in runs(instance)}
+        lock = psycopg.connect(libpq(cluster.env["FLOKIT_DATABASE_URL"]))
+        stack.callback(lock.close)
+        lock.execute("LOCK TABLE event_claims IN ACCESS EXCLUSIVE MODE")  # the run waits on it
+        launch(cluster.daemon)
+
+        def new() -> list[dg.DagsterRun]:
+            return [r for r in runs(instance) if r.run_id not in before]
+
+        wait_for(lambda: any(WORKER_TAG in r.tags for r in new()), 120, "the run on a worker")
+        (first,) = new()
+        assert first.status == dg.DagsterRunStatus.STARTED
+        assert first.tags["dagster/retry_strategy"] == "ALL_STEPS"  # the launcher's: no step output of a dead host
+        victim = first.tags[WORKER_TAG].split("@")[0]
+        cluster.workers[victim].kill_host()
+        killed = time.monotonic()
+
+        def status(run_id: str) -> dg.DagsterRunStatus | None:
+            run = instance.get_run_by_id(run_id)
+            return run.status if run else None
+
+        wait_for(lambda: status(first.run_id) == dg.DagsterRunStatus.FAILURE, 60, "the dead worker's run failed")
+        detected_s = time.monotonic() - killed
+        lock.rollback()  # let the retry through
+        wait_for(lambda: len(new()) == 2, 60, "the retry")
+        retry_id = next(r.run_id for r in new() if r.run_id != first.run_id)
+        wait_for(lambda: status(retry_id) == dg.DagsterRunStatus.SUCCESS, 90, "the retry's success")
+        retry = instance.get_run_by_id(retry_id)
+        failure = [
+            e.message for e in instance.all_logs(first.run_id) if e.dagster_event and e.dagster_event.is_run_failure
+        ]
+    assert detected_s < 60, detected_s
+    assert any(f"worker {victim}@" in message for message in failure), failure
+    assert retry is not None and retry.tags["dagster/parent_run_id"] == first.run_id
+    survivor = next(name for name in cluster.workers if name != victim)
+    assert retry.tags[WORKER_TAG].startswith(f"{survivor}@")
+
+
+def test_a_worker_with_an_unreachable_broker_exits_1_with_one_line(tmp_path: Path, cluster_env: dict[str, str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    env = {**cluster_env, "FLOKIT_CELERY_BROKER_URL": f"redis://127.0.0.1:{closed}/1", "FLOKIT_DATA_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [str(BIN / "flokit"), "serve", "worker"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"flokit serve worker: the Celery broker redis://127.0.0.1:{closed}/1 is unreachable: "
+        f"Error 111 connecting to 127.0.0.1:{closed}. Connection refused."
+    ]
+    env["FLOKIT_DATABASE_URL"] = f"postgresql+psycopg://flokit:pw@127.0.0.1:{closed}/flokit"
+    done = subprocess.run(
+        [str(BIN / "flokit"), "serve", "api"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(
+        f"flokit serve api: the database postgresql+psycopg://flokit:***@127.0.0.1:{closed}/flokit is unreachable: "
+    )
