@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
-.PHONY: help up test suite test-fast faults lint bench venv clean
+.PHONY: help up test suite test-fast faults cluster-test lint bench venv clean
 # pytest-xdist workers for `make test`: 3 on the 2-core machines this runs on, whose process-level
 # tests mostly wait (two workers kept the cores 64 % busy, four overloaded them: docs/testing.md).
 WORKERS ?= 3
@@ -53,8 +53,11 @@ test-fast: $(STAMP) ## The edit-test loop: lint, then the unit rooms (transforms
 faults: $(STAMP) ## The whole fault suite, long scenarios included (see docs/reliability.md)
 	FLOKIT_TEST_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(BIN)/pytest tests/faults --run-slow -v
 
+cluster-test: $(STAMP) ## FloKit on several "hosts" sharing no disk: PostgreSQL, Redis, SeaweedFS, nginx; every scenario (docs/deploy.md)
+	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 FLOKIT_TEST_REQUIRE_S3=1 scripts/with-nginx.sh scripts/with-cluster.sh $(BIN)/pytest tests/cluster --run-slow -v
+
 bench: $(STAMP) ## Benchmarks (figures printed; see docs/benchmarks.md)
-	scripts/with-postgres.sh $(BIN)/python -m tests.bench
+	scripts/with-postgres.sh scripts/with-s3.sh $(BIN)/python -m tests.bench
 
 clean: ## Remove the environment, local data and test artefacts (browser screenshots)
 	rm -rf $(VENV) data test-artifacts

@@ -88,7 +88,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--run-slow", action="store_true", help="also run the long fault scenarios (marked slow; `make faults`)"
+        "--run-slow", action="store_true", help="also run the long scenarios (marked slow: `make faults`, `make cluster-test`)"
     )
     parser.addoption(
         "--all-backends",
@@ -124,7 +124,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = kept
     if config.getoption("--run-slow"):
         return
-    skip = pytest.mark.skip(reason="a long fault scenario: run with --run-slow (make faults)")
+    skip = pytest.mark.skip(reason="a long scenario: run with --run-slow (make faults, make cluster-test)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)

@@ -1,0 +1,226 @@
+"""FloKit beyond one machine, on real distributed parts (scripts/with-cluster.sh: PostgreSQL, Redis,
+SeaweedFS): hosts that share no directory (tests/support/cluster.py) — two API hosts behind the
+shipped nginx front, one daemon and Dagster UI host, two run-worker hosts — with the lake and the
+published reports in the object store and every Dagster run on a Celery worker.
+
+Scenario 1 (issue 33): callbacks and a provider notification reach API host 1; an Adjust spend
+sync is requested on API host 2; the refresh runs on the workers; API host 2 serves the payback
+report with exactly that spend and those installs; the lake is in the bucket and no host's data
+directory holds a Parquet file. The deployment's own fixtures start in about a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import requests
+
+from orchestration.launcher import WORKER_TAG
+from tests.providers.adjust_fake import TOKEN, AdjustFake, campaign_name, creative_name, running
+from tests.support import free_port, wait_for
+from tests.support.cluster import Host, Role, flokit, host, instance_of, serve, xdist_worker_number
+from tests.support.databases import fresh_database_url
+from tests.support.ingest import PATH, callback
+from tests.support.nginx import running_nginx
+from tests.support.notifications import AUTH, rc_event
+from tests.support.notifications import PATH as RC_PATH
+from tests.support.objects import bucket_keys, s3_environment
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+
+@dataclass
+class Deployment:
+    root: Path
+    lake_url: str
+    front: str  # nginx, in front of both API hosts
+    apis: list[str]  # each API host directly
+    hosts: dict[str, Host]
+    roles: dict[str, Role]
+    workspace: dict[str, str]
+
+
+def _deployment_env(request: pytest.FixtureRequest, base: Path) -> Iterator[dict[str, str]]:
+    import redis
+
+    redis_base = os.environ.get("FLOKIT_TEST_REDIS_URL")
+    if not redis_base or not os.environ.get("FLOKIT_TEST_S3_ENDPOINT"):
+        for needed in ("REDIS", "S3"):
+            if os.environ.get(f"FLOKIT_TEST_REQUIRE_{needed}") == "1":
+                pytest.fail("the cluster tests need scripts/with-cluster.sh (Redis and an S3 server)")
+        pytest.skip("the cluster tests need scripts/with-cluster.sh (Redis and an S3 server)")
+    server = redis_base.rsplit("/", 1)[0]
+    number = 12 + 3 * xdist_worker_number()  # beyond the rate-limit and serve tests' databases
+    for db in range(number, number + 3):
+        client = redis.Redis.from_url(f"{server}/{db}")
+        client.flushdb()
+        client.close()
+    urls = fresh_database_url(request, "postgres", base / "db")
+    env = {
+        **os.environ,
+        **s3_environment(),
+        "FLOKIT_DATABASE_URL": next(urls),
+        "FLOKIT_LAKE_URL": f"s3://{os.environ['FLOKIT_TEST_S3_BUCKET']}/cluster-{uuid.uuid4().hex[:10]}",
+        "FLOKIT_RUN_LAUNCHER": "celery",
+        "FLOKIT_CELERY_BROKER_URL": f"{server}/{number}",
+        "FLOKIT_CELERY_RESULT_URL": f"{server}/{number + 1}",
+        "FLOKIT_RATE_LIMIT_STORAGE": f"{server}/{number + 2}",  # limits shared by every API host
+        "FLOKIT_SECRET_KEY": "c" * 48,
+        "FLOKIT_APP_SESSION_SECRET": "s" * 40,
+    }
+    yield env
+    with pytest.raises(StopIteration):
+        next(urls)
+
+
+@pytest.fixture(scope="module")
+def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    base = tmp_path_factory.mktemp("cluster")
+    with ExitStack() as stack:
+        env = stack.enter_context(_contextual(_deployment_env(request, base)))
+        hosts = {name: host(base, name, env) for name in ("api-1", "api-2", "control", "worker-1", "worker-2", "ops")}
+        ports = [free_port(), free_port()]
+        roles = {
+            "daemon": stack.enter_context(serve(hosts["control"], "daemon")),
+            "webserver": stack.enter_context(serve(hosts["control"], "webserver", "--port", str(free_port()))),
+            "worker-1": stack.enter_context(serve(hosts["worker-1"], "worker", "--name", "w1", "-c", "2")),
+            "worker-2": stack.enter_context(serve(hosts["worker-2"], "worker", "--name", "w2", "-c", "2")),
+            "api-1": stack.enter_context(serve(hosts["api-1"], "api", "--port", str(ports[0]), "--workers", "2")),
+            "api-2": stack.enter_context(serve(hosts["api-2"], "api", "--port", str(ports[1]), "--workers", "2")),
+        }
+        for role in roles.values():
+            role.wait_ready()
+        front, _ = stack.enter_context(running_nginx(base / "nginx", *ports))
+        made = flokit(hosts["ops"], "admin", "bootstrap", "--name", "Cluster", "--json")
+        assert made.returncode == 0, made.stderr
+        yield Deployment(
+            base,
+            env["FLOKIT_LAKE_URL"],
+            front,
+            [f"http://127.0.0.1:{port}" for port in ports],
+            hosts,
+            roles,
+            json.loads(made.stdout),
+        )
+
+
+@dataclass
+class _contextual:
+    """A generator fixture body used as a context manager (its teardown runs at exit)."""
+
+    generator: Iterator[dict[str, str]]
+
+    def __enter__(self) -> dict[str, str]:
+        return next(self.generator)
+
+    def __exit__(self, *_exc: object) -> None:
+        for _ in self.generator:
+            pass
+
+
+def _connect(deployment: Deployment, kind: str, config: dict[str, object]) -> str:
+    path = deployment.hosts["ops"].root / f"{kind}.json"
+    path.write_text(json.dumps(config))
+    done = flokit(
+        deployment.hosts["ops"], "admin", "integrations", "connect", "--workspace",
+        deployment.workspace["workspace_id"], "--type", kind, "--config", str(path), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["integration_id"])
+
+
+def test_ingest_on_one_api_host_a_sync_on_the_other_and_the_refresh_on_the_workers(deployment: Deployment) -> None:
+    workspace = deployment.workspace
+    api_1, api_2 = deployment.apis
+    today = datetime.now(UTC).date()
+    days = [today - timedelta(days=2), today - timedelta(days=1)]
+    installs = {campaign_name(0): 3, campaign_name(1): 1}
+    for day in days:
+        for i, (campaign, per_day) in enumerate(installs.items()):
+            for n in range(per_day):
+                at = datetime(day.year, day.month, day.day, 9 + n, tzinfo=UTC)
+                params = callback(
+                    workspace, created_at=str(int(at.timestamp())), adid=f"{day}-{i}-{n}",
+                    user_id=f"user-{day}-{i}-{n}", country="us", campaign_name=campaign,
+                    creative_name=creative_name(i, 0),
+                )  # fmt: skip
+                assert requests.get(api_1 + PATH, params=params, timeout=10).json()["written"] == 1
+
+    # A purchase notified by the subscription provider to API host 1, read by the app on API host 2.
+    rc = _connect(
+        deployment, "subscription_provider_a",
+        {"api_key": "sk_rc_0123456789abcdef", "project_id": "proj1a2b3c4d", "webhook_authorization": AUTH,
+         "app_id": workspace["app_id"]},
+    )  # fmt: skip
+    buyer = f"user-{days[0]}-0-0"
+    body = {"api_version": "1.0", "event": rc_event("INITIAL_PURCHASE", user=buyer)}
+    notified = requests.post(
+        f"{api_1}{RC_PATH}?integration={rc}", json=body, headers={"Authorization": AUTH}, timeout=10
+    )
+    assert notified.status_code == 200, notified.text
+    read = requests.get(
+        f"{api_2}/api/paywall/entitlement", headers={"x-user-id": buyer, "x-app-key": workspace["app_key"]}, timeout=10
+    )
+    assert read.status_code == 200 and read.json() == {"active": True, "source": "iap"}
+
+    rw = {"Authorization": f"Bearer {workspace['api_key_read_write']}"}
+    ro = {"Authorization": f"Bearer {workspace['api_key_read_only']}"}
+    with running(AdjustFake(campaigns=2, creatives=1, countries=1)) as fake:
+        adjust = _connect(
+            deployment, "attribution_provider_a", {"api_token": TOKEN, "base_url": fake.url, "lookback_days": 3}
+        )
+        queued = requests.post(f"{api_2}/v1/integrations/{adjust}/sync", headers=rw, timeout=10)
+        assert queued.status_code == 202, queued.text
+        # The daemon's sensor hands the sync to a worker; the operator then refreshes (every run on a worker).
+        wait_for(
+            lambda: (
+                requests.get(f"{api_2}/v1/integrations/{adjust}", headers=ro, timeout=10).json()["integration"][
+                    "last_synced_at"
+                ]
+                is not None
+            ),
+            180,
+            "the Adjust sync, run on a worker",
+        )
+        expected = {day: fake.expected_spend(day) for day in days}
+    refreshed = flokit(deployment.hosts["ops"], "refresh", "--json", timeout=600)
+    assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
+    runs = json.loads(refreshed.stdout)["runs"]
+    with instance_of(deployment.roles["daemon"]) as instance:
+        for ran in runs:
+            run = instance.get_run_by_id(ran["run_id"])
+            assert run is not None and run.tags[WORKER_TAG].split("@")[0] in ("w1", "w2"), ran
+
+    query = {"start_date": days[0].isoformat(), "end_date": days[-1].isoformat(), "group_by": "campaign"}
+
+    def served() -> dict[str, dict[str, object]]:
+        report = requests.get(f"{api_2}/v1/reports/payback", params=query, headers=ro, timeout=10)
+        assert report.status_code == 200, report.text
+        return {row["cohort"]: row for row in report.json()["data"]}
+
+    published = time.monotonic()
+    wait_for(lambda: set(served()) == set(installs), 15, "API host 2 serving the new reports")
+    assert time.monotonic() - published < 10  # the follower polls every 2 s
+    rows = served()
+    for campaign, per_day in installs.items():
+        synced = sum(cost for day in days for (c, _, _), cost in expected[day].items() if c == campaign)
+        assert rows[campaign]["spend"] == pytest.approx(synced, abs=0.01)
+        assert rows[campaign]["cac"] == pytest.approx(synced / (per_day * len(days)), abs=0.01)
+    through_front = requests.get(f"{deployment.front}/v1/reports/payback", params=query, headers=ro, timeout=10)
+    assert {row["cohort"] for row in through_front.json()["data"]} == set(installs)
+
+    keys = bucket_keys(deployment.lake_url)
+    for dataset in ("canonical_events", "spend_raw", "payback", "acquisitions"):
+        assert f"{dataset}/_manifest.json" in keys, dataset
+    assert "reports/current.json" in keys and "catalog/catalog.json" in keys
+    for name, each in deployment.hosts.items():
+        assert not list(each.data_dir.rglob("*.parquet")), name
