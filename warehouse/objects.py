@@ -66,6 +66,13 @@ class Blob:
     etag: str
 
 
+_CREDENTIALS = (
+    ("AWS_ACCESS_KEY_ID", "access_key_id"),
+    ("AWS_SECRET_ACCESS_KEY", "secret_access_key"),
+    ("AWS_SESSION_TOKEN", "session_token"),
+)
+
+
 def _region(env: Mapping[str, str]) -> str:
     return env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
 
@@ -85,6 +92,11 @@ class ObjectStore:
         config: dict[str, Any] = {"region": self.region}
         if self.endpoint:
             config["endpoint"] = self.endpoint
+        # Named, not left to obstore's own look at os.environ: a store built for another `env`
+        # (a test, a host's settings) must not borrow this process's credentials, or miss its own.
+        for variable, key in _CREDENTIALS:
+            if env.get(variable):
+                config[key] = env[variable]
         client: ClientConfig = dict(_CLIENT)  # type: ignore[assignment]
         if self.endpoint and self.endpoint.startswith("http://"):
             client["allow_http"] = True  # a store on a private network or 127.0.0.1

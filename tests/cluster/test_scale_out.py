@@ -13,20 +13,25 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import signal
+import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import polars as pl
 import pytest
 import requests
 
 from orchestration.launcher import WORKER_TAG
 from tests.providers.adjust_fake import TOKEN, AdjustFake, campaign_name, creative_name, running
-from tests.support import free_port, wait_for
+from tests.support import BIN, ROOT, free_port, wait_for
 from tests.support.cluster import Host, Role, flokit, host, instance_of, serve, xdist_worker_number
 from tests.support.databases import fresh_database_url
 from tests.support.ingest import PATH, callback
@@ -34,6 +39,9 @@ from tests.support.nginx import running_nginx
 from tests.support.notifications import AUTH, rc_event
 from tests.support.notifications import PATH as RC_PATH
 from tests.support.objects import bucket_keys, s3_environment
+from transforms.events import CANONICAL_EVENT_SCHEMA
+from warehouse.object_lake import ObjectLake
+from warehouse.objects import ObjectStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -224,3 +232,150 @@ def test_ingest_on_one_api_host_a_sync_on_the_other_and_the_refresh_on_the_worke
     assert "reports/current.json" in keys and "catalog/catalog.json" in keys
     for name, each in deployment.hosts.items():
         assert not list(each.data_dir.rglob("*.parquet")), name
+
+
+def _payback(api: str, deployment: Deployment, day: date) -> requests.Response:
+    query = {"start_date": day.isoformat(), "end_date": day.isoformat(), "group_by": "campaign"}
+    ro = {"Authorization": f"Bearer {deployment.workspace['api_key_read_only']}"}
+    return requests.get(f"{api}/v1/reports/payback", params=query, headers=ro, timeout=10)
+
+
+def _send_installs(base: str, workspace: dict[str, str], day: date, prefix: str, count: int) -> dict[str, int]:
+    """Install callbacks of `count` new users on `day`: the status each got, by adid."""
+    statuses = {}
+    for n in range(count):
+        at = datetime(day.year, day.month, day.day, 12, tzinfo=UTC) + timedelta(seconds=n)
+        params = callback(
+            workspace, created_at=str(int(at.timestamp())), adid=f"{prefix}-{n}", user_id=f"{prefix}-{n}",
+            country="us", campaign_name=campaign_name(0), creative_name=creative_name(0, 0),
+        )  # fmt: skip
+        try:
+            statuses[params["adid"]] = requests.get(base + PATH, params=params, timeout=10).status_code
+        except requests.ConnectionError:
+            statuses[params["adid"]] = 0
+    return statuses
+
+
+def _lake(deployment: Deployment) -> ObjectLake:
+    return ObjectLake(ObjectStore(deployment.lake_url, env=s3_environment()))
+
+
+def _store_pids() -> list[int]:
+    found = subprocess.run(
+        ["pgrep", "-f", "--", f"-dir={os.environ['FLOKIT_TEST_S3_DIR']}"], capture_output=True, text=True
+    )
+    return [int(p) for p in found.stdout.split()]
+
+
+def _stop_store() -> None:
+    """SIGTERM to the SeaweedFS of scripts/with-s3.sh (its data directory stays)."""
+    pids = _store_pids()
+    assert pids, "the object store is not running"
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not _store_pids(), 30, "the object store stopped")
+
+
+def _start_store(log: Path) -> None:
+    """The same server on the same data again (FLOKIT_TEST_S3_CMD); with-s3.sh stops it at the end."""
+    # Detached (as with-s3.sh started it): no child of this process to reap.
+    command = f"setsid {os.environ['FLOKIT_TEST_S3_CMD']} >>{shlex.quote(str(log))} 2>&1 &"
+    subprocess.run(["bash", "-c", command], check=True, timeout=30)
+    endpoint = os.environ["FLOKIT_TEST_S3_ENDPOINT"]
+    wait_for(lambda: _status(f"{endpoint}/{os.environ['FLOKIT_TEST_S3_BUCKET']}") == 403, 60, "the object store")
+
+
+def _status(url: str) -> int:
+    try:
+        return requests.get(url, timeout=2).status_code
+    except requests.ConnectionError:
+        return 0
+
+
+@pytest.mark.slow
+def test_an_object_store_outage_during_a_refresh_keeps_the_reports_served(deployment: Deployment) -> None:
+    """Scenario 4: the store stopped for 20 s while a refresh runs: the refresh fails cleanly (or
+    retries through it), the API keeps serving the last published reports, and once the store is
+    back the next refresh publishes."""
+    api_2 = deployment.apis[1]
+    day = datetime.now(UTC).date() - timedelta(days=3)
+    assert set(_send_installs(api_2, deployment.workspace, day, "outage-a", 5).values()) == {200}
+    first = flokit(deployment.hosts["ops"], "refresh", "--json", timeout=600)
+    assert first.returncode == 0, first.stderr
+    wait_for(lambda: _payback(api_2, deployment, day).json()["data"] != [], 15, "the first reports")
+    before = _payback(api_2, deployment, day).json()
+
+    assert set(_send_installs(api_2, deployment.workspace, day, "outage-b", 5).values()) == {200}
+    ops = deployment.hosts["ops"]
+    refresh = subprocess.Popen(
+        [str(BIN / "flokit"), "refresh", "--json"], cwd=ROOT, env=ops.env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(3)  # the runs are queued and launched
+    _stop_store()
+    stopped = time.monotonic()
+    while time.monotonic() - stopped < 20:
+        during = _payback(api_2, deployment, day)
+        assert during.status_code == 200 and during.json() == before  # the copy this host holds
+        time.sleep(2)
+    _start_store(deployment.root / "seaweedfs-restarted.log")
+    out, err = refresh.communicate(timeout=600)
+    assert refresh.returncode in (0, 1), err
+    if refresh.returncode == 1:
+        assert any(not run["success"] for run in json.loads(out)["runs"]), out
+
+    again = flokit(ops, "refresh", "--json", timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    wait_for(
+        lambda: _payback(api_2, deployment, day).json()["meta"]["generated_at"] != before["meta"]["generated_at"],
+        15,
+        "new reports",
+    )
+    installs = _lake(deployment).scan(_lake(deployment).days("canonical_events").values(), CANONICAL_EVENT_SCHEMA)
+    landed = installs.filter(pl.col("adid").str.starts_with("outage-")).collect()
+    assert landed.height == 10 and landed["adid"].n_unique() == 10  # each once, none lost
+
+
+@pytest.mark.slow
+def test_an_api_host_killed_under_ingest_load_loses_no_answered_callback(deployment: Deployment) -> None:
+    """Scenario 3: callbacks through nginx while API host 1 is killed (`kill -9` of the host):
+    host 2 keeps answering, and every callback answered 200 is in the lake exactly once."""
+    day = datetime.now(UTC).date() - timedelta(days=4)
+    results: dict[str, int] = {}
+    done = threading.Event()
+
+    def load(worker: int) -> None:
+        batch = 0
+        while not done.is_set():
+            results.update(_send_installs(deployment.front, deployment.workspace, day, f"load-{worker}-{batch}", 20))
+            batch += 1
+
+    threads = [threading.Thread(target=load, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(4)
+    deployment.roles["api-1"].kill_host()
+    killed_at = len(results)
+    time.sleep(6)
+    done.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    after_kill = list(results.values())[killed_at + 40 :]  # once the requests in flight settled
+    assert after_kill and set(after_kill) == {200}, sorted(set(after_kill))
+    assert _status(f"{deployment.apis[1]}/healthz") == 200
+
+    refreshed = flokit(deployment.hosts["ops"], "refresh", "--json", timeout=600)
+    assert refreshed.returncode == 0, refreshed.stderr
+    lake = _lake(deployment)
+    landed = (
+        lake.scan(lake.days("canonical_events").values(), CANONICAL_EVENT_SCHEMA)
+        .filter(pl.col("adid").str.starts_with("load-"))
+        .group_by("adid")
+        .len()
+        .collect()
+    )
+    counts = dict(landed.iter_rows())
+    answered = [adid for adid, status in results.items() if status == 200]
+    assert len(answered) > 100
+    assert [adid for adid in answered if counts.get(adid) != 1] == []
+    assert max(counts.values()) == 1  # no callback twice, answered or not
