@@ -88,7 +88,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--run-slow", action="store_true", help="also run the long scenarios (marked slow: `make faults`, `make cluster-test`)"
+        "--run-slow",
+        action="store_true",
+        help="also run the long scenarios (marked slow: `make faults`, `make cluster-test`)",
     )
     parser.addoption(
         "--all-backends",
