@@ -4,8 +4,10 @@
 #   scripts/with-redis.sh <command...>
 #
 # Exports FLOKIT_TEST_REDIS_URL (redis://127.0.0.1:<port>/0) to the command: the shared store
-# the rate-limit tests count in (api/ratelimits.py). Installs Debian's `redis-server` package
-# when no server binary is found. Nothing is persisted (no RDB snapshots, no AOF).
+# the rate-limit tests count in (api/ratelimits.py). 64 logical databases (Redis has 16 by
+# default), so that each pytest worker's tests (rate limits, Celery brokers and results, the
+# cluster) have databases of their own. Installs Debian's `redis-server` package when no server
+# binary is found. Nothing is persisted (no RDB snapshots, no AOF).
 set -euo pipefail
 
 if ! command -v redis-server >/dev/null 2>&1; then
@@ -19,7 +21,7 @@ fi
 REDISTMP=$(mktemp -d /tmp/flokit-redis.XXXXXX)
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 
-redis-server --bind 127.0.0.1 --port "$PORT" --dir "$REDISTMP" --save "" --appendonly no \
+redis-server --bind 127.0.0.1 --port "$PORT" --dir "$REDISTMP" --save "" --appendonly no --databases 64 \
   --daemonize no --logfile "$REDISTMP/redis.log" &
 REDIS_PID=$!
 

@@ -67,7 +67,7 @@ def _deployment_env(request: pytest.FixtureRequest, base: Path) -> Iterator[dict
                 pytest.fail("the cluster tests need scripts/with-cluster.sh (Redis and an S3 server)")
         pytest.skip("the cluster tests need scripts/with-cluster.sh (Redis and an S3 server)")
     server = redis_base.rsplit("/", 1)[0]
-    number = 12 + 3 * xdist_worker_number()  # beyond the rate-limit and serve tests' databases
+    number = 32 + 3 * xdist_worker_number()  # beyond the rate-limit and serve tests' databases (with-redis.sh: 64)
     for db in range(number, number + 3):
         client = redis.Redis.from_url(f"{server}/{db}")
         client.flushdb()
