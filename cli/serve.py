@@ -15,14 +15,12 @@ Celery broker it cannot reach; then `ready` once it serves (the API's /healthz, 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
 from typing import NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
@@ -32,7 +30,7 @@ import requests
 from cli.console import LogRotation
 from cli.context import App, pass_app
 from cli.dagster_instance import CELERY_QUEUE, InstanceBusy, InstanceDamaged, holding, prepare_instance
-from cli.supervisor import Check, Child, RestartPolicy, Supervisor
+from cli.supervisor import Check, Child, RestartPolicy, Supervisor, stop_requested
 from cli.up import DEFAULT_WORKERS, ROOT, STOP_GRACE_S, _tool, children
 from warehouse.dagster_storage import DaemonLock, reachable
 from warehouse.settings import Settings
@@ -132,14 +130,7 @@ def http_ok(url: str) -> Callable[[], bool]:
 
 def supervise(role: str, child: Child, settings: Settings, ready: Callable[[], bool], checks: list[Check]) -> int:
     """Run the role's child until Ctrl-C/SIGTERM (0) or a reason to stop (1, printed)."""
-    stopping = False
-
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    stopping = stop_requested()
     env = {**os.environ, **settings.child_env()}
     supervisor = Supervisor([child], env, ROOT, RestartPolicy(), STOP_GRACE_S)
     supervisor.start_all()
@@ -147,7 +138,7 @@ def supervise(role: str, child: Child, settings: Settings, ready: Callable[[], b
     probe = Ready(ready)
     rotation = LogRotation([child.log_path] if child.log_path else [])
     try:
-        reason = supervisor.run(lambda: stopping, [*checks, rotation])
+        reason = supervisor.run(stopping, [*checks, rotation])
     finally:
         probe.done.set()
     if reason:

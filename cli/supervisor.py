@@ -331,3 +331,16 @@ def _group_gone(pgid: int, deadline: float) -> bool:
             return True
         time.sleep(0.1)
     return not _group_alive(pgid)
+
+
+def stop_requested() -> Callable[[], bool]:
+    """Catch Ctrl-C and SIGTERM from now on; the returned check says whether one has come, for
+    `Supervisor.run` to stop everything in order instead of dying mid-way."""
+    requested = threading.Event()
+
+    def _stop(_signum: int, _frame: object) -> None:
+        requested.set()
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    return requested.is_set

@@ -21,13 +21,11 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
 
 import click
 
@@ -38,7 +36,7 @@ from cli.dagster_instance import RUNNING_LOCK, InstanceBusy, InstanceDamaged, ho
 from cli.db import seal_webhook_secrets, secure_data_dir, warn_if_not_durable
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS, instance_key, seed_workspace
 from cli.location import LocationWatch
-from cli.supervisor import Child, RestartPolicy, Supervisor
+from cli.supervisor import Child, RestartPolicy, Supervisor, stop_requested
 from transforms import dashboard_auth
 from warehouse import migrate, workspaces
 from warehouse.bootstrap import bootstrap
@@ -240,14 +238,7 @@ def supervise(
     procs: list[Child], env: dict[str, str], settings: Settings, verbose: bool = False, link: str | None = None
 ) -> int:
     """Run the children until Ctrl-C/SIGTERM (0) or a reason to stop everything (1, printed)."""
-    stopping = False
-
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    stopping = stop_requested()
 
     supervisor = Supervisor(procs, env, ROOT, RestartPolicy(), STOP_GRACE_S, echo=verbose)
     supervisor.start_all()
@@ -273,7 +264,7 @@ def supervise(
     runs = RunWatch(settings.dagster_home, ui, settings.paths.logs / "dagster-daemon.log")
     rotation = LogRotation([c.log_path for c in procs if c.log_path is not None])
     try:
-        reason = supervisor.run(lambda: stopping, [location, runs, rotation])
+        reason = supervisor.run(stopping, [location, runs, rotation])
     finally:
         runs.close()
     if reason:

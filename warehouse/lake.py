@@ -16,6 +16,7 @@ no disk against `s3://bucket/prefix` (`warehouse.object_lake.ObjectLake`). Both 
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import re
 import time
@@ -50,9 +51,8 @@ class Partition:
 
 
 def parquet_bytes(frame: pl.DataFrame) -> bytes:
-    """A frame as the lake stores it: zstd, with column statistics for the readers' pruning."""
-    import io
-
+    """A frame as the lake stores it: zstd, with column statistics for the readers' pruning (the
+    warehouse export sends the same bytes, so the same rows give the same digest)."""
     buffer = io.BytesIO()
     frame.write_parquet(buffer, compression="zstd", statistics=True)
     return buffer.getvalue()

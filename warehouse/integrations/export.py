@@ -15,7 +15,6 @@ workspace of the integration.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import polars as pl
@@ -77,11 +76,3 @@ def workspace_rows(lake: Lake, partition: Partition, workspace_id: str) -> pl.Da
     if found is None:
         raise FileNotFoundError(f"{lake.describe(dataset.name)}: no partition {partition.slot} any more")
     return lake.scan([found], dataset.schema).filter(pl.col("workspace_id") == workspace_id).collect()
-
-
-def parquet_bytes(frame: pl.DataFrame) -> bytes:
-    """The file sent to the bucket: written like the lake's own files (zstd, statistics), so the
-    same rows give the same bytes and the same digest."""
-    buffer = io.BytesIO()
-    frame.write_parquet(buffer, compression="zstd", statistics=True)
-    return buffer.getvalue()

@@ -34,6 +34,7 @@ from transforms.integrations.warehouse_export import (
 )
 from warehouse.integrations import export
 from warehouse.integrations.target import SyncTarget
+from warehouse.lake import parquet_bytes
 
 
 def client(config: ValidConfig) -> WarehouseExportClient:
@@ -104,7 +105,7 @@ def _export(
                     load(partition, target.workspace_id, frame)
             record(target.state, partition, NO_ROWS)
             continue
-        body = export.parquet_bytes(frame)
+        body = parquet_bytes(frame)  # written like the lake's own files: same rows, same bytes, same digest
         now = digest(body)
         if now != before:
             api.put(key, body, log)
