@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from warehouse.dagster_storage import ensure_schema
+from warehouse.dagster_storage import ensure_schema, preparing
 from warehouse.settings import Settings
 
 if TYPE_CHECKING:  # loaded lazily: `flokit --help` need not import Alembic
@@ -233,16 +233,19 @@ def prepare_instance(home: Path, settings: Settings | None = None) -> list[str]:
     process's environment gets the variables it names.
     """
     config = ensure_dagster_home(home, settings)
-    if settings is not None and settings.dagster_database_url is not None:
+    pg_url = settings.dagster_database_url if settings is not None else None
+    if pg_url is not None:
+        assert settings is not None
         os.environ.update(instance_env(settings))
         if config.read_text().startswith(GENERATED_HEADER):  # an operator's file names its own database
-            ensure_schema(settings.dagster_database_url)
-    with holding(home, INIT_LOCK, wait=True):
+            ensure_schema(pg_url)
+    # On PostgreSQL the hosts of a deployment share the storages: they take turns (dagster_storage).
+    with preparing(pg_url) if pg_url is not None else contextlib.nullcontext(), holding(home, INIT_LOCK, wait=True):
         damaged = find_damaged(home)
         if damaged:
             raise InstanceDamaged(home, damaged)
         # On PostgreSQL Dagster creates its tables as it opens the instance: nothing to tell apart.
-        fresh = not sqlite_storages(home) and (settings is None or settings.dagster_database_url is None)
+        fresh = not sqlite_storages(home) and pg_url is None
 
         from dagster import DagsterInstance  # deferred: importing Dagster costs seconds
 

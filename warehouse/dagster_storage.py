@@ -8,11 +8,18 @@ creates its tables there.
 "One daemon per deployment" is Dagster's rule, which it does not enforce (its heartbeats tell a
 second daemon only after 30 minutes): `DaemonLock` holds a session-level advisory lock on a
 connection for the daemon role's whole life, and a second daemon finds it taken.
+
+Dagster creates its PostgreSQL tables and stamps `alembic_version` as a process opens the
+instance, unguarded; hosts of one deployment starting at once on a new database raced there (one
+of about 70 starts died on a duplicate in PostgreSQL's catalog). `preparing` holds an advisory
+lock of the deployment while a host opens and migrates the instance, so hosts take turns.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import unquote
 
 import sqlalchemy as sa
@@ -24,6 +31,8 @@ _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # pg_try_advisory_lock's key for "the Dagster daemon of this deployment" (any fixed bigint; this
 # one spells "flokitdm" in ASCII, so it is recognisable in pg_locks).
 DAEMON_LOCK_KEY = 0x666C6F6B6974646D
+# pg_advisory_lock's key for "a host is opening or migrating the instance" ("flokitin").
+PREPARE_LOCK_KEY = 0x666C6F6B6974696E
 
 
 def _engine(url: str) -> sa.Engine:
@@ -70,6 +79,23 @@ def reachable(url: str) -> str | None:
     finally:
         engine.dispose()
     return None
+
+
+@contextmanager
+def preparing(url: str) -> Iterator[None]:
+    """Hold the deployment's preparation lock (waiting for it) for the body's duration."""
+    engine = _engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": PREPARE_LOCK_KEY})
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": PREPARE_LOCK_KEY})
+                conn.commit()
+    finally:
+        engine.dispose()
 
 
 class DaemonLock:

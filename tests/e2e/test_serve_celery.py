@@ -256,9 +256,14 @@ def test_a_run_whose_worker_host_dies_is_failed_and_retried_on_the_other(cluster
         def new() -> list[dg.DagsterRun]:
             return [r for r in runs(instance) if r.run_id not in before]
 
-        wait_for(lambda: any(WORKER_TAG in r.tags for r in new()), 120, "the run on a worker")
+        # The worker tags the run before its task starts it, so wait for both: a run killed while
+        # STARTING is a different (launch-time) failure from the one this test is about.
+        wait_for(
+            lambda: any(WORKER_TAG in r.tags and r.status == dg.DagsterRunStatus.STARTED for r in new()),
+            120,
+            "the run started on a worker",
+        )
         (first,) = new()
-        assert first.status == dg.DagsterRunStatus.STARTED
         assert first.tags["dagster/retry_strategy"] == "ALL_STEPS"  # the launcher's: no step output of a dead host
         victim = first.tags[WORKER_TAG].split("@")[0]
         cluster.workers[victim].kill_host()

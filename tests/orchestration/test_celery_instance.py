@@ -8,6 +8,7 @@ database's `dagster` schema, beside FloKit's own tables and `alembic_version`, n
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,9 @@ import pytest
 
 from cli.dagster_instance import DEV_INSTANCE, GENERATED_HEADER, prepare_instance
 from orchestration.launcher import FloKitCeleryRunLauncher
+from tests.support import wait_for
 from tests.support.databases import fresh_database_url, libpq
+from warehouse.dagster_storage import PREPARE_LOCK_KEY
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.postgres
@@ -92,6 +95,35 @@ def test_postgresql_alone_generates_an_instance_on_the_default_launcher(pg_url: 
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         assert instance.run_monitoring_enabled and not instance.run_retries_enabled
     assert prepare_instance(home, _settings(tmp_path, pg_url)) == ["at head"]
+
+
+@pytest.mark.usefixtures("restore_environ")
+def test_hosts_preparing_one_new_database_take_turns(pg_url: str, tmp_path: Path) -> None:
+    """Dagster creates its tables as an instance opens, unguarded; three hosts starting at once on a
+    new database lost one start in about 70 to a duplicate in PostgreSQL's catalog (measured at
+    stop 36, 24 rounds of three). While another host holds the preparation lock, a host waits and creates nothing."""
+    settings = _settings(tmp_path, pg_url)
+    assert settings.dagster_database_url is not None
+    done: list[list[str]] = []
+    with psycopg.connect(libpq(pg_url), autocommit=True) as other_host:
+        other_host.execute("SELECT pg_advisory_lock(%s)", (PREPARE_LOCK_KEY,))
+        host = threading.Thread(target=lambda: done.append(prepare_instance(tmp_path / "dagster", settings)))
+        host.start()
+
+        def waiting() -> bool:
+            row = other_host.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            return row.fetchone() == (1,)
+
+        wait_for(waiting, 60, "the host waiting for the preparation lock")
+        tables = other_host.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'dagster'")
+        assert tables.fetchone() == (0,)
+        assert not done
+        other_host.execute("SELECT pg_advisory_unlock(%s)", (PREPARE_LOCK_KEY,))
+        host.join(timeout=120)
+        tables = other_host.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'dagster'")
+        created = tables.fetchone()
+    assert done == [["at head"]]
+    assert created is not None and created[0] > 0
 
 
 def test_an_operators_own_file_is_kept_and_sqlite_keeps_the_development_file(tmp_path: Path) -> None:
