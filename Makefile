@@ -43,8 +43,12 @@ lint: $(STAMP) ## ruff (lint and format), the import-linter contracts between th
 test: $(STAMP) ## Lint and the whole suite on 3 pytest-xdist workers (WORKERS=n): SQLite, a private PostgreSQL cluster, Redis, an S3 server (SeaweedFS), nginx, chromium
 	$(MAKE) --no-print-directory -j2 lint suite
 
-suite: $(STAMP) ## The whole suite without lint (what `make test` runs beside lint)
-	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 FLOKIT_TEST_REQUIRE_S3=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh scripts/with-s3.sh $(BIN)/pytest -n $(WORKERS) --dist loadscope --durations=30
+# The tests marked `deployment` start a deployment of several "hosts" (about ten processes): beside
+# the parallel suite's servers and browsers they overloaded two cores (run 25), so they run after
+# it, one at a time, on the same servers.
+suite: $(STAMP) ## The whole suite without lint (what `make test` runs beside lint): the parallel part, then the deployments alone
+	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 FLOKIT_TEST_REQUIRE_S3=1 scripts/with-nginx.sh scripts/with-chromium.sh scripts/with-postgres.sh scripts/with-redis.sh scripts/with-s3.sh \
+		sh -c '$(BIN)/pytest -n $(WORKERS) --dist loadscope --durations=30 -m "not deployment" && $(BIN)/pytest -m deployment --durations=10'
 
 test-fast: $(STAMP) ## The edit-test loop: lint, then the unit rooms (transforms, warehouse) on SQLite, no processes
 	$(MAKE) lint

@@ -8,10 +8,10 @@ sync is requested on API host 2; the refresh runs on the workers; API host 2 ser
 report with exactly that spend and those installs; the lake is in the bucket and no host's data
 directory holds a Parquet file. The deployment's own fixtures start in about a minute.
 
-Every scenario is `slow`: `make cluster-test` runs them (3 in 373 s here). In `make test` the
-deployment (ten processes) beside the Celery module's and the browser modules' servers kept the
-two cores saturated and a browser module's gunicorn missed its 30 s start (run 25); sharing one
-deployment between this module and tests/e2e/test_serve_celery.py is the way back into the suite.
+Scenario 1 runs in `make test`, in the phase after the parallel suite where the tests marked
+`deployment` run alone (beside the suite's other servers and browsers the deployment's ten
+processes overloaded two cores: run 25). The other scenarios are `slow`: `make cluster-test` runs
+every scenario.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from transforms.events import CANONICAL_EVENT_SCHEMA
 from warehouse.object_lake import ObjectLake
 from warehouse.objects import ObjectStore
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.deployment]
 
 
 @dataclass
@@ -151,7 +151,6 @@ def _connect(deployment: Deployment, kind: str, config: dict[str, object]) -> st
     return str(json.loads(done.stdout)["integration_id"])
 
 
-@pytest.mark.slow  # beside the suite's other deployments and browsers it overloaded 2 cores (run 25)
 def test_ingest_on_one_api_host_a_sync_on_the_other_and_the_refresh_on_the_workers(deployment: Deployment) -> None:
     workspace = deployment.workspace
     api_1, api_2 = deployment.apis

@@ -32,7 +32,7 @@ from tests.support import BIN, ROOT, free_port, wait_for
 from tests.support.databases import fresh_database_url, libpq
 from warehouse.settings import Settings
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.deployment]
 
 REDIS_URL_ENV = "FLOKIT_TEST_REDIS_URL"  # scripts/with-redis.sh
 
