@@ -61,7 +61,7 @@ cluster-test: $(STAMP) ## FloKit on several "hosts" sharing no disk: PostgreSQL,
 	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 FLOKIT_TEST_REQUIRE_S3=1 scripts/with-nginx.sh scripts/with-cluster.sh $(BIN)/pytest tests/cluster --run-slow -v
 
 bench: $(STAMP) ## Benchmarks (figures printed; see docs/benchmarks.md)
-	scripts/with-postgres.sh scripts/with-s3.sh $(BIN)/python -m tests.bench
+	scripts/with-cluster.sh $(BIN)/python -m tests.bench
 
 clean: ## Remove the environment, local data and test artefacts (browser screenshots)
 	rm -rf $(VENV) data test-artifacts

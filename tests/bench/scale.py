@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -51,14 +52,17 @@ def _phase(phase: str, root: Path, args: argparse.Namespace, lake_url: str) -> d
     argv += ["--users", str(args.users), "--days", str(args.days), "--seed", str(args.seed)]
     env = {**os.environ, LAKE_URL_ENV: lake_url}
     root.mkdir(parents=True, exist_ok=True)
-    before = _loopback_bytes()
+    before, cpu = _loopback_bytes(), resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     moved = _loopback_bytes() - before
+    spent = resource.getrusage(resource.RUSAGE_CHILDREN)
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if out.returncode != 0 or not lines:
         raise SystemExit(f"{phase} ({lake_url or 'local'}): FAILED\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
     result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
     result["loopback_mb"] = round(moved / 1e6, 1)
+    # The phase's own CPU (user + system, its threads included): the worker cores a refresh uses.
+    result["cpu_s"] = round(spent.ru_utime + spent.ru_stime - cpu.ru_utime - cpu.ru_stime, 1)
     return result
 
 
@@ -121,9 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
     print()
     print(f"events                    {results['local generate']['events']:,}")
-    print(f"full refresh, local lake  {base['seconds']} s, peak {base['peak_mb']} MB   (baseline)")
+    print(f"full refresh, local lake  {base['seconds']} s, {base['cpu_s']} CPU s, peak {base['peak_mb']} MB (baseline)")
     print(
-        f"full refresh, S3 lake     {s3['seconds']} s, peak {s3['peak_mb']} MB -> "
+        f"full refresh, S3 lake     {s3['seconds']} s, {s3['cpu_s']} CPU s, peak {s3['peak_mb']} MB -> "
         f"{s3['seconds'] / max(base['seconds'], 1e-9):.2f}x the baseline (target <= 1.5x)"
     )
     print(f"bytes moved (loopback)    {s3['loopback_mb']} MB during the S3 refresh, {base['loopback_mb']} MB local")
