@@ -105,6 +105,8 @@ MAX_CONCURRENT_RUNS = 8
 # A dead worker is noticed within poll x misses (orchestration/launcher.py): 5 s x 3 here,
 # where Dagster's default poll, 120 s, would leave a dead host's run STARTED for 6 minutes.
 MONITORING_POLL_S = 5
+# How often a running step's stdout and stderr are uploaded to the store (S3ComputeLogManager).
+COMPUTE_LOG_UPLOAD_S = 30
 # The Celery client settings of the daemon and every submitting process (docs/deploy.md): results
 # kept a week (longer than any run, MAX_SYNC 8 h), a prefetched message of a dead worker back
 # after 10 min (not Redis's hour), and a publish that cannot hang on a half-open connection.
@@ -128,6 +130,27 @@ CELERY_CLIENT_CONFIG: dict[str, Any] = {
 }
 
 
+def s3_compute_logs(lake_url: str) -> dict[str, Any]:
+    """Runs' stdout and stderr in the lake's store, under `<lake>/compute_logs/`, so that the Dagster
+    UI on the control host shows the logs of a run that ran on a worker host (each host's own disk
+    would keep them out of its reach). dagster-aws's manager: boto3 reads the same AWS variables
+    as the lake (AWS_ENDPOINT_URL included), so the file names no credential or endpoint. A
+    running step's logs are uploaded every 30 s, and whole when it ends."""
+    from warehouse.objects import ObjectUrl
+
+    url = ObjectUrl.parse(lake_url)
+    return {
+        "module": "dagster_aws.s3.compute_log_manager",
+        "class": "S3ComputeLogManager",
+        "config": {
+            "bucket": url.bucket,
+            "prefix": "/".join(p for p in (url.prefix, "compute_logs") if p),
+            "skip_empty_files": False,  # an empty log is still an answer in the UI
+            "upload_interval": COMPUTE_LOG_UPLOAD_S,
+        },
+    }
+
+
 def generated_instance(settings: Settings) -> dict[str, Any]:
     """The instance configuration for a PostgreSQL instance, with the Celery launcher when runs go to
     workers: the development file's run queue limits (one source for both), PostgreSQL storage, and
@@ -143,6 +166,8 @@ def generated_instance(settings: Settings) -> dict[str, Any]:
         "run_monitoring": monitoring,
         "telemetry": {"enabled": False},
     }
+    if settings.lake_url.startswith("s3://"):
+        config["compute_logs"] = s3_compute_logs(settings.lake_url)
     if settings.run_launcher == "celery":
         config["run_launcher"] = {
             "module": "orchestration.launcher",

@@ -235,6 +235,8 @@ def test_ingest_on_one_api_host_a_sync_on_the_other_and_the_refresh_on_the_worke
     for dataset in ("canonical_events", "spend_raw", "payback", "acquisitions"):
         assert f"{dataset}/_manifest.json" in keys, dataset
     assert "reports/current.json" in keys and "catalog/catalog.json" in keys
+    for ran in runs:  # each run's stdout and stderr, for the Dagster UI of the control host
+        assert any(key.startswith(f"compute_logs/storage/{ran['run_id']}/") for key in keys), ran
     for name, each in deployment.hosts.items():
         assert not list(each.data_dir.rglob("*.parquet")), name
 

@@ -98,6 +98,27 @@ def test_postgresql_alone_generates_an_instance_on_the_default_launcher(pg_url: 
 
 
 @pytest.mark.usefixtures("restore_environ")
+def test_with_the_lake_in_a_bucket_runs_logs_go_to_the_bucket(pg_url: str, tmp_path: Path) -> None:
+    home = tmp_path / "dagster"
+    settings = _settings(tmp_path, pg_url, FLOKIT_LAKE_URL="s3://acme-lake/flokit/prod")
+    prepare_instance(home, settings)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        manager = instance.compute_log_manager
+        assert type(manager).__name__ == "S3ComputeLogManager"
+        assert manager.inst_data is not None
+        assert manager.inst_data.config_dict == {
+            "bucket": "acme-lake",
+            "prefix": "flokit/prod/compute_logs",
+            "skip_empty_files": False,
+            "upload_interval": 30,
+        }
+    local = _settings(tmp_path, pg_url)
+    prepare_instance(home, local)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.compute_log_manager).__name__ == "LocalComputeLogManager"
+
+
+@pytest.mark.usefixtures("restore_environ")
 def test_hosts_preparing_one_new_database_take_turns(pg_url: str, tmp_path: Path) -> None:
     """Dagster creates its tables as an instance opens, unguarded; three hosts starting at once on a
     new database lost one start in about 70 to a duplicate in PostgreSQL's catalog (measured at
