@@ -30,7 +30,7 @@ import requests
 from cli.console import LogRotation
 from cli.context import App, pass_app
 from cli.dagster_instance import CELERY_QUEUE, InstanceBusy, InstanceDamaged, holding, prepare_instance
-from cli.supervisor import Check, Child, RestartPolicy, Supervisor, stop_requested
+from cli.supervisor import Check, Child, RestartPolicy, Supervisor, speak_as, stop_requested
 from cli.up import DEFAULT_WORKERS, ROOT, STOP_GRACE_S, _tool, children
 from warehouse.dagster_storage import DaemonLock, reachable
 from warehouse.settings import Settings
@@ -63,6 +63,7 @@ def _refuse(role: str, message: str) -> NoReturn:
 
 def preflight(role: str, settings: Settings, *, dagster: bool, broker: bool) -> None:
     """Print the role and its connections; exit 1 with one line when one of them is unreachable."""
+    speak_as(f"flokit serve {role}")
     click.echo(f"role: {role}")
     click.echo(f"settings: {settings_source()}")
     click.echo(f"database: {shown(settings.database_url)}")

@@ -89,10 +89,20 @@ def describe_exit(returncode: int) -> str:
     return f"exit status {returncode}"
 
 
+# Who the supervisor lines speak for: `flokit up`, or the `flokit serve <role>` that set it.
+_speaker = "flokit up"
+
+
+def speak_as(command: str) -> None:
+    """Name the command in this process's supervisor lines (from any thread)."""
+    global _speaker
+    _speaker = command
+
+
 def log(message: str) -> None:
     """One supervisor line on stderr, timestamped like nothing else in the mixed log."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-    click.echo(f"{stamp} flokit up: {message}", err=True)
+    click.echo(f"{stamp} {_speaker}: {message}", err=True)
 
 
 def open_log(path: Path) -> int:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
+import psutil
 import psycopg
 import pytest
 import requests
@@ -211,7 +212,21 @@ def test_the_api_serves_on_the_port_given(cluster: Cluster) -> None:
         out = api.output()
         assert "role: api" in out and f"listening: http://127.0.0.1:{port}" in out
         assert "database: postgresql+psycopg://" in out
+        # Supervised as `flokit up` supervises: gunicorn killed, restarted, said so in the role's name.
+        (gunicorn,) = psutil.Process(api.process.pid).children()
+        gunicorn.kill()
+        wait_for(lambda: "restarted (pid" in api.output(), 60, f"the restart:\n{api.output()}", api.process)
+        (line,) = [line for line in api.output().splitlines() if "restarted (pid" in line]
+        assert " flokit serve api: " in line
+        wait_for(lambda: _status(f"http://127.0.0.1:{port}/healthz") == 200, 60, "the restarted API")
     assert api.output().rstrip().endswith("stopped.")
+
+
+def _status(url: str) -> int:
+    try:
+        return requests.get(url, timeout=5).status_code
+    except requests.ConnectionError:
+        return 0
 
 
 def test_flokit_refresh_submits_its_runs_to_the_workers_and_waits_for_them(cluster: Cluster) -> None:
