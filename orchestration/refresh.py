@@ -151,8 +151,7 @@ def refresh(
     progress("running the growth-actions engine ...")
     engine = execute(actions_engine_job.name, tags=tags, run_config=QUIET)
     # A failure is printed and fails the refresh; the catalog does not need it. The engine
-    # materializes nothing, so its line says what it did to each workspace's queue (when it ran
-    # here: a worker's outputs stay on that worker).
+    # materializes nothing, so its line says what it did to each workspace's queue.
     summaries = engine.output(run_actions_engine.name) if engine.success and engine.output else None
     record("actions_engine", engine, ("; ".join(summaries) or "no workspace") if summaries is not None else None)
 

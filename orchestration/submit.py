@@ -24,6 +24,9 @@ from typing import Any, Protocol
 
 import dagster as dg
 
+# The output metadata entry in which an op repeats its (JSON) output for a submitter on another
+# host: run outputs stay in the IO manager of the host that ran them.
+OUTPUT_VALUE = "flokit/output"
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 POLL_S = 0.5
 
@@ -36,8 +39,9 @@ class RunResult:
     success: bool
     tags: Mapping[str, str]
     materialized: list[str]
-    # A node's output (the actions engine's summary); None for a run on another host, whose
-    # outputs stay in that host's IO manager.
+    # A node's output (the actions engine's summary): in process, the node's output; for a run
+    # on another host, whose outputs stay in that host's IO manager, what the node repeated in
+    # its output metadata (OUTPUT_VALUE); None when there is none.
     output: Callable[[str], Any] | None = None
 
 
@@ -166,4 +170,18 @@ def wait(instance: dg.DagsterInstance, run_id: str) -> RunResult:
         for r in records
         if r.event_log_entry.dagster_event and r.event_log_entry.dagster_event.asset_key
     }
-    return RunResult(run_id, run.status == dg.DagsterRunStatus.SUCCESS, run.tags, sorted(materialized))
+    outputs: dict[str, Any] = {}
+    for r in instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_OUTPUT).records:
+        event = r.event_log_entry.dagster_event
+        if event is None or event.step_key is None:
+            continue
+        value = event.step_output_data.metadata.get(OUTPUT_VALUE)
+        if isinstance(value, dg.JsonMetadataValue):
+            outputs[event.step_key] = value.data
+    return RunResult(
+        run_id,
+        run.status == dg.DagsterRunStatus.SUCCESS,
+        run.tags,
+        sorted(materialized),
+        outputs.__getitem__ if outputs else None,
+    )

@@ -18,6 +18,7 @@ import dagster as dg
 
 from orchestration.actions.engine import run_engine
 from orchestration.resources import DatabaseResource, DataDirResource
+from orchestration.submit import OUTPUT_VALUE
 
 
 class EngineConfig(dg.Config):
@@ -29,11 +30,14 @@ def run_actions_engine(
     context: dg.OpExecutionContext, config: EngineConfig, database: DatabaseResource, data_dir: DataDirResource
 ) -> list[str]:
     """Each workspace's summary is also the op's output, so `flokit refresh` can print what the
-    engine did (it materializes no asset to show)."""
+    engine did (it materializes no asset to show); for a run on a worker host, whose outputs
+    stay there, the same list rides in the output's metadata (`OUTPUT_VALUE`)."""
     results = run_engine(
         database.database(), data_dir.paths.lake(), workspace_id=config.workspace_id, log=context.log.info
     )
-    return [r.summary() for r in results]
+    summaries = [r.summary() for r in results]
+    context.add_output_metadata({OUTPUT_VALUE: dg.MetadataValue.json(summaries)})
+    return summaries
 
 
 @dg.job(
