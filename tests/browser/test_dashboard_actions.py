@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,10 @@ from tests.browser.demo_world import (
 )
 from tests.browser.support import PageGuard, assert_accessible, child_pytest, expect, shoot
 from tests.support import GunicornServer
+from tests.support.actions import literal_content
 from tests.support.demo_world import World
 from transforms.actions.consequences import approve_consequence
+from warehouse.actions.repository import create_action
 from warehouse.db import Database
 from warehouse.settings import Settings
 
@@ -396,6 +399,32 @@ def test_a_conflict_shows_the_current_state(
     shoot(page, "actions-conflict")
 
     assert [t[1:3] for t in transitions(v1_action(flokit_server, workspace, action))][1:] == [("approved", OTHER)]
+
+
+def test_a_drafts_disabled_approve_and_its_reason_fit_the_queue_at_1280_px(
+    page: Any, flokit_server: GunicornServer, db: Database, workspace: dict
+) -> None:
+    """The engine's drafts name every failing guardrail check beside the disabled Approve."""
+    content = literal_content("budget_shift", guardrails_pass=False)
+    checks = [
+        *content.guardrail_checks,
+        {"check": "cooldown_elapsed", "passed": False, "detail": "the last shift of this pair ended 2 days ago"},
+    ]
+    with db.write() as conn:
+        draft = create_action(
+            conn,
+            workspace_id=workspace["workspace_id"],
+            action_type="budget_shift",
+            content=replace(content, guardrail_checks=checks),
+            actor="engine",
+            origin="engine",
+        )
+    assert draft.status == "draft"
+    sign_in(page, flokit_server, db, workspace["workspace_id"])
+    row = page.locator(f"#row-{draft.id}")
+    expect(row.get_by_role("button", name="Approve")).to_be_disabled()
+    expect(row.locator(".why-not")).to_have_text("A guardrail check fails: minimum_cohort_size, cooldown_elapsed")
+    shoot(page, "actions-draft")
 
 
 def test_roll_back_the_demos_running_shift_through_its_dialog(
