@@ -24,12 +24,14 @@ import subprocess
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
 import requests
@@ -44,7 +46,9 @@ from tests.support.nginx import running_nginx
 from tests.support.notifications import AUTH, rc_event
 from tests.support.notifications import PATH as RC_PATH
 from tests.support.objects import bucket_keys, s3_environment
+from tests.support.webhook_receiver import running_receiver
 from transforms.events import CANONICAL_EVENT_SCHEMA
+from transforms.webhooks.verify import verify
 from warehouse.object_lake import ObjectLake
 from warehouse.objects import ObjectStore
 
@@ -57,6 +61,7 @@ class Deployment:
     lake_url: str
     front: str  # nginx, in front of both API hosts
     apis: list[str]  # each API host directly
+    dagster_ui: str  # the webserver on the control host
     hosts: dict[str, Host]
     roles: dict[str, Role]
     workspace: dict[str, str]
@@ -89,6 +94,7 @@ def _deployment_env(request: pytest.FixtureRequest, base: Path) -> Iterator[dict
         "FLOKIT_RATE_LIMIT_STORAGE": f"{server}/{number + 2}",  # limits shared by every API host
         "FLOKIT_SECRET_KEY": "c" * 48,
         "FLOKIT_APP_SESSION_SECRET": "s" * 40,
+        "FLOKIT_WEBHOOKS_ALLOW_PRIVATE": "1",  # scenario 5's receiver is on 127.0.0.1
     }
     yield env
     with pytest.raises(StopIteration):
@@ -102,9 +108,10 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         env = stack.enter_context(_contextual(_deployment_env(request, base)))
         hosts = {name: host(base, name, env) for name in ("api-1", "api-2", "control", "worker-1", "worker-2", "ops")}
         ports = [free_port(), free_port()]
+        ui_port = free_port()
         roles = {
             "daemon": stack.enter_context(serve(hosts["control"], "daemon")),
-            "webserver": stack.enter_context(serve(hosts["control"], "webserver", "--port", str(free_port()))),
+            "webserver": stack.enter_context(serve(hosts["control"], "webserver", "--port", str(ui_port))),
             "worker-1": stack.enter_context(serve(hosts["worker-1"], "worker", "--name", "w1", "-c", "2")),
             "worker-2": stack.enter_context(serve(hosts["worker-2"], "worker", "--name", "w2", "-c", "2")),
             "api-1": stack.enter_context(serve(hosts["api-1"], "api", "--port", str(ports[0]), "--workers", "2")),
@@ -120,6 +127,7 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
             env["FLOKIT_LAKE_URL"],
             front,
             [f"http://127.0.0.1:{port}" for port in ports],
+            f"http://127.0.0.1:{ui_port}",
             hosts,
             roles,
             json.loads(made.stdout),
@@ -238,6 +246,136 @@ def test_ingest_on_one_api_host_a_sync_on_the_other_and_the_refresh_on_the_worke
     assert "reports/current.json" in keys and "catalog/catalog.json" in keys
     for name, each in deployment.hosts.items():
         assert not list(each.data_dir.rglob("*.parquet")), name
+
+
+DRAIN_JOB = "webhook_deliveries_job"
+WEBHOOK_EVENTS = 400  # each to two endpoints: 800 deliveries, about 25 s of one drain's 32 senders
+RECEIVER_DELAY_S = 1.0  # a slow receiver keeps every drain busy long enough to overlap the others
+
+
+def _queue_test_events(deployment: Deployment, count: int) -> list[dict[str, object]]:
+    """`POST /v1/webhooks/test` through nginx `count` times (waiting out a 429's Retry-After)."""
+    rw = {"Authorization": f"Bearer {deployment.workspace['api_key_read_write']}"}
+    queued: list[dict[str, object]] = []
+    while len(queued) < count:
+        answer = requests.post(
+            f"{deployment.front}/v1/webhooks/test", json={"event_type": "action.created"}, headers=rw, timeout=10
+        )
+        if answer.status_code == 429:
+            time.sleep(float(answer.headers.get("Retry-After", "1")))
+            continue
+        assert answer.status_code == 202, answer.text
+        queued.append(answer.json())
+    return queued
+
+
+# What the Dagster UI's "Launch run" sends (the webserver's GraphQL API); the run goes to the queue.
+LAUNCH_RUN = """
+mutation Launch($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+  }
+}
+"""
+
+
+def _launch_from_the_ui(deployment: Deployment, job: str) -> str:
+    selector = {"repositoryLocationName": "flokit", "repositoryName": "__repository__", "jobName": job}
+    answer = requests.post(
+        f"{deployment.dagster_ui}/graphql",
+        json={"query": LAUNCH_RUN, "variables": {"params": {"selector": selector, "runConfigData": {}}}},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    launched = answer.json()["data"]["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return str(launched["run"]["runId"])
+
+
+def _drain_window(instance: dg.DagsterInstance, run_id: str) -> tuple[float, float, int]:
+    """When a drain run's op started and returned, and how many sends it made (its output's
+    `sends`, orchestration/webhooks/jobs.py)."""
+    logs = instance.all_logs(run_id)
+    (started,) = [e.timestamp for e in logs if e.dagster_event_type == dg.DagsterEventType.STEP_START]
+    (output,) = [e for e in logs if e.dagster_event_type == dg.DagsterEventType.STEP_OUTPUT]
+    assert output.dagster_event is not None
+    sends = output.dagster_event.step_output_data.metadata["sends"].value
+    assert isinstance(sends, int)
+    return started, output.timestamp, sends
+
+
+@pytest.mark.slow
+def test_webhook_deliveries_drained_by_both_workers_at_once_arrive_once_each(deployment: Deployment) -> None:
+    """Scenario 5: 400 sample events (`POST /v1/webhooks/test`, through nginx) for two endpoints
+    of a receiver on 127.0.0.1 that answers in 1 s, drained by three runs an operator launches
+    from the Dagster UI (its GraphQL API) once they are queued: the daemon's sensor asks for
+    one drain at a time (none while one is queued or holds leases), so it stands aside or adds a
+    fourth. Three runs at once on two workers of two slots each: both workers drain (asserted:
+    runs on w1 and on w2 sent, and their drain ops ran at the same time), claiming from one
+    PostgreSQL queue. Every delivery arrives, signed (checked with the shipped verifier), with the
+    event id it was queued with, and none twice: the documented bound on re-sends
+    (docs/reliability.md: at most 2 x 32 per drain killed mid-send) is nothing when no drain dies.
+    About 50 s here (the drains: 15 s, side by side)."""
+    ops = deployment.hosts["ops"]
+    with running_receiver() as receiver, instance_of(deployment.roles["daemon"]) as instance:
+        receiver.respond = lambda _got: (time.sleep(RECEIVER_DELAY_S), (200, b"ok"))[1]
+        secrets = {}
+        for path in ("/a", "/b"):
+            added = flokit(
+                ops, "admin", "webhooks", "add", "--workspace", deployment.workspace["workspace_id"],
+                "--url", receiver.url + path, "--events", "action.created", "--json",
+            )  # fmt: skip
+            assert added.returncode == 0, added.stderr
+            endpoint = json.loads(added.stdout)
+            secrets[endpoint["endpoint_id"]] = (path, endpoint["signing_secret"])
+        before = {r.run_id for r in instance.get_runs(filters=dg.RunsFilter(job_name=DRAIN_JOB))}
+        queued = _queue_test_events(deployment, WEBHOOK_EVENTS)
+        for _ in range(3):  # more than one worker's two slots
+            _launch_from_the_ui(deployment, DRAIN_JOB)
+        expected = {
+            (secrets[d["endpoint_id"]][0], d["delivery_id"]): str(event["event_id"])
+            for event in queued
+            for d in event["deliveries"]  # type: ignore[attr-defined]
+        }
+        assert len(expected) == 2 * WEBHOOK_EVENTS
+
+        def received() -> set[tuple[str, str]]:
+            return {(r.path, r.header("Service-Delivery-Id")) for r in list(receiver.requests)}
+
+        wait_for(lambda: received() == set(expected), 180, "every delivery at the receiver")
+
+        def drains() -> list[dg.DagsterRun]:
+            return [r for r in instance.get_runs(filters=dg.RunsFilter(job_name=DRAIN_JOB)) if r.run_id not in before]
+
+        wait_for(lambda: all(r.is_finished for r in drains()), 90, "the drain runs ended")
+        runs = drains()
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs), [(r.run_id, r.status) for r in runs]
+        spans: dict[str, list[tuple[float, float]]] = {"w1": [], "w2": []}
+        for run in runs:
+            started, ended, sends = _drain_window(instance, run.run_id)
+            worker = run.tags[WORKER_TAG].split("@")[0]
+            print(f"\n[cluster] drain {run.run_id[:8]} on {worker}: {sends} sends in {ended - started:.1f} s")
+            if sends:
+                spans[worker].append((started, ended))
+        requests_seen = list(receiver.requests)
+    for endpoint_id in secrets:  # the receiver is gone: what later scenarios emit is not for it
+        disabled = flokit(ops, "admin", "webhooks", "disable", "--endpoint", endpoint_id)
+        assert disabled.returncode == 0, disabled.stderr
+
+    assert spans["w1"] and spans["w2"], spans  # both workers drained
+    overlap = max(min(b, d) - max(a, c) for a, b in spans["w1"] for c, d in spans["w2"])
+    print(f"[cluster] w1 and w2 drained at the same time for {overlap:.1f} s")
+    assert overlap > 0, spans
+    ids = Counter(r.header("Service-Delivery-Id") for r in requests_seen)
+    assert [delivery for delivery, n in ids.items() if n > 1] == []  # no delivery sent twice
+    path_secret = dict(secrets.values())
+    for got in requests_seen:
+        verdict = verify(got.body, got.all("Service-Signature"), [path_secret[got.path]], got.now_ms)
+        assert verdict, verdict.reason
+        delivery = got.header("Service-Delivery-Id")
+        assert json.loads(got.body)["id"] == expected[(got.path, delivery)] == got.header("Service-Event-Id")
 
 
 def _payback(api: str, deployment: Deployment, day: date) -> requests.Response:
