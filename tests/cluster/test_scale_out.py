@@ -26,6 +26,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -33,14 +34,17 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
+import psycopg
 import pytest
 import requests
+from polars.testing import assert_frame_equal
 
+from orchestration.events.sensors import EVENTS_WRITER_TAG
 from orchestration.launcher import WORKER_TAG
 from tests.providers.adjust_fake import TOKEN, AdjustFake, campaign_name, creative_name, running
-from tests.support import BIN, ROOT, free_port, wait_for
+from tests.support import BIN, ROOT, free_port, gunicorn_server, wait_for
 from tests.support.cluster import Host, Role, flokit, host, instance_of, serve, xdist_worker_number
-from tests.support.databases import fresh_database_url
+from tests.support.databases import fresh_database_url, libpq
 from tests.support.ingest import PATH, callback
 from tests.support.nginx import running_nginx
 from tests.support.notifications import AUTH, rc_event
@@ -49,8 +53,11 @@ from tests.support.objects import bucket_keys, s3_environment
 from tests.support.webhook_receiver import running_receiver
 from transforms.events import CANONICAL_EVENT_SCHEMA
 from transforms.webhooks.verify import verify
+from warehouse.lake import Lake
 from warehouse.object_lake import ObjectLake
 from warehouse.objects import ObjectStore
+from warehouse.reports.report_lake import ACQUISITIONS, CANONICAL_EVENTS, PAYBACK, scan_days, scan_table
+from warehouse.settings import Settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -65,6 +72,7 @@ class Deployment:
     hosts: dict[str, Host]
     roles: dict[str, Role]
     workspace: dict[str, str]
+    stack: ExitStack  # what the module's teardown stops (a role started again joins it)
 
 
 def _deployment_env(request: pytest.FixtureRequest, base: Path) -> Iterator[dict[str, str]]:
@@ -131,6 +139,7 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
             hosts,
             roles,
             json.loads(made.stdout),
+            stack,
         )
 
 
@@ -376,6 +385,155 @@ def test_webhook_deliveries_drained_by_both_workers_at_once_arrive_once_each(dep
         assert verdict, verdict.reason
         delivery = got.header("Service-Delivery-Id")
         assert json.loads(got.body)["id"] == expected[(got.path, delivery)] == got.header("Service-Event-Id")
+
+
+# Scenario 2's days: no other scenario sends events for them, so their rows are this scenario's alone.
+KILL_DAYS_AGO = (12, 11, 10)
+
+
+def _kill_callbacks(workspace: dict[str, str], days: list[date]) -> list[dict[str, str]]:
+    """Four installs a day, two campaigns and two countries: what both deployments are fed."""
+    sent = []
+    for day in days:
+        for n in range(4):
+            at = datetime(day.year, day.month, day.day, 10 + n, tzinfo=UTC)
+            params = callback(
+                workspace, created_at=str(int(at.timestamp())), adid=f"kill-{day}-{n}", user_id=f"kill-{day}-{n}",
+                country=("us", "de")[n // 2], campaign_name=campaign_name(n % 2), creative_name=creative_name(n % 2, 0),
+            )  # fmt: skip
+            sent.append(params)
+    return sent
+
+
+def _refreshed_rows(lake: Lake, days: list[date]) -> dict[str, pl.DataFrame]:
+    """What a refresh wrote for `days`: their canonical events and acquisitions, and the payback
+    rows of their cohorts; without what two deployments mint differently by design (workspace,
+    app and so event ids, arrival times). Sorted: a row set."""
+    frames = {
+        "canonical_events": scan_days(lake, CANONICAL_EVENTS, days).drop("event_id", "workspace_id", "received_at"),
+        "acquisitions": scan_days(lake, ACQUISITIONS, days).drop("workspace_id"),
+        "payback": scan_table(lake, PAYBACK).filter(pl.col("cohort_date").is_in(days)).drop("workspace_id"),
+    }
+    return {name: frame.collect().pipe(lambda f: f.sort(f.columns)) for name, frame in frames.items()}
+
+
+def _single_host_rows(single: Host, days: list[date]) -> dict[str, pl.DataFrame]:
+    """The same callbacks through one embedded FloKit, as `make up` runs it: SQLite, the lake on
+    local disk, every run in `flokit refresh`'s own process; what its refresh wrote."""
+    made = flokit(single, "admin", "bootstrap", "--name", "Cluster", "--json")
+    assert made.returncode == 0, made.stderr
+    workspace = json.loads(made.stdout)
+    with gunicorn_server({**single.env, "FLOKIT_SURFACES": "ingest"}, workers=1, log_dir=single.root) as server:
+        for params in _kill_callbacks(workspace, days):
+            assert requests.get(server.base + PATH, params=params, timeout=10).json()["written"] == 1
+    refreshed = flokit(single, "refresh", "--json")
+    assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
+    return _refreshed_rows(Settings.from_env(single.env).paths.lake(), days)
+
+
+@pytest.mark.slow
+def test_a_worker_host_killed_mid_refresh_loses_and_duplicates_no_row(
+    deployment: Deployment, request: pytest.FixtureRequest
+) -> None:
+    """Scenario 2: `kill -9` of the worker host running the canonical_events refresh of three
+    days, after it wrote the first day's partition to the lake and before it recorded that in
+    PostgreSQL (a lock held on `landed_events` stops it there; reads go on): run monitoring and
+    the launcher's worker check fail the run within a minute, naming the worker; `run_retries`
+    runs it again on the other worker, which succeeds; after the operator's next `flokit refresh`
+    the lake's rows for those days (canonical events, acquisitions, the payback rows of their
+    cohorts) equal, row for row, what one embedded FloKit writes from the same callbacks: the
+    half-done run left nothing missing, doubled or stale. The run killed is the one the daemon's
+    `canonical_events_sensor` requested for the new callbacks (the deployment refreshing itself;
+    a `flokit refresh` meanwhile would queue behind it on the writer tag). The embedded reference
+    runs beside the cluster's recovery; the killed worker is started again. About 2 min here."""
+    ops = deployment.hosts["ops"]
+    today = datetime.now(UTC).date()
+    days = [today - timedelta(days=n) for n in KILL_DAYS_AGO]
+    sent = _kill_callbacks(deployment.workspace, days)
+    lake = _lake(deployment)
+    urls = fresh_database_url(request, "sqlite", deployment.root / "single")  # <root>/single/data/flokit.db
+    plain = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}  # no cluster setting at all
+    single = host(deployment.root, "single", {**plain, "FLOKIT_DATABASE_URL": next(urls)})
+
+    def day_rows(day: date) -> int:
+        partition = lake.days(CANONICAL_EVENTS).get(day)
+        frame = lake.scan([partition] if partition else [], CANONICAL_EVENT_SCHEMA)
+        return frame.filter(pl.col("adid").str.starts_with("kill-")).collect().height
+
+    with (
+        ThreadPoolExecutor(max_workers=1) as beside,
+        ExitStack() as stack,
+        instance_of(deployment.roles["daemon"]) as instance,
+    ):
+
+        def writers() -> list[dg.DagsterRun]:
+            return list(instance.get_runs(filters=dg.RunsFilter(tags={EVENTS_WRITER_TAG: "1"})))
+
+        before = {r.run_id for r in writers()}
+        for params in sent:  # a burst of a fraction of a second: one sensor tick sees all three days
+            assert requests.get(deployment.apis[0] + PATH, params=params, timeout=10).json()["written"] == 1
+        lock = psycopg.connect(libpq(ops.env["FLOKIT_DATABASE_URL"]))
+        stack.callback(lock.close)
+        lock.execute("LOCK TABLE landed_events IN EXCLUSIVE MODE")  # reads pass, marking rows written waits
+
+        def started() -> list[dg.DagsterRun]:
+            return [
+                r
+                for r in writers()
+                if r.run_id not in before and r.status == dg.DagsterRunStatus.STARTED and WORKER_TAG in r.tags
+            ]
+
+        wait_for(lambda: bool(started()) and day_rows(days[0]) == 4, 120, "the first day written by a run on a worker")
+        (first,) = started()
+        assert day_rows(days[-1]) == 0  # mid-run: the last day is not written yet
+        victim = first.tags[WORKER_TAG].split("@")[0]
+        role = f"worker-{victim.removeprefix('w')}"
+        deployment.roles[role].kill_host()
+        killed = time.monotonic()
+        reference = beside.submit(_single_host_rows, single, days)
+        try:
+
+            def status(run_id: str) -> dg.DagsterRunStatus | None:
+                run = instance.get_run_by_id(run_id)
+                return run.status if run else None
+
+            wait_for(lambda: status(first.run_id) == dg.DagsterRunStatus.FAILURE, 90, "the dead worker's run failed")
+            detected_s = time.monotonic() - killed
+            lock.rollback()  # the retry may now record what it writes
+
+            def retries() -> list[dg.DagsterRun]:
+                return [r for r in writers() if r.tags.get("dagster/parent_run_id") == first.run_id]
+
+            wait_for(lambda: len(retries()) == 1, 60, "the retry")
+            retry_id = retries()[0].run_id
+            wait_for(lambda: status(retry_id) == dg.DagsterRunStatus.SUCCESS, 120, "the retry's success")
+            retry = instance.get_run_by_id(retry_id)
+            failure = [
+                e.message for e in instance.all_logs(first.run_id) if e.dagster_event and e.dagster_event.is_run_failure
+            ]
+            assert detected_s < 60, detected_s
+            assert any(f"worker {victim}@" in message for message in failure), failure
+            survivor = "w2" if victim == "w1" else "w1"
+            assert retry is not None and retry.tags[WORKER_TAG].startswith(f"{survivor}@"), retry
+            pending = "SELECT count(*) FROM landed_events WHERE adid LIKE 'kill-%%' AND NOT in_lake"
+            wait_for(lambda: lock.execute(pending).fetchone() == (0,), 60, "every landed row recorded in the lake")
+            lock.rollback()
+        finally:  # the worker host comes back (ready by the end) for the scenarios after this one
+            again = serve(deployment.hosts[role], "worker", "--name", victim, "-c", "2", label=f"{role}-restarted")
+            deployment.roles[role] = deployment.stack.enter_context(again)
+
+        refreshed = flokit(ops, "refresh", "--json", timeout=600)  # the reports of the three days
+        assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
+        cluster = _refreshed_rows(_lake(deployment), days)
+        single_host = reference.result()
+    for _ in urls:  # the reference's database is dropped
+        pass
+    deployment.roles[role].wait_ready()
+    assert cluster["canonical_events"].height == len(sent) and cluster["acquisitions"].height == len(sent)
+    assert cluster["canonical_events"]["adid"].n_unique() == len(sent)
+    assert cluster["payback"].height > 0
+    for name, frame in single_host.items():
+        assert_frame_equal(cluster[name], frame, check_exact=False)
 
 
 def _payback(api: str, deployment: Deployment, day: date) -> requests.Response:
