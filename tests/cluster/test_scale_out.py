@@ -3,15 +3,25 @@ SeaweedFS): hosts that share no directory (tests/support/cluster.py) — two API
 shipped nginx front, one daemon and Dagster UI host, two run-worker hosts — with the lake and the
 published reports in the object store and every Dagster run on a Celery worker.
 
-Scenario 1 (issue 33): callbacks and a provider notification reach API host 1; an Adjust spend
-sync is requested on API host 2; the refresh runs on the workers; API host 2 serves the payback
-report with exactly that spend and those installs; the lake is in the bucket and no host's data
-directory holds a Parquet file. The deployment's own fixtures start in about a minute.
+The five scenarios of issue 33, in the order they run (the destructive ones last; scenario 2
+starts the worker host it killed again):
+1. callbacks and a provider notification reach API host 1; an Adjust spend sync is requested on
+   API host 2; the refresh runs on the workers; API host 2 serves the payback report with exactly
+   that spend and those installs; the lake is in the bucket and no host's data directory holds a
+   Parquet file;
+5. webhook deliveries drained by both workers at once: each delivered once, signed;
+2. `kill -9` of the worker host running a canonical_events run mid-run: failed and retried on
+   the other worker, and the lake's rows equal an embedded single-host FloKit's;
+4. the object store stopped for 20 s during a refresh: the API keeps serving;
+3. `kill -9` of API host 1 under ingest load: every callback answered 200 is in the lake once.
+The deployment's own fixtures start in about a minute.
 
-Every scenario is `slow`: `make cluster-test` runs them (3 in 373 s here). In `make test` the
-deployment (ten processes) beside the Celery module's and the browser modules' servers kept the
-two cores saturated and a browser module's gunicorn missed its 30 s start (run 25); sharing one
-deployment between this module and tests/e2e/test_serve_celery.py is the way back into the suite.
+Every scenario is `slow`: `make cluster-test` runs them (5 in 442 s of pytest here, 7 min 35 s
+in all with PostgreSQL, Redis, SeaweedFS and nginx started and stopped; 7c4185e). In `make test`
+the deployment (ten processes) beside the Celery module's and the browser modules' servers kept
+the two cores saturated and a browser module's gunicorn missed its 30 s start (run 25); sharing
+one deployment between this module and tests/e2e/test_serve_celery.py is the way back into the
+suite.
 """
 
 from __future__ import annotations
@@ -326,7 +336,7 @@ def test_webhook_deliveries_drained_by_both_workers_at_once_arrive_once_each(dep
     PostgreSQL queue. Every delivery arrives, signed (checked with the shipped verifier), with the
     event id it was queued with, and none twice: the documented bound on re-sends
     (docs/reliability.md: at most 2 x 32 per drain killed mid-send) is nothing when no drain dies.
-    About 50 s here (the drains: 15 s, side by side)."""
+    43 s here (the drains: 8 to 12 s each, two workers side by side for 8 s)."""
     ops = deployment.hosts["ops"]
     with running_receiver() as receiver, instance_of(deployment.roles["daemon"]) as instance:
         receiver.respond = lambda _got: (time.sleep(RECEIVER_DELAY_S), (200, b"ok"))[1]
@@ -445,7 +455,8 @@ def test_a_worker_host_killed_mid_refresh_loses_and_duplicates_no_row(
     half-done run left nothing missing, doubled or stale. The run killed is the one the daemon's
     `canonical_events_sensor` requested for the new callbacks (the deployment refreshing itself;
     a `flokit refresh` meanwhile would queue behind it on the writer tag). The embedded reference
-    runs beside the cluster's recovery; the killed worker is started again. About 2 min here."""
+    runs beside the cluster's recovery; the killed worker is started again. 75 s here (77 s alone
+    with scenario 5; 176 s once while the machine ran other work)."""
     ops = deployment.hosts["ops"]
     today = datetime.now(UTC).date()
     days = [today - timedelta(days=n) for n in KILL_DAYS_AGO]
