@@ -57,7 +57,7 @@ test-fast: $(STAMP) ## The edit-test loop: lint, then the unit rooms (transforms
 faults: $(STAMP) ## The whole fault suite, long scenarios included (see docs/reliability.md)
 	FLOKIT_TEST_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(BIN)/pytest tests/faults --run-slow -v
 
-cluster-test: $(STAMP) ## FloKit on several "hosts" sharing no disk: PostgreSQL, Redis, SeaweedFS, nginx; every scenario, about 6 min (docs/deploy.md)
+cluster-test: $(STAMP) ## FloKit on several "hosts" sharing no disk: PostgreSQL, Redis, SeaweedFS, nginx; the five scenarios of issue 33, about 7.5 min (docs/deploy.md)
 	FLOKIT_TEST_REQUIRE_POSTGRES=1 FLOKIT_TEST_REQUIRE_REDIS=1 FLOKIT_TEST_REQUIRE_S3=1 scripts/with-nginx.sh scripts/with-cluster.sh $(BIN)/pytest tests/cluster --run-slow -v
 
 bench: $(STAMP) ## Benchmarks (figures printed; see docs/benchmarks.md)
