@@ -27,6 +27,13 @@ import dagster as dg
 # The output metadata entry in which an op repeats its (JSON) output for a submitter on another
 # host: run outputs stay in the IO manager of the host that ran them.
 OUTPUT_VALUE = "flokit/output"
+# Dagster's tags on a failed run (dagster/_core/storage/tags.py, WILL_RETRY_TAG and
+# AUTO_RETRY_RUN_ID_TAG): whether the daemon will retry it, and the retry's id once launched.
+WILL_RETRY_TAG = "dagster/will_retry"
+AUTO_RETRY_RUN_ID_TAG = "dagster/auto_retry_run_id"
+# How long a failed run may wait for the daemon to launch its retry (its loop runs every few
+# seconds; a queued retry waits for a free slot like any run).
+RETRY_LAUNCH_S = 300
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 POLL_S = 0.5
 
@@ -142,6 +149,35 @@ def through_queue(instance: dg.DagsterInstance, workspace: Path) -> Iterator[Exe
         yield execute
 
 
+def _finished(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun:
+    while True:
+        run = instance.get_run_by_id(run_id)
+        assert run is not None, f"run {run_id} vanished from the instance"
+        if run.status in FINISHED:
+            return run
+        time.sleep(POLL_S)
+
+
+def _retry_of(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str | None:
+    """The id of the automatic retry of a failed run, once the daemon launched it; None when none
+    will come. Dagster tags a failed run `dagster/will_retry` as it records the failure (a moment
+    after the status changes) and the parent `dagster/auto_retry_run_id` when it launches the retry."""
+    if run.status != dg.DagsterRunStatus.FAILURE or not instance.run_retries_enabled:
+        return None
+    deadline = time.monotonic() + RETRY_LAUNCH_S
+    while time.monotonic() < deadline:
+        tags = run.tags
+        if tags.get(AUTO_RETRY_RUN_ID_TAG):
+            return tags[AUTO_RETRY_RUN_ID_TAG]
+        if tags.get(WILL_RETRY_TAG) == "false":
+            return None
+        time.sleep(POLL_S)
+        again = instance.get_run_by_id(run.run_id)
+        assert again is not None
+        run = again
+    return None  # the daemon never launched it: reported as the failure it is
+
+
 @contextmanager
 def _stdout_to_stderr() -> Iterator[None]:
     """File descriptor 1 is 2 meanwhile, for this process and what it starts."""
@@ -157,13 +193,16 @@ def _stdout_to_stderr() -> Iterator[None]:
 
 
 def wait(instance: dg.DagsterInstance, run_id: str) -> RunResult:
-    """Until the run ends (run monitoring ends a run whose worker died or that never started)."""
+    """Until the run ends (run monitoring ends a run whose worker died or that never started), and
+    through Dagster's automatic retry of it: a run failed because its worker host died is run
+    again on another worker (`run_retries`, docs/deploy.md), and what the caller waits for is the
+    work, so the result is the retry's. A run that will not be retried (a step failed) ends here."""
     while True:
-        run = instance.get_run_by_id(run_id)
-        assert run is not None, f"run {run_id} vanished from the instance"
-        if run.status in FINISHED:
+        run = _finished(instance, run_id)
+        retry = _retry_of(instance, run)
+        if retry is None:
             break
-        time.sleep(POLL_S)
+        run_id = retry
     records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
     materialized = {
         r.event_log_entry.dagster_event.asset_key.to_user_string()

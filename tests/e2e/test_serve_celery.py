@@ -2,8 +2,8 @@
 on one PostgreSQL and one Redis (scripts/with-postgres.sh, scripts/with-redis.sh), each "host" with
 its own data directory and DAGSTER_HOME (they share the database, the broker and the checkout).
 
-Runs are submitted as an operator would: `flokit refresh` from a host with no role, and
-`dagster job launch` on the daemon's host (the run queue, then the daemon's launcher). The slow
+Runs are submitted as an operator would: `flokit refresh` from a host with no role, and its
+`through_queue` on the daemon's host (the run queue, then the daemon's launcher). The slow
 run is made slow by a real lock: the test holds an ACCESS EXCLUSIVE lock on the table the dedup
 pruning deletes from, so the run waits in PostgreSQL until the test lets it go.
 """
@@ -17,6 +17,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ import requests
 
 from orchestration.launcher import WORKER_TAG
 from orchestration.liveness import PROCESS_TAG
+from orchestration.submit import through_queue
 from tests.support import BIN, ROOT, free_port, wait_for
 from tests.support.databases import fresh_database_url, libpq
 from warehouse.settings import Settings
@@ -155,20 +157,6 @@ def serve(tmp_path: Path, env: dict[str, str], host: str, *args: str) -> Iterato
                 process.wait()
 
 
-def launch(daemon: Role) -> None:
-    done = subprocess.run(
-        [str(BIN / "dagster"), "job", "launch", "-w", str(ROOT / "workspace.yaml"), "-j", JOB],
-        cwd=ROOT,
-        # The daemon host's settings as a child of `flokit` sees them (the derived Dagster URL).
-        env={**daemon.env, **Settings.from_env(daemon.env).child_env()},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-
-
 @contextmanager
 def instance_of(role: Role) -> Iterator[dg.DagsterInstance]:
     saved = {k: os.environ.get(k) for k in ("FLOKIT_DAGSTER_DATABASE_URL", "FLOKIT_CELERY_BROKER_URL")}
@@ -263,13 +251,18 @@ def test_flokit_refresh_submits_its_runs_to_the_workers_and_waits_for_them(clust
 
 
 def test_a_run_whose_worker_host_dies_is_failed_and_retried_on_the_other(cluster: Cluster) -> None:
-    """Last in the module: it kills a worker host."""
+    """Last in the module: it kills a worker host. The run is submitted as `flokit refresh` submits
+    its runs (`through_queue`), whose wait follows the automatic retry: it returns the retry's
+    success, not the dead worker's failure."""
     with ExitStack() as stack, instance_of(cluster.daemon) as instance:
         before = {r.run_id for r in runs(instance)}
         lock = psycopg.connect(libpq(cluster.env["FLOKIT_DATABASE_URL"]))
         stack.callback(lock.close)
         lock.execute("LOCK TABLE event_claims IN ACCESS EXCLUSIVE MODE")  # the run waits on it
-        launch(cluster.daemon)
+        execute = stack.enter_context(through_queue(instance, ROOT / "workspace.yaml"))
+        submitted = ThreadPoolExecutor(max_workers=1)
+        stack.callback(submitted.shutdown)
+        waited = submitted.submit(execute, JOB, tags={})
 
         def new() -> list[dg.DagsterRun]:
             return [r for r in runs(instance) if r.run_id not in before]
@@ -298,12 +291,14 @@ def test_a_run_whose_worker_host_dies_is_failed_and_retried_on_the_other(cluster
         retry_id = next(r.run_id for r in new() if r.run_id != first.run_id)
         wait_for(lambda: status(retry_id) == dg.DagsterRunStatus.SUCCESS, 90, "the retry's success")
         retry = instance.get_run_by_id(retry_id)
+        result = waited.result(timeout=60)
         failure = [
             e.message for e in instance.all_logs(first.run_id) if e.dagster_event and e.dagster_event.is_run_failure
         ]
     assert detected_s < 60, detected_s
     assert any(f"worker {victim}@" in message for message in failure), failure
     assert retry is not None and retry.tags["dagster/parent_run_id"] == first.run_id
+    assert (result.run_id, result.success) == (retry_id, True)
     survivor = next(name for name in cluster.workers if name != victim)
     assert retry.tags[WORKER_TAG].startswith(f"{survivor}@")
 
