@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,43 +31,15 @@ from orchestration.launcher import WORKER_TAG
 from orchestration.liveness import PROCESS_TAG
 from orchestration.submit import through_queue
 from tests.support import BIN, ROOT, free_port, wait_for
+from tests.support.cluster import Host, Role, flokit, host, instance_of, serve, xdist_worker_number
 from tests.support.databases import fresh_database_url, libpq
-from warehouse.settings import Settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.deployment]
 
 REDIS_URL_ENV = "FLOKIT_TEST_REDIS_URL"  # scripts/with-redis.sh
 
 
-def xdist_worker_number() -> int:
-    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-
-
 JOB = "prune_dedup_claims_job"
-
-
-@dataclass
-class Role:
-    name: str
-    process: subprocess.Popen[str]
-    log: Path
-    env: dict[str, str]
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        wait_for(lambda: "\nready\n" in self.output(), timeout, f"{self.name} ready:\n{self.output()}", self.process)
-
-    def kill_host(self) -> None:
-        """SIGKILL to the role and to its supervised child's process group: the host is lost."""
-        import psutil
-
-        kids = psutil.Process(self.process.pid).children()
-        os.killpg(self.process.pid, signal.SIGKILL)
-        for kid in kids:
-            os.killpg(kid.pid, signal.SIGKILL)
-        self.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -110,16 +81,19 @@ class Cluster:
     daemon: Role
     workers: dict[str, Role]
 
+    def host(self, name: str) -> Host:
+        return host(self.root, name, self.env)
+
 
 @pytest.fixture(scope="module")
 def cluster(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """`flokit serve daemon` and two `flokit serve worker` (one pool process each), all ready."""
     root = tmp_path_factory.mktemp("cluster")
     with ExitStack() as stack:
-        daemon = stack.enter_context(serve(root, cluster_env, "daemon-host", "daemon"))
+        daemon = stack.enter_context(serve(host(root, "daemon-host", cluster_env), "daemon"))
         workers = {
             f"w{n}": stack.enter_context(
-                serve(root, cluster_env, f"worker-host-{n}", "worker", "--name", f"w{n}", "-c", "1")
+                serve(host(root, f"worker-host-{n}", cluster_env), "worker", "--name", f"w{n}", "-c", "1")
             )
             for n in (1, 2)
         }
@@ -128,64 +102,12 @@ def cluster(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactor
         yield Cluster(root, cluster_env, daemon, workers)
 
 
-@contextmanager
-def serve(tmp_path: Path, env: dict[str, str], host: str, *args: str) -> Iterator[Role]:
-    """`flokit serve *args` as a host of its own: its data directory and DAGSTER_HOME."""
-    data = tmp_path / host
-    role_env = {**env, "FLOKIT_DATA_DIR": str(data)}
-    log = tmp_path / f"{host}.out"
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [str(BIN / "flokit"), "serve", *args],
-            cwd=ROOT,
-            env=role_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-    role = Role(host, process, log, role_env)
-    try:
-        yield role
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-
-
-@contextmanager
-def instance_of(role: Role) -> Iterator[dg.DagsterInstance]:
-    saved = {k: os.environ.get(k) for k in ("FLOKIT_DAGSTER_DATABASE_URL", "FLOKIT_CELERY_BROKER_URL")}
-    home = Path(role.env["FLOKIT_DATA_DIR"]) / "dagster"
-    os.environ["FLOKIT_DAGSTER_DATABASE_URL"] = _dagster_url(role)
-    os.environ["FLOKIT_CELERY_BROKER_URL"] = role.env["FLOKIT_CELERY_BROKER_URL"]
-    try:
-        with dg.DagsterInstance.from_config(str(home)) as instance:
-            yield instance
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _dagster_url(role: Role) -> str:
-    settings = Settings.from_env(role.env)
-    assert settings.dagster_database_url is not None
-    return settings.dagster_database_url
-
-
 def runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     return list(instance.get_runs(filters=dg.RunsFilter(job_name=JOB)))
 
 
 def test_a_second_daemon_is_refused(cluster: Cluster) -> None:
-    with serve(cluster.root, cluster.env, "daemon-b", "daemon") as second:
+    with serve(cluster.host("daemon-b"), "daemon") as second:
         assert second.process.wait(timeout=60) == 1
     assert "another `flokit serve daemon` holds this deployment" in second.output()
     assert cluster.daemon.process.poll() is None
@@ -194,7 +116,7 @@ def test_a_second_daemon_is_refused(cluster: Cluster) -> None:
 def test_the_api_serves_on_the_port_given(cluster: Cluster) -> None:
     """(The webserver role is started the same way, by `cli.up.children`, and probed on /server_info.)"""
     port = free_port()
-    with serve(cluster.root, cluster.env, "api-host", "api", "--port", str(port), "--workers", "1") as api:
+    with serve(cluster.host("api-host"), "api", "--port", str(port), "--workers", "1") as api:
         api.wait_ready()
         assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
         out = api.output()
@@ -224,10 +146,8 @@ def test_flokit_refresh_submits_its_runs_to_the_workers_and_waits_for_them(clust
     assert "role: daemon" in out and "run launcher: celery" in out and "daemon lock: held" in out
     assert "celery broker: redis://127.0.0.1:" in out
     assert "celery node: w1@" in cluster.workers["w1"].output()
-    env = {**cluster.env, "FLOKIT_DATA_DIR": str(cluster.root / "operator-host")}
-    done = subprocess.run(
-        [str(BIN / "flokit"), "refresh", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    operator = cluster.host("operator-host")
+    done = flokit(operator, "refresh", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert [r["name"] for r in result["runs"]] == ["actions_engine", "analyst_catalog"]
@@ -246,8 +166,8 @@ def test_flokit_refresh_submits_its_runs_to_the_workers_and_waits_for_them(clust
     with instance_of(cluster.daemon) as instance:
         run = instance.get_run_by_id(catalog["run_id"])
     assert run is not None
-    assert (cluster.root / f"worker-host-{run.tags[WORKER_TAG][1]}" / "warehouse.duckdb").is_file()
-    assert not (cluster.root / "operator-host" / "warehouse.duckdb").exists()
+    assert (cluster.host(f"worker-host-{run.tags[WORKER_TAG][1]}").data_dir / "warehouse.duckdb").is_file()
+    assert not (operator.data_dir / "warehouse.duckdb").exists()
 
 
 def test_a_run_whose_worker_host_dies_is_failed_and_retried_on_the_other(cluster: Cluster) -> None:
