@@ -20,6 +20,7 @@ scheme (`transforms.webhooks.verify`) under the app's generic secret, to
      "expires_at": "2026-06-01T10:00:00Z",      required for a subscription
      "grace_ends_at": null,            grace_period: access kept until then
      "in_trial": false,
+     "billing_period": "monthly",      optional: weekly | monthly | quarterly | yearly | ISO 8601 (P2W)
      "revenue": 9.99, "currency": "EUR"}       purchase / renewal / refund (the amount refunded)
 
 `occurred_at` orders the statements about one purchase (the latest wins). A `purchase` of a
@@ -27,7 +28,9 @@ subscription lands `subscription_start` (`trial_start` when `in_trial`), of anyt
 `purchase`; `renewal` lands `renewal` (`trial_converted` when it ends a trial: `"converted":
 true`); `cancellation` (auto-renew off) lands `cancellation`; `refund` revokes and lands `refund`
 with the amount negative; `expiration` and `grace_period` change access only. Event ids are
-`generic:<purchase_id>:<id>:<type>` (hashed when longer than 80 characters).
+`generic:<purchase_id>:<id>:<type>` (hashed when longer than 80 characters). A period's events
+carry its `expires_at` as `period_ends_at`, and `billing_period` (as an ISO 8601 duration) when
+the sender names it: what subscription metrics read (transforms/subscriptions/billing.py).
 
 **generic-attribution**, one attribution event per request, mapped as an ingest callback is
 (`transforms.ingest.attribution.check_fields`): `{"id", "event_type" (a canonical type:
@@ -56,9 +59,13 @@ from transforms.ingest.attribution import (
     stable_event_id,
 )
 from transforms.purchases import event_ids
+from transforms.subscriptions.billing import BillingPeriod, BillingPeriodError, parse_billing_period
+from transforms.timefmt import iso_z
 
 GENERIC_ATTRIBUTION = "generic-attribution"
 ID_PREFIX = "generic"
+# The events that begin a period of a subscription: they say until when (and, named, how long).
+PERIOD_TYPES = frozenset({t.SUBSCRIPTION_START, t.TRIAL_START, t.RENEWAL, t.TRIAL_CONVERTED})
 TYPES = ("purchase", "renewal", "cancellation", "uncancellation", "expiration", "refund", "grace_period")
 MAX_ID = 200
 
@@ -84,6 +91,7 @@ class SubscriptionEvent:
     converted: bool
     revenue: float | None
     currency: str | None
+    billing_period: BillingPeriod | None = None
 
 
 def _text(body: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
@@ -134,6 +142,11 @@ def parse_subscription(body: object) -> SubscriptionEvent:
     for flag in ("in_trial", "converted"):
         if body.get(flag) is not None and not isinstance(body.get(flag), bool):
             raise Invalid(f"{flag} must be true or false")
+    named_period = _text(body, "billing_period")
+    try:
+        billing_period = parse_billing_period(named_period) if named_period is not None else None
+    except BillingPeriodError as exc:
+        raise Invalid(str(exc)) from None
     return SubscriptionEvent(
         id=_text(body, "id", required=True) or "",
         type=event_type,
@@ -150,6 +163,7 @@ def parse_subscription(body: object) -> SubscriptionEvent:
         converted=bool(body.get("converted")),
         revenue=float(revenue) if revenue is not None else None,
         currency=currency.upper() if currency else None,
+        billing_period=billing_period,
     )
 
 
@@ -205,6 +219,9 @@ def subscription_events(
     if kind is None:
         return []
     properties: dict[str, Any] = {"product_id": event.product_id, "purchase_id": event.purchase_id}
+    if kind in PERIOD_TYPES and event.kind == "subscription":
+        properties["period_ends_at"] = iso_z(event.expires_at)
+        properties["billing_period"] = event.billing_period.iso if event.billing_period else None
     if event.revenue is not None and kind != t.TRIAL_START:
         properties |= {"revenue": -event.revenue if kind == t.REFUND else event.revenue, "currency": event.currency}
     return [

@@ -30,7 +30,8 @@ def body(**fields: Any) -> dict[str, Any]:
     ("fields", "named"),
     [({"id": None}, "id"), ({"type": "bought"}, "type"), ({"expires_at": None}, "expires_at"),
      ({"occurred_at": "soon"}, "occurred_at"), ({"currency": None}, "currency"), ({"revenue": -1}, "revenue"),
-     ({"kind": "forever"}, "kind"), ({"in_trial": "yes"}, "in_trial")],
+     ({"kind": "forever"}, "kind"), ({"in_trial": "yes"}, "in_trial"),
+     ({"billing_period": "fortnightly"}, "billing_period"), ({"billing_period": "PT1H"}, "billing_period")],
 )  # fmt: skip
 def test_a_body_outside_the_format_is_refused_naming_the_field(fields: dict[str, Any], named: str) -> None:
     with pytest.raises(generic.Invalid, match=named):
@@ -45,6 +46,22 @@ def test_purchase_grants_until_expiry_and_lands_a_start_with_revenue() -> None:
     [start] = generic.subscription_events(event, workspace_id="ws", user_id=None, received_at=NOW)
     assert (start.event_type, start.event_id) == ("subscription_start", "generic:p1:e1:subscription_start")
     assert start.properties["revenue"] == 5.0 and start.properties["currency"] == "USD"
+
+
+def test_a_period_carries_its_end_and_the_billing_period_the_sender_names() -> None:
+    named = generic.parse_subscription(body(billing_period="quarterly"))
+    [start] = generic.subscription_events(named, workspace_id="ws", user_id=None, received_at=NOW)
+    assert start.properties["period_ends_at"] == "2026-06-01T11:00:00.000Z"
+    assert start.properties["billing_period"] == "P3M"
+    renewal = generic.parse_subscription(body(type="renewal", id="e3", billing_period="P2W"))
+    [renewed] = generic.subscription_events(renewal, workspace_id="ws", user_id=None, received_at=NOW)
+    assert (renewed.event_type, renewed.properties["billing_period"]) == ("renewal", "P2W")
+    unnamed = generic.parse_subscription(body())
+    [start] = generic.subscription_events(unnamed, workspace_id="ws", user_id=None, received_at=NOW)
+    assert start.properties["period_ends_at"] == "2026-06-01T11:00:00.000Z" and "billing_period" not in start.properties
+    refund = generic.parse_subscription(body(type="refund", id="e2", billing_period="monthly"))
+    [refunded] = generic.subscription_events(refund, workspace_id="ws", user_id=None, received_at=NOW)
+    assert "period_ends_at" not in refunded.properties and "billing_period" not in refunded.properties
 
 
 def test_refund_revokes_with_negative_revenue_and_grace_period_extends_access() -> None:
