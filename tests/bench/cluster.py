@@ -42,8 +42,8 @@ REDIS_BASE_DB = 48  # beyond the suite's databases (scripts/with-redis.sh starts
 def _deployment_env() -> Iterator[dict[str, str]]:
     """A fresh, migrated database and empty Redis databases: a deployment of its own."""
     import psycopg
-    import redis
 
+    from tests.support.cluster import fresh_redis_databases
     from warehouse import migrate
     from warehouse.db import Database
 
@@ -55,17 +55,13 @@ def _deployment_env() -> Iterator[dict[str, str]]:
     db = Database(database_url)
     migrate.upgrade(db)
     db.dispose()
-    server = os.environ["FLOKIT_TEST_REDIS_URL"].rsplit("/", 1)[0]
-    for number in (REDIS_BASE_DB, REDIS_BASE_DB + 1):
-        client = redis.Redis.from_url(f"{server}/{number}")
-        client.flushdb()
-        client.close()
+    broker, results = fresh_redis_databases(REDIS_BASE_DB, 2)
     env = {
         **os.environ,
         "FLOKIT_DATABASE_URL": database_url,
         "FLOKIT_RUN_LAUNCHER": "celery",
-        "FLOKIT_CELERY_BROKER_URL": f"{server}/{REDIS_BASE_DB}",
-        "FLOKIT_CELERY_RESULT_URL": f"{server}/{REDIS_BASE_DB + 1}",
+        "FLOKIT_CELERY_BROKER_URL": broker,
+        "FLOKIT_CELERY_RESULT_URL": results,
         "FLOKIT_SECRET_KEY": "b" * 48,
     }
     try:

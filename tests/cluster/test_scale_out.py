@@ -52,7 +52,16 @@ from orchestration.events.sensors import EVENTS_WRITER_TAG
 from orchestration.launcher import WORKER_TAG
 from tests.providers.adjust_fake import TOKEN, AdjustFake, campaign_name, creative_name, running
 from tests.support import BIN, ROOT, free_port, gunicorn_server, wait_for
-from tests.support.cluster import Host, Role, flokit, host, instance_of, serve, xdist_worker_number
+from tests.support.cluster import (
+    Host,
+    Role,
+    flokit,
+    fresh_redis_databases,
+    host,
+    instance_of,
+    serve,
+    xdist_worker_number,
+)
 from tests.support.databases import fresh_database_url, libpq
 from tests.support.ingest import PATH, callback
 from tests.support.nginx import running_nginx
@@ -85,20 +94,14 @@ class Deployment:
 
 
 def _deployment_env(request: pytest.FixtureRequest, base: Path) -> Iterator[dict[str, str]]:
-    import redis
-
     redis_base = os.environ.get("FLOKIT_TEST_REDIS_URL")
     if not redis_base or not os.environ.get("FLOKIT_TEST_S3_ENDPOINT"):
         for needed in ("REDIS", "S3"):
             if os.environ.get(f"FLOKIT_TEST_REQUIRE_{needed}") == "1":
                 pytest.fail("the cluster tests need scripts/with-cluster.sh (Redis and an S3 server)")
         pytest.skip("the cluster tests need scripts/with-cluster.sh (Redis and an S3 server)")
-    server = redis_base.rsplit("/", 1)[0]
-    number = 32 + 3 * xdist_worker_number()  # beyond the rate-limit and serve tests' databases (with-redis.sh: 64)
-    for db in range(number, number + 3):
-        client = redis.Redis.from_url(f"{server}/{db}")
-        client.flushdb()
-        client.close()
+    # Beyond the rate-limit and serve tests' databases (with-redis.sh: 64).
+    broker, results, limits = fresh_redis_databases(32 + 3 * xdist_worker_number(), 3)
     urls = fresh_database_url(request, "postgres", base / "db")
     env = {
         **os.environ,
@@ -106,9 +109,9 @@ def _deployment_env(request: pytest.FixtureRequest, base: Path) -> Iterator[dict
         "FLOKIT_DATABASE_URL": next(urls),
         "FLOKIT_LAKE_URL": f"s3://{os.environ['FLOKIT_TEST_S3_BUCKET']}/cluster-{uuid.uuid4().hex[:10]}",
         "FLOKIT_RUN_LAUNCHER": "celery",
-        "FLOKIT_CELERY_BROKER_URL": f"{server}/{number}",
-        "FLOKIT_CELERY_RESULT_URL": f"{server}/{number + 1}",
-        "FLOKIT_RATE_LIMIT_STORAGE": f"{server}/{number + 2}",  # limits shared by every API host
+        "FLOKIT_CELERY_BROKER_URL": broker,
+        "FLOKIT_CELERY_RESULT_URL": results,
+        "FLOKIT_RATE_LIMIT_STORAGE": limits,  # limits shared by every API host
         "FLOKIT_SECRET_KEY": "c" * 48,
         "FLOKIT_APP_SESSION_SECRET": "s" * 40,
         "FLOKIT_WEBHOOKS_ALLOW_PRIVATE": "1",  # scenario 5's receiver is on 127.0.0.1

@@ -31,7 +31,16 @@ from orchestration.launcher import WORKER_TAG
 from orchestration.liveness import PROCESS_TAG
 from orchestration.submit import through_queue
 from tests.support import BIN, ROOT, free_port, wait_for
-from tests.support.cluster import Host, Role, flokit, host, instance_of, serve, xdist_worker_number
+from tests.support.cluster import (
+    Host,
+    Role,
+    flokit,
+    fresh_redis_databases,
+    host,
+    instance_of,
+    serve,
+    xdist_worker_number,
+)
 from tests.support.databases import fresh_database_url, libpq
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.deployment]
@@ -45,20 +54,13 @@ JOB = "prune_dedup_claims_job"
 @pytest.fixture(scope="module")
 def cluster_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """One PostgreSQL database and Redis databases of their own for the module's deployment."""
-    import redis
-
     base = os.environ.get(REDIS_URL_ENV)
     if not base:
         if os.environ.get("FLOKIT_TEST_REQUIRE_REDIS") == "1":
             pytest.fail(f"{REDIS_URL_ENV} is not set; run the suite through scripts/with-redis.sh")
         pytest.skip(f"Celery tests need {REDIS_URL_ENV} (scripts/with-redis.sh)")
     # Beside the rate-limit tests' databases (conftest: 1 + the pytest worker's number).
-    number = 8 + 2 * xdist_worker_number()
-    broker = base.rsplit("/", 1)[0] + f"/{number}"
-    for db in (number, number + 1):
-        client = redis.Redis.from_url(base.rsplit("/", 1)[0] + f"/{db}")
-        client.flushdb()
-        client.close()
+    broker, _results = fresh_redis_databases(8 + 2 * xdist_worker_number(), 2)
     urls = fresh_database_url(request, "postgres", tmp_path_factory.mktemp("db"))
     env = {
         **os.environ,

@@ -22,6 +22,20 @@ from tests.support import BIN, ROOT, wait_for
 from warehouse.settings import Settings
 
 
+def fresh_redis_databases(first: int, count: int) -> list[str]:
+    """The URLs of `count` emptied databases from number `first` on scripts/with-redis.sh's server
+    (FLOKIT_TEST_REDIS_URL): a deployment's broker, results and rate limits of its own."""
+    import redis
+
+    server = os.environ["FLOKIT_TEST_REDIS_URL"].rsplit("/", 1)[0]
+    urls = [f"{server}/{number}" for number in range(first, first + count)]
+    for url in urls:
+        client = redis.Redis.from_url(url)
+        client.flushdb()
+        client.close()
+    return urls
+
+
 def xdist_worker_number() -> int:
     return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 

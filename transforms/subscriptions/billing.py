@@ -7,7 +7,7 @@ Any other period is normalized by its length: months and years by 1/(months), da
 30/(days), a mix by 30/(days with a month as 30 days). Factors are exact fractions; the caller
 multiplies money by them once, at the end.
 
-Where a period comes from (docs/metrics.md): the app's catalog or the store says it, as
+Where a period comes from (docs/spec-decisions.md, issue 34): the app's catalog or the store says it, as
 `weekly`, `monthly`, `quarterly`, `yearly` or an ISO 8601 duration (`P1M`, `P2W`); otherwise the
 paid period's own length, rounded to the nearest standard period (`nearest_standard`).
 """
