@@ -99,7 +99,9 @@ def seed_workspace(
     world = NO_SIGNAL_WORLD if no_signal else DEFAULT_WORLD
     result = demo_data.seed(database, lake, config, progress or (lambda _step, _done, _total: None), world)
     if truth_out is not None:
-        truth_out.write_text(json.dumps(truth(config, result.data, no_signal=no_signal), indent=1) + "\n")
+        truth_out.write_text(
+            json.dumps(truth(config, result.data, no_signal=no_signal, as_of=datetime.now(UTC)), indent=1) + "\n"
+        )
     sandbox = None
     if sandbox_key:
         sandbox = connect_sandbox(database, workspace_id, sandbox_key)

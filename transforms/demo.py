@@ -180,6 +180,11 @@ class DemoData:
     events: pl.DataFrame  # CANONICAL_EVENT_SCHEMA, sorted by occurred_at then event_id
     spend: pl.DataFrame  # SPEND_SCHEMA, one row per day x campaign x creative x country
     world: DemoWorld = field(default=DEFAULT_WORLD)
+    # What the generator simulated, for the subscription truth (`demo_truth.subscription_truth`):
+    # each paid subscription (user, offer, paid_from, paid_until), each trial (user, offer,
+    # trial_from, trial_until) and each charge (user, offer, t, refunded), times in seconds from
+    # the start, as drawn: not read back from the events.
+    lifecycles: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
 def _repeat(index: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -266,7 +271,13 @@ def generate(config: DemoConfig, world: DemoWorld = DEFAULT_WORLD) -> DemoData:
     has_trial = trial_days[offer] > 0
     t_start = t_tap + rng.uniform(10, 60, tap_user.size)
     trial = has_trial & (rng.random(tap_user.size) < world.trial_start_rate)
-    emit("trial_start", tap_user[trial], t_start[trial], offer=offer[trial])
+    emit(
+        "trial_start",
+        tap_user[trial],
+        t_start[trial],
+        offer=offer[trial],
+        until=t_start[trial] + trial_days[offer[trial]] * DAY_S,
+    )
     creative_mult = np.array(
         [[k.trial_to_paid for k in c.creatives] + [1.0] * (weights.shape[1] - len(c.creatives)) for c in campaigns]
     )
@@ -292,8 +303,18 @@ def generate(config: DemoConfig, world: DemoWorld = DEFAULT_WORLD) -> DemoData:
         t_convert[converts],
         offer=offer[converts],
         revenue=price[offer[converts]],
+        until=t_convert[converts] + period[offer[converts]],
+        charge=t_convert[converts],
     )
-    emit("subscription_start", tap_user[direct], t_start[direct], offer=offer[direct], revenue=price[offer[direct]])
+    emit(
+        "subscription_start",
+        tap_user[direct],
+        t_start[direct],
+        offer=offer[direct],
+        revenue=price[offer[direct]],
+        until=t_start[direct] + period[offer[direct]],
+        charge=t_start[direct],
+    )
     # --- renewals every period while alive, cancellation when the user churns --------------
     paid = converts | direct
     sub_user, sub_offer = tap_user[paid], offer[paid]
@@ -301,7 +322,15 @@ def generate(config: DemoConfig, world: DemoWorld = DEFAULT_WORLD) -> DemoData:
     renewals = np.maximum(0, np.ceil((end[sub_user] - s0) / period[sub_offer]).astype(np.int64) - 1)
     renew_idx, k = _repeat(np.arange(sub_user.size), renewals)
     t_renew = s0[renew_idx] + k * period[sub_offer[renew_idx]]
-    emit("renewal", sub_user[renew_idx], t_renew, offer=sub_offer[renew_idx], revenue=price[sub_offer[renew_idx]])
+    emit(
+        "renewal",
+        sub_user[renew_idx],
+        t_renew,
+        offer=sub_offer[renew_idx],
+        revenue=price[sub_offer[renew_idx]],
+        until=t_renew + period[sub_offer[renew_idx]],
+        charge=t_renew,
+    )
     churned = alive_end[sub_user] <= horizon
     emit("cancellation", sub_user[churned], alive_end[sub_user[churned]] - 3600.0, offer=sub_offer[churned])
     # --- refunds: two days after the charge, or just before the user leaves (a refund is
@@ -320,11 +349,43 @@ def generate(config: DemoConfig, world: DemoWorld = DEFAULT_WORLD) -> DemoData:
         t_refund[refunded],
         offer=ch_offer[refunded],
         revenue=price[ch_offer[refunded]],
+        charge=ch_t[refunded],
     )
-
+    # --- what was simulated: paid subscriptions (while their start was emitted), trials, charges
+    started = s0 < end[sub_user]
+    paid_until = s0 + (renewals + 1) * period[sub_offer]
+    trial_kept = trial & (t_start < end[tap_user])
+    lifecycles = {
+        "subscriptions": pl.DataFrame(
+            {
+                "user": sub_user[started],
+                "offer": sub_offer[started],
+                "paid_from": s0[started],
+                "paid_until": paid_until[started],
+                "converted": converts[paid][started],
+            }
+        ),
+        "trials": pl.DataFrame(
+            {
+                "user": tap_user[trial_kept],
+                "offer": offer[trial_kept],
+                "trial_from": t_start[trial_kept],
+                "trial_until": (t_start + trial_days[offer] * DAY_S)[trial_kept],
+            }
+        ),
+        "charges": pl.DataFrame(
+            {"user": ch_user, "offer": ch_offer, "t": ch_t, "refunded": refunded & (t_refund < horizon)}
+        ),
+    }
     events = _events_frame(config, world, rows, organic, campaign, creative, country, ios)
     spend = _spend_frame(config, world, rng, install_day, organic, campaign, creative, country)
-    return DemoData(events=events, spend=spend, world=world)
+    return DemoData(events=events, spend=spend, world=world, lifecycles=lifecycles)
+
+
+def billing_period(days: int) -> str:
+    """An offer's billing period as an ISO 8601 duration: a week, a month or a year when its
+    period is one (so MRR normalizes it by RevenueCat's table), else its days."""
+    return {7: "P1W", 14: "P2W", 30: "P1M", 365: "P1Y"}.get(days, f"P{days}D")
 
 
 def _events_frame(
@@ -350,6 +411,8 @@ def _events_frame(
                     "variant": r.get("variant", np.full(size, -1)).astype(np.int64),
                     "offer": r.get("offer", np.full(size, -1)).astype(np.int64),
                     "revenue": r.get("revenue", np.full(size, np.nan)).astype(np.float64),
+                    "until_us": np.round(r.get("until", np.zeros(size)) * 1e6).astype(np.int64),
+                    "charge_us": np.round(r.get("charge", np.zeros(size)) * 1e6).astype(np.int64),
                 }
             )
         )
@@ -394,6 +457,35 @@ def _events_frame(
             pl.col("revenue").cast(pl.String),
         ),
         "offer_only": pl.format('{{"product_id":"{}"}}', "product_id"),
+        # Billing facts as a store's events carry them (docs/notifications.md): the purchase, the
+        # charge's transaction, the period's end and billing period.
+        "period": pl.format(
+            '{{"billing_period":"{}","period_ends_at":"{}","product_id":"{}","purchase_key":"{}"}}',
+            "billing_period",
+            "period_ends_at",
+            "product_id",
+            "purchase_key",
+        ),
+        "charge": pl.format(
+            '{{"billing_period":"{}","currency":"{}","period_ends_at":"{}","product_id":"{}","purchase_key":"{}",'
+            '"revenue":{},"transaction_id":"{}"}}',
+            "billing_period",
+            pl.lit(config.currency),
+            "period_ends_at",
+            "product_id",
+            "purchase_key",
+            pl.col("revenue").cast(pl.String),
+            "transaction_id",
+        ),
+        "refund": pl.format(
+            '{{"currency":"{}","product_id":"{}","purchase_key":"{}","revenue":{},"transaction_id":"{}"}}',
+            pl.lit(config.currency),
+            "product_id",
+            "purchase_key",
+            pl.col("revenue").cast(pl.String),
+            "transaction_id",
+        ),
+        "cancellation": pl.format('{{"product_id":"{}","purchase_key":"{}"}}', "product_id", "purchase_key"),
     }
     kind = pl.col("event_type")
     properties = (
@@ -403,15 +495,33 @@ def _events_frame(
         .then(prop["paywall_impression"])
         .when(kind == "paywall_offer_tap")
         .then(prop["paywall_offer_tap"])
-        .when(kind.is_in(("trial_converted", "subscription_start", "renewal", "refund")))
-        .then(prop["money"])
+        .when(kind.is_in(("trial_converted", "subscription_start", "renewal")))
+        .then(prop["charge"])
+        .when(kind == "refund")
+        .then(prop["refund"])
+        .when(kind == "trial_start")
+        .then(prop["period"])
+        .when(kind == "cancellation")
+        .then(prop["cancellation"])
         .otherwise(prop["offer_only"])
     )
     occurred = pl.from_epoch(pl.col("t_us") + start_us, time_unit="us").dt.replace_time_zone("UTC")
+    user_key = pl.format("demo{}_{}", pl.lit(config.seed), pl.col("user").cast(pl.String).str.zfill(8))
+    billing = {
+        "purchase_key": pl.format("sub_{}", user_key),
+        "transaction_id": pl.format("txn_{}_{}", user_key, pl.col("charge_us").cast(pl.String)),
+        "period_ends_at": pl.from_epoch(pl.col("until_us") + start_us, time_unit="us").dt.strftime(
+            "%Y-%m-%dT%H:%M:%S%.3fZ"
+        ),
+        "billing_period": pl.col("offer").replace_strict(
+            list(range(len(world.offers))), [billing_period(o.period_days) for o in world.offers], default=None
+        ),
+    }
     return (
         pl.concat(frames)
         .join(users, on="user", how="left")
         .with_columns(**named)
+        .with_columns(**billing)
         .sort("t_us", "user", "event_type")
         .with_row_index("seq")
         .select(

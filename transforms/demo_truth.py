@@ -23,14 +23,25 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from transforms.demo import REFUND_LAG_DAYS, SPEND_NOISE_SIGMA, CampaignParams, DemoConfig, DemoData, DemoWorld
+from transforms.demo import (
+    DAY_S,
+    REFUND_LAG_DAYS,
+    SPEND_NOISE_SIGMA,
+    CampaignParams,
+    DemoConfig,
+    DemoData,
+    DemoWorld,
+    billing_period,
+)
 from transforms.reports.schemas import CHARGES
+from transforms.subscriptions.billing import parse_billing_period
 
 HORIZON_DAYS = 364  # 52 weeks: the LTV horizon (days 0..363)
 WINDOWS = (30, 60, 90)
@@ -296,8 +307,9 @@ def realized(data: DemoData) -> dict[str, dict[str, Any]]:
     return out
 
 
-def truth(config: DemoConfig, data: DemoData, *, no_signal: bool) -> dict[str, Any]:
-    """The `--truth-out` document: parameters, true figures, realized totals and the story."""
+def truth(config: DemoConfig, data: DemoData, *, no_signal: bool, as_of: datetime) -> dict[str, Any]:
+    """The `--truth-out` document: parameters, true figures, realized totals (subscription
+    metrics: of the days complete at `as_of`) and the story."""
     world = data.world
     return {
         "config": {
@@ -315,6 +327,62 @@ def truth(config: DemoConfig, data: DemoData, *, no_signal: bool) -> dict[str, A
                 f["campaign"]: f for f in map(partial(campaign_truth, world, config), range(len(world.campaigns)))
             }
         },
-        "realized": {"campaigns": realized(data)},
+        "realized": {
+            "campaigns": realized(data),
+            "subscriptions": {"as_of": as_of.isoformat(), "days": subscription_truth(config, data, as_of)},
+        },
         "story": story(world, config),
     }
+
+
+def _between(t: np.ndarray, *, start: float, end: float) -> np.ndarray:
+    return (t >= start) & (t < end)
+
+
+def subscription_truth(config: DemoConfig, data: DemoData, as_of: datetime) -> list[dict[str, Any]]:
+    """The true subscription metrics of each complete day of the demo (docs/metrics.md), counted
+    from what the generator simulated (`DemoData.lifecycles`), not from its events: per day,
+    active subscriptions and trials and MRR at its end, new subscriptions, trials, conversions
+    and churn in it, and its charges' gross revenue, refunds and net revenue. Demo users hold
+    one subscription each and never come back, so there are no reactivations, and a demo
+    refund does not revoke access. MRR sums each subscription's price per month rounded to
+    millionths, as the report does."""
+    subs, trials, charges = (data.lifecycles[k] for k in ("subscriptions", "trials", "charges"))
+    offers = data.world.offers
+    price = np.array([o.price for o in offers])
+    factor = np.array([float(parse_billing_period(billing_period(o.period_days)).monthly_factor) for o in offers])
+    monthly = np.round(price * factor * 1e6)
+    origin = datetime(config.start.year, config.start.month, config.start.day, tzinfo=UTC)
+    now_s = (as_of - origin).total_seconds()
+    paid_from, paid_until = subs["paid_from"].to_numpy(), subs["paid_until"].to_numpy()
+    sub_offer, converted = subs["offer"].to_numpy(), subs["converted"].to_numpy()
+    trial_from, trial_until = trials["trial_from"].to_numpy(), trials["trial_until"].to_numpy()
+    charge_t, charge_offer = charges["t"].to_numpy(), charges["offer"].to_numpy()
+    refunded = charges["refunded"].to_numpy()
+    days: list[dict[str, Any]] = []
+    for d in range(config.days):
+        start, end = d * DAY_S, (d + 1) * DAY_S
+        if end > now_s:
+            break
+        active = (paid_from < end) & (paid_until >= end)
+        in_day = partial(_between, start=start, end=end)
+        charged = in_day(charge_t)
+        gross = float(price[charge_offer[charged]].sum())
+        refunded_today = charged & refunded
+        days.append(
+            {
+                "date": (config.start + timedelta(days=d)).isoformat(),
+                "active_subscriptions": int(active.sum()),
+                "active_trials": int(((trial_from < end) & (trial_until >= end)).sum()),
+                "mrr": float(monthly[sub_offer[active]].sum()) / 1e6,
+                "new_subscriptions": int(in_day(paid_from).sum()),
+                "new_trials": int(in_day(trial_from).sum()),
+                "trial_conversions": int((in_day(paid_from) & converted).sum()),
+                "churned_subscriptions": int((in_day(paid_until) & (paid_until <= now_s)).sum()),
+                "reactivations": 0,
+                "refunds": int(refunded_today.sum()),
+                "gross_revenue": gross,
+                "net_revenue": gross - float(price[charge_offer[refunded_today]].sum()),
+            }
+        )
+    return days

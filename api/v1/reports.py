@@ -1,4 +1,4 @@
-"""GET /v1/reports/payback and /v1/reports/cohorts: read from the published report store.
+"""GET /v1/reports/payback, /cohorts and /subscriptions: read from the published report store.
 
 Answers come from the published report store (`DataPaths.reports`, materialized by the
 six-hourly assets) through the worker's one read-only reader (`api/report_reader.py`); no
@@ -22,7 +22,9 @@ from api.report_reader import report_reader
 from api.responses import respond
 from api.v1 import blueprint
 from transforms.reports.answers import CohortsQuery, CohortsReport, PaybackQuery, PaybackReport
+from transforms.subscriptions.answers import SubscriptionsQuery, SubscriptionsReport
 from warehouse.reports.answers import cohorts_answer, payback_answer
+from warehouse.subscriptions.answers import subscriptions_answer
 
 
 def _range(start: date, end: date, first: str, last: str) -> None:
@@ -57,3 +59,19 @@ def payback_report(query: PaybackQuery) -> Response:
 def cohorts_report(query: CohortsQuery) -> Response:
     _range(query.cohort_start, query.cohort_end, "cohort_start", "cohort_end")
     return respond(cohorts_answer(report_reader().cursor(), principal().workspace_id, query)[0])
+
+
+@blueprint.get("/reports/subscriptions")
+@require_key()
+@operation(
+    summary="Subscription metrics (preview)",
+    description="Active subscriptions and trials, MRR and ARR, new subscriptions and trials, trial conversions, "
+    "reactivations, churn, refunds and revenue per period (day, week from Monday, month) and group, from the "
+    "six-hourly materialization (meta.generated_at; the unfinished period reports the state then). Definitions: "
+    "docs/metrics.md. Preview.",
+    query=SubscriptionsQuery,
+    responses={200: SubscriptionsReport},
+    tags=["reports"],
+)
+def subscriptions_report(query: SubscriptionsQuery) -> Response:
+    return respond(subscriptions_answer(report_reader().cursor(), state().db, principal().workspace_id, query))

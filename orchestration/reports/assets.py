@@ -27,9 +27,11 @@ from transforms.reports import ltv as ltv_model
 from transforms.reports import payback as payback_model
 from transforms.reports import signals as signals_model
 from transforms.reports.schemas import SIGNAL_WINDOW_DAYS, WEEK_LOOKBACK_DAYS
+from transforms.subscriptions import metrics as subscription_model
 from warehouse import fx
 from warehouse.lake import Lake
 from warehouse.reports import published, report_lake, serving
+from warehouse.subscriptions import inputs as subscription_inputs
 from warehouse.webhooks import payback_updates
 
 GROUP = "reports"
@@ -324,8 +326,51 @@ def ltv(data_dir: DataDirResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    **_common("derived"),
+    deps=[dg.AssetKey(report_lake.CANONICAL_EVENTS), acquisitions],
+    description=(
+        "Subscription metrics by UTC day and group (store, product, app, country, campaign): active "
+        "subscriptions and trials, MRR, new, trials, conversions, reactivations, churn, refunds and revenue "
+        "(docs/metrics.md); and the lapses and returns with their pairs, for weeks and months."
+    ),
+)
+def subscription_metrics(data_dir: DataDirResource, database: DatabaseResource) -> dg.MaterializeResult:
+    """Idempotent: recomputed whole from the billing events and the ledger, as of now, and only the
+    days whose rows changed are rewritten. Whole, not a day at a time: a day's actives and MRR
+    are the running sum of every movement before it, so a late event (a refund, a renewal
+    restated) changes its own day and every day after it, which is what gets rewritten."""
+    store_ = data_dir.paths.lake()
+    rates, reporting = _money(database, data_dir)
+    with database.database().read() as conn:
+        grants = subscription_inputs.grants_frame(conn)
+        catalog = subscription_inputs.catalog_frame(conn)
+    as_of = datetime.now(UTC)
+    daily, paired = subscription_model.compute(
+        report_lake.scan_days(store_, report_lake.CANONICAL_EVENTS),
+        grants=grants,
+        catalog=catalog,
+        users=lifecycle.user_cohorts(report_lake.scan_days(store_, report_lake.ACQUISITIONS)),
+        rates=rates,
+        reporting=reporting,
+        as_of=as_of,
+    )
+    days = report_lake.write_changed_days(store_, report_lake.SUBSCRIPTION_METRICS, daily, pl.col("date"))
+    report_lake.write_table(store_, report_lake.SUBSCRIPTION_MOVEMENTS, paired)
+    return dg.MaterializeResult(
+        metadata=frame_metadata(daily.tail(1000))
+        | {
+            "as_of": as_of.isoformat(),
+            "days_rewritten": len(days),
+            "rows": daily.height,
+            "movement_rows": paired.height,
+            "dagster/row_count": daily.height,
+        }
+    )
+
+
+@dg.asset(
     **_common("published"),
-    deps=[payback, cohort_curves, ltv],
+    deps=[payback, cohort_curves, ltv, subscription_metrics],
     description=(
         "reports.duckdb: the tables the reports API queries, swapped in atomically with generated_at; "
         "then one report.payback_updated event per workspace whose payback rows changed."
@@ -355,5 +400,5 @@ def published_reports(data_dir: DataDirResource, database: DatabaseResource) -> 
 
 
 DAILY_ASSETS = [acquisitions, subscription_events, active_days, spend, payback_daily, cohort_activity, action_signals]
-TABLE_ASSETS = [payback, cohort_curves, ltv, published_reports]
+TABLE_ASSETS = [payback, cohort_curves, ltv, subscription_metrics, published_reports]
 ASSETS = [*DAILY_ASSETS, *TABLE_ASSETS]

@@ -13,10 +13,18 @@ import dagster as dg
 import polars as pl
 from dagster import AssetCheckExecutionContext
 
-from orchestration.reports.assets import cohort_curves, payback, published_reports, spend, subscription_events
+from orchestration.reports.assets import (
+    cohort_curves,
+    payback,
+    published_reports,
+    spend,
+    subscription_events,
+    subscription_metrics,
+)
 from orchestration.resources import DataDirResource
 from transforms.reports import money, quality
 from transforms.reports.schemas import COHORT_CURVE_KEY, MEASURES, PAYBACK_KEY, SPEND_KEY
+from transforms.subscriptions import quality as subscription_quality
 from warehouse.reports import report_lake, serving
 from warehouse.reports.published import current_reports
 
@@ -54,6 +62,19 @@ def payback_non_negative(data_dir: DataDirResource) -> dg.AssetCheckResult:
 def cohort_curves_unique_key(data_dir: DataDirResource) -> dg.AssetCheckResult:
     frame = report_lake.scan_table(data_dir.paths.lake(), report_lake.COHORT_CURVES)
     return _result(quality.duplicate_keys(frame, COHORT_CURVE_KEY), "duplicate keys")
+
+
+@dg.asset_check(
+    asset=subscription_metrics,
+    blocking=True,
+    description="Actives, trials and MRR never negative; each day's actives = the previous day's + new - churned "
+    "+ reactivated, in every group.",
+)
+def subscription_metrics_consistent(data_dir: DataDirResource) -> dg.AssetCheckResult:
+    frame = report_lake.scan_days(data_dir.paths.lake(), report_lake.SUBSCRIPTION_METRICS)
+    negative = subscription_quality.negative_stocks(frame)
+    broken = subscription_quality.broken_identity(frame)
+    return _result(negative + broken, "inconsistent rows", negative_stocks=negative, broken_identity=broken)
 
 
 @dg.asset_check(asset=spend, blocking=True, description="All spend days: one row per key, no negative amount.")
@@ -189,6 +210,7 @@ def published_reports_fresh(data_dir: DataDirResource) -> dg.AssetCheckResult:
 
 CHECKS = [
     payback_unique_key,
+    subscription_metrics_consistent,
     payback_non_negative,
     payback_sums_bounded,
     payback_row_count,

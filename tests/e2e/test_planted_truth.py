@@ -308,3 +308,45 @@ def test_the_no_signal_world_shows_no_story(deployment: Deployment) -> None:
         if abs(r["roas_30d"] / average - 1) > PAYBACK_MONEY_TOLERANCE:
             noise.append(f"campaign {name}: ROAS {r['roas_30d']} vs {average:.3f}")
     assert not noise, noise
+
+
+COUNTS = (
+    "active_subscriptions",
+    "active_trials",
+    "new_subscriptions",
+    "new_trials",
+    "trial_conversions",
+    "reactivations",
+    "churned_subscriptions",
+    "refunds",
+)
+AMOUNTS = ("mrr", "gross_revenue", "net_revenue")
+
+
+@pytest.mark.parametrize("seed", [*SEEDS, NO_SIGNAL_SEED])
+def test_subscription_metrics_recover_the_simulated_subscriptions_exactly(deployment: Deployment, seed: int) -> None:
+    """Every complete day's actives, trials, MRR, flows, refunds and revenue equal what the
+    generator simulated (counted from its own draws, not its events: transforms.demo_truth.
+    subscription_truth). Counts exactly; amounts to a millionth (sums of the same cents in
+    another order). A month's stock is its last day's and its flows the sum of its days'."""
+    ws = deployment.workspaces[seed]
+    truth = ws.truth["realized"]["subscriptions"]["days"]
+    assert len(truth) >= 59 and sum(d["churned_subscriptions"] for d in truth) > 0
+    query = {"start_date": ws.first_day.isoformat(), "end_date": ws.last_day.isoformat()}
+    body = get(deployment, ws, "/v1/reports/subscriptions", **query)
+    assert body["meta"]["interval"] == "day" and body["meta"]["group_by"] == "none"
+    assert body["meta"]["currency"] == "USD" and body["meta"]["generated_at"]
+    rows = {r["period_start"]: r for r in body["data"]}
+    for day in truth:
+        row = rows[day["date"]]
+        assert {k: row[k] for k in COUNTS} == {k: day[k] for k in COUNTS}, day["date"]
+        for k in AMOUNTS:
+            assert row[k] == pytest.approx(day[k], abs=1e-6), (day["date"], k)
+        assert row["arr"] == pytest.approx(12 * day["mrr"], abs=1e-5)
+    months = get(deployment, ws, "/v1/reports/subscriptions", interval="month", **query)["data"]
+    for month in months[:-1]:  # the last month may hold today's unfinished day
+        days = [d for d in truth if d["date"][:7] == month["period_start"][:7] and d["date"] >= query["start_date"]]
+        assert month["active_subscriptions"] == days[-1]["active_subscriptions"]
+        assert month["new_subscriptions"] == sum(d["new_subscriptions"] for d in days)
+        assert month["churned_subscriptions"] == sum(d["churned_subscriptions"] for d in days)  # nobody returns
+        assert month["gross_revenue"] == pytest.approx(sum(d["gross_revenue"] for d in days), abs=1e-6)

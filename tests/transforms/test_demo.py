@@ -2,7 +2,7 @@
 
 import json
 from dataclasses import replace
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import polars as pl
 import pytest
@@ -123,7 +123,8 @@ def test_true_figures_are_the_expectation_of_the_sample() -> None:
 
 def test_truth_document_counts_the_sample() -> None:
     data = generate(CONFIG)
-    doc = demo_truth.truth(CONFIG, data, no_signal=False)
+    end = CONFIG.start + timedelta(days=CONFIG.days)
+    doc = demo_truth.truth(CONFIG, data, no_signal=False, as_of=datetime(end.year, end.month, end.day, tzinfo=UTC))
     assert set(doc) == {"config", "world", "true", "realized", "story"}
     json.dumps(doc)  # plain JSON
     realized = doc["realized"]["campaigns"]
@@ -133,3 +134,8 @@ def test_truth_document_counts_the_sample() -> None:
     assert sum(r["spend"] for r in realized.values()) == pytest.approx(data.spend["spend"].sum(), abs=0.01)
     assert set(doc["true"]["campaigns"]) == {c.name for c in DEFAULT_WORLD.campaigns}
     assert doc["true"]["campaigns"]["google_uac"]["payback_day"]["30"] is None
+    days = doc["realized"]["subscriptions"]["days"]
+    assert len(days) == CONFIG.days  # every day is complete at the history's end
+    assert sum(d["new_trials"] for d in days) == (events["event_type"] == "trial_start").sum()
+    starts = events["event_type"].is_in(["subscription_start", "trial_converted"]).sum()
+    assert sum(d["new_subscriptions"] for d in days) == starts

@@ -170,7 +170,7 @@ def movements(periods: pl.DataFrame, as_of: datetime) -> pl.DataFrame:
     trials = periods.filter(~pl.col("paid")).sort("started_at")
     first_paid = paid.select(*_PURCHASE, pl.col("started_at").alias("_paid_at")).sort("_paid_at")
     trials = trials.join_asof(
-        first_paid, left_on="started_at", right_on="_paid_at", by=_PURCHASE, strategy="forward"
+        first_paid, left_on="started_at", right_on="_paid_at", by=_PURCHASE, strategy="forward", check_sortedness=False
     ).with_columns(pl.min_horizontal("ends_at", "_paid_at").alias("_trial_end"))
     one = pl.lit(1, pl.Int64)
     frames = [
@@ -255,7 +255,9 @@ def transactions(billing: pl.DataFrame) -> pl.DataFrame:
     latest = charges.select(*_PURCHASE, pl.col("event_id").alias("_asof"), pl.col("occurred_at").alias("_asof_at"))
     matched = (
         refunds.join(by_id, on=[*_PURCHASE, "transaction_id"], how="left")
-        .join_asof(latest.sort("_asof_at"), left_on="occurred_at", right_on="_asof_at", by=_PURCHASE)
+        .join_asof(
+            latest.sort("_asof_at"), left_on="occurred_at", right_on="_asof_at", by=_PURCHASE, check_sortedness=False
+        )
         .with_columns(
             pl.coalesce("_by_id", "_asof", "event_id").alias("_charge"),
             pl.coalesce("_id_at", "_asof_at", "occurred_at").alias("_booked"),

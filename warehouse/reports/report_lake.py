@@ -32,6 +32,7 @@ from transforms.reports.schemas import (
     SUBSCRIPTION_EVENT_SCHEMA,
     WEEK_LOOKBACK_DAYS,
 )
+from transforms.subscriptions import metrics
 from warehouse.events.views import CANONICAL_EVENTS_DATASET
 from warehouse.lake import Lake, Partition
 
@@ -47,6 +48,8 @@ ACTION_SIGNALS = "action_signals"
 PAYBACK = "payback"
 COHORT_CURVES = "cohort_curves"
 LTV = "ltv"
+SUBSCRIPTION_METRICS = "subscription_metrics"
+SUBSCRIPTION_MOVEMENTS = "subscription_movements"
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     CANONICAL_EVENTS: CANONICAL_EVENT_SCHEMA,
@@ -61,6 +64,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     PAYBACK: PAYBACK_SCHEMA,
     COHORT_CURVES: COHORT_CURVE_SCHEMA,
     LTV: LTV_SCHEMA,
+    SUBSCRIPTION_METRICS: dict(metrics.DAILY_SCHEMA),
+    SUBSCRIPTION_MOVEMENTS: dict(metrics.PAIRED_SCHEMA),
 }
 # Each derived daily dataset, the datasets its day D is computed from (its direct inputs, raw or
 # derived), and how many days before and after D each input reaches: cohort activity of D looks
@@ -146,6 +151,30 @@ def write_days(lake: Lake, dataset: str, days: list[date], frame: pl.DataFrame, 
 
 def write_table(lake: Lake, dataset: str, frame: pl.DataFrame) -> Partition:
     return lake.write_table(dataset, frame.select(list(SCHEMAS[dataset])))
+
+
+def write_changed_days(lake: Lake, dataset: str, frame: pl.DataFrame, day_of: pl.Expr) -> list[date]:
+    """Replace the partitions whose rows differ from `frame`'s for that day (a day `frame` no
+    longer has rows for is emptied), leaving the others untouched: for a dataset recomputed
+    whole each run whose days mostly stay the same. Returns the days written."""
+    columns = list(SCHEMAS[dataset])
+    parts = {
+        key[0]: part.select(columns)
+        for key, part in frame.with_columns(day_of.alias("__day"))
+        .partition_by("__day", as_dict=True, include_key=False)
+        .items()
+    }
+    existing = partition_days(lake, dataset)
+    empty = pl.DataFrame(schema=SCHEMAS[dataset])
+    changed: dict[date, pl.DataFrame] = {}
+    for day in sorted(set(parts) | set(existing)):
+        new = parts.get(day, empty)
+        old = lake.scan([existing[day]], SCHEMAS[dataset]).collect() if day in existing else None
+        if old is None or not old.equals(new):
+            changed[day] = new
+    if changed:
+        lake.write_days(dataset, changed)
+    return sorted(changed)
 
 
 def write_spend_raw(lake: Lake, spend: pl.DataFrame) -> list[date]:

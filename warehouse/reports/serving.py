@@ -23,21 +23,42 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import polars as pl
 
 from transforms.reports.curves import WeekSums, chain_ladder
 from transforms.reports.schemas import PAYBACK_SCHEMA
 from transforms.reports.summary import DAILY_SUMS_SCHEMA, ROAS_DAYS, payback_summary
 from warehouse.duckdb_files import count_rows, literal, publishing
 from warehouse.lake import Lake
-from warehouse.reports.report_lake import COHORT_CURVES, LTV, PAYBACK, scan_table
+from warehouse.reports.report_lake import (
+    COHORT_CURVES,
+    LTV,
+    PAYBACK,
+    SUBSCRIPTION_METRICS,
+    SUBSCRIPTION_MOVEMENTS,
+    scan_days,
+    scan_table,
+)
+
+
+def _published_frames(lake: Lake) -> list[tuple[str, pl.LazyFrame]]:
+    """The tables of the store, each read whole. Subscription metrics are sorted by workspace and
+    day, the filter of every query on them (zone maps then skip the other workspaces' rows)."""
+    by_day = [
+        (SUBSCRIPTION_METRICS, scan_days(lake, SUBSCRIPTION_METRICS)),
+        (SUBSCRIPTION_MOVEMENTS, scan_table(lake, SUBSCRIPTION_MOVEMENTS)),
+    ]
+    return [(name, scan_table(lake, name)) for name in (PAYBACK, COHORT_CURVES, LTV)] + [
+        (name, frame.sort("workspace_id", "date")) for name, frame in by_day
+    ]
 
 
 def publish(path: Path, lake: Lake, *, generated_at: datetime, as_of: date | None) -> dict[str, int]:
     """Build the report store under a temp name and swap it in (`DataPaths.reports`). Returns rows per table."""
     counts: dict[str, int] = {}
     with publishing(path) as con:
-        for name in (PAYBACK, COHORT_CURVES, LTV):
-            con.register("frame", scan_table(lake, name).collect().to_arrow())
+        for name, frame in _published_frames(lake):
+            con.register("frame", frame.collect().to_arrow())
             # Table names are our constants, never input; DDL cannot bind identifiers.
             con.sql(f"CREATE TABLE {name} AS SELECT * FROM frame")  # noqa: S608
             con.unregister("frame")
@@ -155,8 +176,9 @@ class Meta:
 def meta(cur: duckdb.DuckDBPyConnection | None) -> Meta:
     if cur is None:
         return Meta(None, None)
-    row = cur.execute("SELECT generated_at, as_of FROM report_meta").fetchone()
-    return Meta(*row) if row else Meta(None, None)
+    # fetchall, not fetchone: a result left unfinished keeps the cursor from its next query.
+    rows = cur.execute("SELECT generated_at, as_of FROM report_meta").fetchall()
+    return Meta(*rows[0]) if rows else Meta(None, None)
 
 
 def published_meta(path: Path) -> Meta:

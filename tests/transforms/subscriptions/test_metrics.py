@@ -322,3 +322,23 @@ def test_every_day_satisfies_the_actives_identity() -> None:
     lhs = frame["active_subscriptions"]
     rhs = frame["before"] + frame["new_subscriptions"] - frame["churned_subscriptions"] + frame["reactivations"]
     assert (lhs == rhs).all()
+
+
+def test_the_checks_find_a_broken_identity_and_a_negative_stock() -> None:
+    from transforms.subscriptions import quality
+
+    w = World()
+    w.period("subscription_start", at(2), timedelta(days=7), "u1", "k1", 4.99)
+    w.period("renewal", at(10), timedelta(days=7), "u1", "k1", 4.99)
+    w.grant("k1", expires=at(17))
+    daily, _ = w.compute(at(20))
+    assert quality.broken_identity(daily.lazy()) == 0 and quality.negative_stocks(daily.lazy()) == 0
+    tampered = daily.with_columns(
+        pl.when(pl.col("date") == date(2026, 11, 12))
+        .then(5)
+        .otherwise(pl.col("active_subscriptions"))
+        .alias("active_subscriptions")
+    )
+    assert quality.broken_identity(tampered.lazy()) == 2  # the 12th, and the 13th that follows it
+    negative = daily.with_columns(pl.lit(-1.0).alias("mrr"))
+    assert quality.negative_stocks(negative.lazy()) == daily.height

@@ -1,0 +1,62 @@
+"""What subscription metrics read from the database besides the lake's events
+(`transforms.subscriptions`): the ledger's latest statement of every production purchase, and
+the billing period each app's published paywalls sell a product with (its catalog)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from transforms.subscriptions.periods import CATALOG_SCHEMA, GRANT_SCHEMA
+from warehouse.entitlements.tables import entitlement_grants as g
+from warehouse.paywalls.tables import paywall_configs as p
+
+
+def grants_frame(conn: Connection) -> pl.DataFrame:
+    """Every production purchase's latest statement (sandbox purchases land no events either)."""
+    rows = conn.execute(
+        sa.select(
+            g.c.workspace_id, g.c.app_id, g.c.source, g.c.store_key, g.c.kind, g.c.expires_at, g.c.grace_ends_at,
+            g.c.revoked_at,
+        ).where(g.c.environment == "production")
+    )  # fmt: skip
+    return pl.DataFrame([dict(r._mapping) for r in rows], schema=GRANT_SCHEMA)
+
+
+def catalog_frame(conn: Connection) -> pl.DataFrame:
+    """Each workspace's products with the billing period their live paywall offers name (the
+    latest published version of each paywall; a product offered in several, the latest
+    publication's; `lifetime` offers name no period)."""
+    latest = (
+        sa.select(p.c.app_id, p.c.paywall_id, sa.func.max(p.c.version).label("version"))
+        .group_by(p.c.app_id, p.c.paywall_id)
+        .subquery()
+    )
+    rows = conn.execute(
+        sa.select(p.c.workspace_id, p.c.document, p.c.published_at)
+        .join(
+            latest,
+            sa.and_(
+                p.c.app_id == latest.c.app_id, p.c.paywall_id == latest.c.paywall_id, p.c.version == latest.c.version
+            ),
+        )
+        .order_by(p.c.published_at)
+    )
+    found: dict[tuple[str, str], str] = {}
+    for row in rows:
+        document: dict[str, Any] = row.document
+        for variant in document.get("variants", []):
+            for offer in variant.get("offers", []):
+                period = offer.get("billing_period")
+                if period and period != "lifetime":
+                    found[(row.workspace_id, offer["product_id"])] = period
+    return pl.DataFrame(
+        [
+            {"workspace_id": ws, "product_id": product, "billing_period": period}
+            for (ws, product), period in found.items()
+        ],
+        schema=CATALOG_SCHEMA,
+    )
