@@ -19,6 +19,7 @@ from warehouse.catalog import CatalogView, build_catalog, preview, preview_lake,
 from warehouse.events.views import CANONICAL_EVENTS_VIEW
 from warehouse.lake import LocalLake
 from warehouse.paths import PUBLISHED_CATALOG
+from warehouse.reports.report_lake import SUBSCRIPTION_METRICS, SUBSCRIPTION_MOVEMENTS
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,12 @@ class CatalogEntry:
     upstream: dg.AssetKey  # the asset that writes the view's lake dataset (named after it)
 
 
-CATALOG: list[CatalogEntry] = [CatalogEntry(view, dg.AssetKey(view.dataset)) for view in ANALYST_VIEWS]
+# Datasets written by an asset named after another one: the subscription metrics asset writes
+# the movements beside the metrics.
+WRITTEN_BY = {SUBSCRIPTION_MOVEMENTS: SUBSCRIPTION_METRICS}
+CATALOG: list[CatalogEntry] = [
+    CatalogEntry(view, dg.AssetKey(WRITTEN_BY.get(view.dataset, view.dataset))) for view in ANALYST_VIEWS
+]
 
 PREVIEW_VIEW = CANONICAL_EVENTS_VIEW.name
 

@@ -22,7 +22,7 @@ from dagster import AssetExecutionContext
 from orchestration.metadata import ANALYTICS_TEAM, DUCKDB_KINDS, LAKE_KINDS, asset_tags, frame_metadata
 from orchestration.partitions import STALE_DAYS_ONLY_TAG, daily_partitions, run_days
 from orchestration.resources import DatabaseResource, DataDirResource
-from transforms.reports import lifecycle
+from transforms.reports import lifecycle, paywall_funnel
 from transforms.reports import ltv as ltv_model
 from transforms.reports import payback as payback_model
 from transforms.reports import signals as signals_model
@@ -180,6 +180,16 @@ active_days = _from_raw(
     lifecycle.active_days,
     "event_date",
     "Each user active on the day (any event but an install): what cohort retention counts.",
+)
+
+
+paywall_events = _from_raw(
+    report_lake.PAYWALL_EVENTS,
+    report_lake.CANONICAL_EVENTS,
+    paywall_funnel.paywall_events,
+    "event_date",
+    "The paywall funnel steps apps reported on the day (impression, offer_tap, purchase_start, trial_start, "
+    "convert, cancel), with app, paywall, variant, version and offer as columns.",
 )
 
 
@@ -399,6 +409,15 @@ def published_reports(data_dir: DataDirResource, database: DatabaseResource) -> 
     )
 
 
-DAILY_ASSETS = [acquisitions, subscription_events, active_days, spend, payback_daily, cohort_activity, action_signals]
+DAILY_ASSETS = [
+    acquisitions,
+    subscription_events,
+    active_days,
+    paywall_events,
+    spend,
+    payback_daily,
+    cohort_activity,
+    action_signals,
+]
 TABLE_ASSETS = [payback, cohort_curves, ltv, subscription_metrics, published_reports]
 ASSETS = [*DAILY_ASSETS, *TABLE_ASSETS]

@@ -81,6 +81,8 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     # own, the action signals of the cohorts whose first 30 days reach it).
     before = {d: p.stamp for d, p in report_lake.partition_days(lake, report_lake.PAYBACK_DAILY).items()}
     signals_before = mtimes(report_lake.ACTION_SIGNALS)
+    subscriptions_before = mtimes(report_lake.SUBSCRIPTION_METRICS)
+    assert min(subscriptions_before) == START and max(subscriptions_before) <= datetime.now(UTC).date()
     demo.write_event_partitions(lake, held_out)
     again = refresh(tmp_path, url, instance)
     assert again is not None and again.success
@@ -88,6 +90,10 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     assert touched(report_lake.ACTION_SIGNALS, signals_before) == [
         last_day - timedelta(days=k) for k in range(29, -1, -1)
     ]
+    # Subscription metrics are recomputed whole; only the held-out day and the later days whose
+    # stocks it changed are rewritten.
+    rewritten = touched(report_lake.SUBSCRIPTION_METRICS, subscriptions_before)
+    assert rewritten and min(rewritten) == last_day
     partitions = {e.partition for e in again.get_asset_materialization_events() if e.asset_key == acquisitions.key}
     assert partitions == {last_day.isoformat()}
     cube = report_lake.scan_table(lake, report_lake.PAYBACK).collect()
@@ -95,22 +101,33 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
 
     # Late events for an old day: that day, and for the weekly activity the six after it too.
     before, activity = mtimes(report_lake.PAYBACK_DAILY), mtimes(report_lake.COHORT_ACTIVITY)
+    subscriptions_before = mtimes(report_lake.SUBSCRIPTION_METRICS)
     late_day = date(2026, 6, 10)
     demo.write_event_partitions(lake, data.events.filter(pl.col("occurred_at").dt.date() == late_day))
     assert refresh(tmp_path, url, instance).success
     assert touched(report_lake.PAYBACK_DAILY) == [late_day]
+    assert touched(report_lake.SUBSCRIPTION_METRICS, subscriptions_before) == []  # the same events: no day changed
     assert touched(report_lake.COHORT_ACTIVITY, activity) == [date(2026, 6, d) for d in range(10, 17)]
     assert_frame_equal(report_lake.scan_table(lake, report_lake.PAYBACK).collect(), cube)
 
     # The analyst catalog views answer the README's query.
     counts = build_catalog(tmp_path / "warehouse.duckdb", lake, REPORT_VIEWS)
     assert counts["payback"] == cube.height and counts["cohorts"] > 0 and counts["spend"] > 0
+    assert counts["subscription_metrics"] > 0 and counts["subscription_movements"] > 0
+    impressions = data.events.filter(pl.col("event_type") == "paywall_impression").height
+    assert counts["paywall_events"] == impressions + data.events.filter(pl.col("event_type") == "paywall_offer_tap").height
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
         rows = con.execute(README_QUERY).fetchall()
         comment = con.execute(
             "SELECT comment FROM duckdb_columns() WHERE table_name = 'payback' AND column_name = 'day'"
         ).fetchone()
+        steps = dict(con.execute("SELECT step, count(*) FROM paywall_events GROUP BY step").fetchall())
+        actives = con.execute(
+            "SELECT sum(active_subscriptions) FROM subscription_metrics WHERE date = DATE '2026-06-29'"
+        ).fetchone()
     assert {r[0] for r in rows} >= {"meta_broad", "organic"} and comment[0].startswith("Days since install")
+    assert steps["impression"] == impressions and set(steps) == {"impression", "offer_tap"}
+    assert actives is not None and actives[0] > 0
 
 
 def test_schedule_and_first_refresh_sensor_request_the_changed_days(settings: Settings, db: Database) -> None:

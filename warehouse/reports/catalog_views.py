@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from transforms.reports.paywall_funnel import PAYWALL_EVENT_SCHEMA
 from transforms.reports.schemas import CLEAN_SPEND_SCHEMA, COHORT_CURVE_SCHEMA, PAYBACK_SCHEMA
+from transforms.subscriptions.metrics import DAILY_SCHEMA, PAIRED_SCHEMA
 from warehouse.catalog import CatalogView
-from warehouse.reports.report_lake import COHORT_CURVES, PAYBACK, SPEND
+from warehouse.reports.report_lake import (
+    COHORT_CURVES,
+    PAYBACK,
+    PAYWALL_EVENTS,
+    SPEND,
+    SUBSCRIPTION_METRICS,
+    SUBSCRIPTION_MOVEMENTS,
+)
 
 _GROUP = {
     "workspace_id": "Tenant; every query filters on it.",
@@ -69,4 +78,98 @@ SPEND_VIEW = CatalogView(
     },
 )
 
-REPORT_VIEWS = (PAYBACK_VIEW, COHORTS_VIEW, SPEND_VIEW)
+_SUBSCRIPTION_GROUP = {
+    "workspace_id": "Tenant; every query filters on it.",
+    "date": "UTC day; stocks are at its end (the unfinished day: at the refresh).",
+    "store": "ios_store, android_store, payment_processor, subscription_provider_a, subscription_provider_b, "
+    "generic (demo data: demo).",
+    "product_id": "The purchase's latest period's product.",
+    "app_id": "The app the ledger holds the purchase under; null where it holds none (demo data).",
+    "country": "The user's first install's country (as payback groups); null without one.",
+    "campaign": "The user's first install's campaign; null without one.",
+}
+
+SUBSCRIPTION_METRICS_VIEW = CatalogView(
+    name="subscription_metrics",
+    dataset=SUBSCRIPTION_METRICS,
+    description=(
+        "Subscription metrics per UTC day and group (docs/metrics.md): stocks at the day's end and the day's "
+        "flows. Days where every figure of a group is 0 are left out. Sum over groups for totals; for weeks and "
+        "months use the API (churn there cancels a lapse and a return within the period)."
+    ),
+    schema=DAILY_SCHEMA,
+    column_comments={
+        **_SUBSCRIPTION_GROUP,
+        "active_subscriptions": "Paid subscriptions not expired at the day's end (grace counts; trials do not).",
+        "active_trials": "Subscriptions in a free trial at the day's end.",
+        "mrr": "Monthly recurring revenue at the day's end, reporting currency (RevenueCat's normalization).",
+        "new_subscriptions": "First paid periods started (trial conversions included), not reactivations.",
+        "new_trials": "Free trials started.",
+        "trial_conversions": "Trials whose first paid period started this day.",
+        "reactivations": "Paid subscriptions starting again for a user who held none (a same-day lapse in the "
+        "same group cancels it).",
+        "churned_subscriptions": "Paid subscriptions that ended this day and did not come back the same day in "
+        "the same group.",
+        "paid_transactions": "Charges of the day (subscription periods and one-off purchases).",
+        "refunds": "Charges of the day refunded (so far): a refund is booked on its charge's day.",
+        "gross_revenue": "Charges of the day, reporting currency at the day's ECB rate.",
+        "refunded_revenue": "Amounts refunded of this day's charges.",
+        "net_revenue": "gross_revenue - refunded_revenue.",
+    },
+)
+
+SUBSCRIPTION_MOVEMENTS_VIEW = CatalogView(
+    name="subscription_movements",
+    dataset=SUBSCRIPTION_MOVEMENTS,
+    description=(
+        "Lapses (movement = churn) and returns (movement = reactivation) per day and group, each with the day "
+        "and group of its pair (the return that healed the lapse, the lapse the return healed): churn of a "
+        "week or month counts the lapses whose pair is not in the same period and group."
+    ),
+    schema=PAIRED_SCHEMA,
+    column_comments={
+        **_SUBSCRIPTION_GROUP,
+        "movement": "churn (a paid subscription lapsed) or reactivation (a user without one started one again).",
+        "pair_date": "The day of the pair; null when unpaired (never came back; a return healing no lapse).",
+        "pair_store": "The pair's store.",
+        "pair_product_id": "The pair's product.",
+        "pair_app_id": "The pair's app.",
+        "count": "How many.",
+    },
+)
+
+PAYWALL_EVENTS_VIEW = CatalogView(
+    name="paywall_events",
+    dataset=PAYWALL_EVENTS,
+    description=(
+        "The paywall funnel as apps report it, one row per step: impressions, offer taps, purchase starts, "
+        "trial starts, conversions and cancels, with paywall, variant and offer. Client-reported: a convert is "
+        "the app's word; the store-confirmed subscriptions are in subscription_metrics."
+    ),
+    schema=PAYWALL_EVENT_SCHEMA,
+    column_comments={
+        "workspace_id": "Tenant; every query filters on it.",
+        "event_id": "The canonical event's id (unique per workspace).",
+        "event_date": "UTC day of occurred_at (the partition).",
+        "occurred_at": "When the app says it happened (UTC).",
+        "user_id": "The app's user id.",
+        "app_id": "The app that reported it (null for demo data).",
+        "step": "impression, offer_tap, purchase_start, trial_start, convert or cancel.",
+        "paywall_id": "The paywall shown.",
+        "variant_id": "Its variant the user saw.",
+        "version": "The published configuration version, when the app sent it.",
+        "product_id": "The offer's store product (taps and later steps).",
+        "platform": "ios or android.",
+        "country": "ISO 3166-1 alpha-2.",
+        "source": "paywall (the app's gateway) or demo.",
+    },
+)
+
+REPORT_VIEWS = (
+    PAYBACK_VIEW,
+    COHORTS_VIEW,
+    SPEND_VIEW,
+    SUBSCRIPTION_METRICS_VIEW,
+    SUBSCRIPTION_MOVEMENTS_VIEW,
+    PAYWALL_EVENTS_VIEW,
+)

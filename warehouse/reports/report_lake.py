@@ -16,6 +16,7 @@ from datetime import date, timedelta
 import polars as pl
 
 from transforms.events import CANONICAL_EVENT_SCHEMA
+from transforms.reports.paywall_funnel import PAYWALL_EVENT_SCHEMA
 from transforms.reports.schemas import (
     ACQUISITION_SCHEMA,
     ACTION_SIGNAL_SCHEMA,
@@ -49,6 +50,7 @@ PAYBACK = "payback"
 COHORT_CURVES = "cohort_curves"
 LTV = "ltv"
 SUBSCRIPTION_METRICS = "subscription_metrics"
+PAYWALL_EVENTS = "paywall_events"
 SUBSCRIPTION_MOVEMENTS = "subscription_movements"
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
@@ -65,6 +67,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     COHORT_CURVES: COHORT_CURVE_SCHEMA,
     LTV: LTV_SCHEMA,
     SUBSCRIPTION_METRICS: dict(metrics.DAILY_SCHEMA),
+    PAYWALL_EVENTS: dict(PAYWALL_EVENT_SCHEMA),
     SUBSCRIPTION_MOVEMENTS: dict(metrics.PAIRED_SCHEMA),
 }
 # Each derived daily dataset, the datasets its day D is computed from (its direct inputs, raw or
@@ -78,6 +81,7 @@ DERIVED_FROM: dict[str, tuple[tuple[str, int, int], ...]] = {
     ACQUISITIONS: ((CANONICAL_EVENTS, 0, 0),),
     SUBSCRIPTION_EVENTS: ((CANONICAL_EVENTS, 0, 0),),
     ACTIVE_DAYS: ((CANONICAL_EVENTS, 0, 0),),
+    PAYWALL_EVENTS: ((CANONICAL_EVENTS, 0, 0),),
     SPEND: ((SPEND_RAW, 0, 0),),
     PAYBACK_DAILY: ((ACQUISITIONS, 0, 0), (SUBSCRIPTION_EVENTS, 0, 0), (SPEND, 0, 0)),
     COHORT_ACTIVITY: (
