@@ -74,4 +74,7 @@ def cohorts_report(query: CohortsQuery) -> Response:
     tags=["reports"],
 )
 def subscriptions_report(query: SubscriptionsQuery) -> Response:
+    problem = query.range_problem()
+    if problem:
+        raise ApiError(400, f"Invalid query parameter 'end_date': {problem}")
     return respond(subscriptions_answer(report_reader().cursor(), state().db, principal().workspace_id, query))

@@ -33,6 +33,25 @@ ROW_FIELDS = [
 ]
 PAYBACK = "/v1/reports/payback"
 COHORTS = "/v1/reports/cohorts"
+SUBSCRIPTIONS = "/v1/reports/subscriptions"
+SUBSCRIPTION_FIELDS = [
+    "period_start",
+    "group",
+    "active_subscriptions",
+    "active_trials",
+    "mrr",
+    "arr",
+    "new_subscriptions",
+    "new_trials",
+    "trial_conversions",
+    "reactivations",
+    "churned_subscriptions",
+    "churn_rate",
+    "refunds",
+    "refund_rate",
+    "gross_revenue",
+    "net_revenue",
+]
 RANGE = {"start_date": "2026-06-01", "end_date": "2026-07-31"}
 
 
@@ -171,6 +190,43 @@ def test_another_workspace_sees_no_rows(client: FlaskClient, published: dict[str
     body = get(client, PAYBACK, key, **RANGE).json
     assert body["data"] == [] and body["meta"]["currency"] == "EUR"
     assert get(client, COHORTS, key, cohort_start="2026-06-01", cohort_end="2026-06-30").json == {"cohorts": []}
+    empty = get(client, SUBSCRIPTIONS, key, **RANGE).json["data"]  # every day, holding nothing
+    assert len(empty) == 61 and all(r["active_subscriptions"] == 0 and r["gross_revenue"] == 0 for r in empty)
+
+
+@pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: subscriptions/answers.py")
+def test_subscription_metrics_by_day_week_month_and_group(client: FlaskClient, published: dict[str, Any]) -> None:
+    key = published["api_key_read_only"]
+    days = get(client, SUBSCRIPTIONS, key, **RANGE).json
+    assert days["meta"] == {
+        "currency": "USD",
+        "generated_at": published["materialized_at"].replace("+00:00", "Z")[:23] + "Z",
+        "interval": "day",
+        "group_by": "none",
+    }
+    rows = days["data"]
+    assert [r["period_start"] for r in rows][:2] == ["2026-06-01", "2026-06-02"] and len(rows) == 61
+    assert all(list(r) == SUBSCRIPTION_FIELDS and r["group"] is None for r in rows)
+    assert rows[-1]["active_subscriptions"] > 0 and rows[-1]["mrr"] > 0
+    assert rows[-1]["arr"] == pytest.approx(rows[-1]["mrr"] * 12, abs=1e-5)
+    assert all(r["active_subscriptions"] >= 0 and (r["churn_rate"] is None or r["churn_rate"] >= 0) for r in rows)
+    weeks = get(client, SUBSCRIPTIONS, key, **RANGE, interval="week").json["data"]
+    assert weeks[0]["period_start"] == "2026-06-01"  # a Monday
+    assert all(date.fromisoformat(w["period_start"]).weekday() == 0 for w in weeks)
+    assert sum(w["new_subscriptions"] for w in weeks) == sum(r["new_subscriptions"] for r in rows)
+    assert sum(w["churned_subscriptions"] for w in weeks) <= sum(r["churned_subscriptions"] for r in rows)
+    by_day = {r["period_start"]: r for r in rows}
+    for week in weeks[:-1]:
+        sunday = date.fromisoformat(week["period_start"]).toordinal() + 6
+        assert week["active_subscriptions"] == by_day[date.fromordinal(sunday).isoformat()]["active_subscriptions"]
+    months = get(client, SUBSCRIPTIONS, key, **RANGE, interval="month").json["data"]
+    assert [m["period_start"] for m in months] == ["2026-06-01", "2026-07-01"]
+    products = get(client, SUBSCRIPTIONS, key, **RANGE, interval="month", group_by="product").json
+    assert products["meta"]["group_by"] == "product"
+    june = [r for r in products["data"] if r["period_start"] == "2026-06-01"]
+    assert {r["group"] for r in june} == {"pro_weekly_699", "pro_monthly_1999", "pro_weekly_499"}
+    assert sum(r["mrr"] for r in june) == pytest.approx(months[0]["mrr"], abs=1e-5)
+    assert sum(r["gross_revenue"] for r in june) == pytest.approx(months[0]["gross_revenue"], abs=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -184,6 +240,11 @@ def test_another_workspace_sees_no_rows(client: FlaskClient, published: dict[str
         (PAYBACK, {**RANGE, "cohort_window_days": "0"}, "'cohort_window_days'"),
         (PAYBACK, {**RANGE, "cohort_window_days": "366"}, "'cohort_window_days'"),
         (PAYBACK, {**RANGE, "cohort_window_days": "ten"}, "'cohort_window_days'"),
+        (SUBSCRIPTIONS, {"start_date": "2026-06-01"}, "'end_date': Field required"),
+        (SUBSCRIPTIONS, {"start_date": "2026-06-30", "end_date": "2026-06-01"}, "'end_date': must not be before"),
+        (SUBSCRIPTIONS, {"start_date": "2023-01-01", "end_date": "2026-01-02"}, "'end_date': must be at most 3 years"),
+        (SUBSCRIPTIONS, {**RANGE, "interval": "year"}, "'interval'"),
+        (SUBSCRIPTIONS, {**RANGE, "group_by": "creative"}, "'group_by'"),
         (COHORTS, {"cohort_start": "2026-06-01"}, "'cohort_end': Field required"),
         (COHORTS, {"cohort_start": "2026-06-30", "cohort_end": "2026-06-01"}, "'cohort_end': must not be before"),
         (COHORTS, {"cohort_start": "2026-06-01", "cohort_end": "2026-06-30", "group_by": "x"}, "'group_by'"),

@@ -22,3 +22,8 @@ def test_reports_need_a_key_and_are_empty_before_the_first_refresh(
     assert client.get(PAYBACK, query_string=RANGE).status_code == 401
     body = get(client, PAYBACK, workspace["api_key_read_write"], **RANGE).json
     assert body == {"data": [], "meta": {"currency": "USD", "generated_at": None, "cohort_window_days": 30}}
+    body = get(client, "/v1/reports/subscriptions", workspace["api_key_read_only"], **RANGE).json
+    assert body == {
+        "data": [],
+        "meta": {"currency": "USD", "generated_at": None, "interval": "day", "group_by": "none"},
+    }

@@ -115,7 +115,9 @@ def test_full_then_incremental_refresh(tmp_path: Path, instance: dg.DagsterInsta
     assert counts["payback"] == cube.height and counts["cohorts"] > 0 and counts["spend"] > 0
     assert counts["subscription_metrics"] > 0 and counts["subscription_movements"] > 0
     impressions = data.events.filter(pl.col("event_type") == "paywall_impression").height
-    assert counts["paywall_events"] == impressions + data.events.filter(pl.col("event_type") == "paywall_offer_tap").height
+    assert (
+        counts["paywall_events"] == impressions + data.events.filter(pl.col("event_type") == "paywall_offer_tap").height
+    )
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
         rows = con.execute(README_QUERY).fetchall()
         comment = con.execute(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from transforms.reports.answers import Day
 
@@ -21,13 +21,13 @@ class SubscriptionsQuery(BaseModel):
     interval: Literal["day", "week", "month"] = "day"
     group_by: Literal["none", "store", "product", "country", "campaign", "app"] = "none"
 
-    @model_validator(mode="after")
-    def _range(self) -> SubscriptionsQuery:
+    def range_problem(self) -> str | None:
+        """What is wrong with the range, worded as the other reports word it (None: nothing)."""
         if self.end_date < self.start_date:
-            raise ValueError("end_date must not be before start_date")
+            return "must not be before start_date"
         if (self.end_date - self.start_date).days > MAX_RANGE_DAYS:
-            raise ValueError("start_date and end_date must be at most 3 years apart")
-        return self
+            return "must be at most 3 years after start_date"
+        return None
 
 
 class SubscriptionsRow(BaseModel):
