@@ -374,7 +374,13 @@ def generate(config: DemoConfig, world: DemoWorld = DEFAULT_WORLD) -> DemoData:
             }
         ),
         "charges": pl.DataFrame(
-            {"user": ch_user, "offer": ch_offer, "t": ch_t, "refunded": refunded & (t_refund < horizon)}
+            {
+                "user": ch_user,
+                "offer": ch_offer,
+                "t": ch_t,
+                "refunded": refunded & (t_refund < horizon),
+                "refunded_at": t_refund,
+            }
         ),
     }
     events = _events_frame(config, world, rows, organic, campaign, creative, country, ios)

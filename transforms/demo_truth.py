@@ -358,7 +358,13 @@ def subscription_truth(config: DemoConfig, data: DemoData, as_of: datetime) -> l
     sub_offer, converted = subs["offer"].to_numpy(), subs["converted"].to_numpy()
     trial_from, trial_until = trials["trial_from"].to_numpy(), trials["trial_until"].to_numpy()
     charge_t, charge_offer = charges["t"].to_numpy(), charges["offer"].to_numpy()
-    refunded = charges["refunded"].to_numpy()
+    # A refund counts once it has happened (the report's state is as of `as_of`).
+    refunded = charges["refunded"].to_numpy() & (charges["refunded_at"].to_numpy() <= now_s)
+    # A user's first billing fact: their trial's start, else their first paid period's.
+    firsts = pl.concat(
+        [trials.select("user", pl.col("trial_from").alias("t")), subs.select("user", pl.col("paid_from").alias("t"))]
+    )
+    first_seen = firsts.group_by("user").agg(pl.col("t").min())["t"].to_numpy()
     days: list[dict[str, Any]] = []
     for d in range(config.days):
         start, end = d * DAY_S, (d + 1) * DAY_S
@@ -380,6 +386,7 @@ def subscription_truth(config: DemoConfig, data: DemoData, as_of: datetime) -> l
                 "trial_conversions": int((in_day(paid_from) & converted).sum()),
                 "churned_subscriptions": int((in_day(paid_until) & (paid_until <= now_s)).sum()),
                 "reactivations": 0,
+                "new_customers": int(in_day(first_seen).sum()),
                 "refunds": int(refunded_today.sum()),
                 "gross_revenue": gross,
                 "net_revenue": gross - float(price[charge_offer[refunded_today]].sum()),

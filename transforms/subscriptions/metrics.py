@@ -29,7 +29,7 @@ import polars as pl
 import polars.selectors as cs
 
 from transforms import event_types as t
-from transforms.subscriptions.periods import CHARGE_TYPES, GRANT_SCHEMA, MICROS, store_name
+from transforms.subscriptions.periods import CHARGE_TYPES, GRANT_SCHEMA, MICROS, PERIOD_TYPES, store_name
 
 GROUP_COLUMNS: Final = ("store", "product_id", "app_id", "country", "campaign")
 _PURCHASE: Final = ["workspace_id", "store", "purchase_key"]
@@ -70,6 +70,7 @@ DAILY_SCHEMA: Final = pl.Schema(
         "trial_conversions": pl.Int64(),
         "reactivations": pl.Int64(),
         "churned_subscriptions": pl.Int64(),
+        "new_customers": pl.Int64(),
         "paid_transactions": pl.Int64(),
         "refunds": pl.Int64(),
         "gross_revenue": pl.Float64(),
@@ -240,11 +241,12 @@ def _with_groups(frame: pl.DataFrame, groups: pl.DataFrame, users: pl.DataFrame)
 
 
 def transactions(billing: pl.DataFrame) -> pl.DataFrame:
-    """Paid transactions and refunds, each refund booked on its transaction's day: the charge it
+    """Paid transactions, refunds and new customers, each refund booked on its transaction's day: the charge it
     names by `transaction_id`, else the purchase's latest charge at or before the refund (a
     refund whose charge the lake does not hold is booked on its own day). Columns: the purchase,
     `date`, `charges` (0/1), `gross`, `refunded_transactions` (0/1: a charge refunded twice
-    counts once), `refunded`."""
+    counts once), `refunded`, `new_customers` (1 on a user's first billing fact, under its
+    purchase's group)."""
     charges = billing.filter(pl.col("event_type").is_in(CHARGE_TYPES) & (pl.col("amount") > 0))
     refunds = billing.filter(pl.col("event_type") == t.REFUND).sort("occurred_at")
     by_id = (
@@ -266,6 +268,13 @@ def transactions(billing: pl.DataFrame) -> pl.DataFrame:
     refund_rows = matched.group_by([*_PURCHASE, "user_id", "_charge", "_booked"]).agg(
         pl.col("amount").sum().alias("refunded")
     )
+    # A new customer: a user's first billing fact (a trial, a paid period or a one-off purchase).
+    firsts = (
+        billing.filter(pl.col("event_type").is_in((*PERIOD_TYPES, t.PURCHASE)))
+        .sort("occurred_at", "event_id")
+        .unique(["workspace_id", "user_id"], keep="first", maintain_order=True)
+    )
+    zero, none = pl.lit(0, pl.Int64), pl.lit(0.0)
     return pl.concat(
         [
             charges.select(
@@ -274,17 +283,29 @@ def transactions(billing: pl.DataFrame) -> pl.DataFrame:
                 pl.col("occurred_at").dt.date().alias("date"),
                 pl.lit(1, pl.Int64).alias("charges"),
                 pl.col("amount").alias("gross"),
-                pl.lit(0, pl.Int64).alias("refunded_transactions"),
-                pl.lit(0.0).alias("refunded"),
+                zero.alias("refunded_transactions"),
+                none.alias("refunded"),
+                zero.alias("new_customers"),
             ),
             refund_rows.select(
                 *_PURCHASE,
                 "user_id",
                 pl.col("_booked").dt.date().alias("date"),
-                pl.lit(0, pl.Int64).alias("charges"),
-                pl.lit(0.0).alias("gross"),
+                zero.alias("charges"),
+                none.alias("gross"),
                 pl.lit(1, pl.Int64).alias("refunded_transactions"),
                 "refunded",
+                zero.alias("new_customers"),
+            ),
+            firsts.select(
+                *_PURCHASE,
+                "user_id",
+                pl.col("occurred_at").dt.date().alias("date"),
+                zero.alias("charges"),
+                none.alias("gross"),
+                zero.alias("refunded_transactions"),
+                none.alias("refunded"),
+                pl.lit(1, pl.Int64).alias("new_customers"),
             ),
         ]
     )
@@ -347,6 +368,7 @@ def daily(
             pl.col("refunded_transactions").sum().alias("refunds"),
             pl.col("gross").sum().alias("gross_revenue"),
             pl.col("refunded").sum().alias("refunded_revenue"),
+            pl.col("new_customers").sum(),
         )
     )
     both = flows.join(money, on=[*keys, "date"], how="full", coalesce=True, nulls_equal=True).filter(
@@ -528,7 +550,7 @@ def compute(
     (country, campaign) and the ECB rates, as of `as_of` (the last day is the unfinished one)."""
     from transforms.subscriptions.periods import billing_events, periods
 
-    billing = billing_events(events, rates, reporting).collect()
+    billing = billing_events(events, rates, reporting).filter(pl.col("occurred_at") <= as_of).collect()
     found = periods(billing, grants, catalog)
     groups = purchase_groups(found, grants)
     return daily(movements(found, as_of), transactions(billing), groups, users, as_of.date())

@@ -110,6 +110,7 @@ SUBSCRIPTION_METRICS_VIEW = CatalogView(
         "same group cancels it).",
         "churned_subscriptions": "Paid subscriptions that ended this day and did not come back the same day in "
         "the same group.",
+        "new_customers": "Users whose first billing fact (a trial, a paid period, a one-off purchase) was this day.",
         "paid_transactions": "Charges of the day (subscription periods and one-off purchases).",
         "refunds": "Charges of the day refunded (so far): a refund is booked on its charge's day.",
         "gross_revenue": "Charges of the day, reporting currency at the day's ECB rate.",

@@ -39,6 +39,9 @@ def test_the_demo_truth_is_recovered_day_by_day() -> None:
     truth = subscription_truth(CONFIG, data, as_of)
     assert len(truth) == (as_of.date() - CONFIG.start).days
     rows = {r["period_start"].isoformat(): r for r in report.to_dicts()}
+    customers = daily.group_by("date").agg(pl.col("new_customers").sum())
+    by_date = {d.isoformat(): n for d, n in customers.iter_rows()}
+    assert {d["date"]: d.pop("new_customers") for d in truth} == {d["date"]: by_date.get(d["date"], 0) for d in truth}
     for day in truth:
         row = rows[day.pop("date")]
         for name, value in day.items():
