@@ -1,0 +1,216 @@
+"""Customers (issue 34, preview) through the real app: promotional grants answered by the
+entitlement endpoints at once, the customer page fed by a real notification, the search by each
+id kind, and the refusals."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from flask.testing import FlaskClient
+
+from tests.support.entitlements import fact, statement
+from tests.support.notifications import SUBSCRIPTION, iso, post, purchase
+from tests.support.provider_notifications import KEY, entitlement, settings
+from warehouse import audit
+from warehouse.db import Database
+from warehouse.entitlements.stores import StoresUpdate, set_stores
+from warehouse.entitlements.tables import entitlement_grants
+from warehouse.workspaces import create_app
+
+__all__ = ["settings"]
+
+BOTH = pytest.mark.both_backends(reason="the ledger's promotional rows, the search's indexes and the timeline's reads")
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def rw(workspace: dict[str, Any]) -> dict[str, str]:
+    return bearer(workspace["api_key_read_write"])
+
+
+def ro(workspace: dict[str, Any]) -> dict[str, str]:
+    return bearer(workspace["api_key_read_only"])
+
+
+def grant(client: FlaskClient, workspace: dict[str, Any], user: str = "user-7", **body: Any) -> Any:
+    values = {"app_id": workspace["app_id"], "product_id": "pro_monthly", "duration": "P1M", "reason": "ticket 42"}
+    return client.post(f"/v1/customers/{user}/entitlements", json=values | body, headers=rw(workspace))
+
+
+@pytest.fixture
+def secret(db: Database, workspace: dict[str, Any]) -> str:
+    with db.write() as conn:
+        made = set_stores(
+            conn, app_id=workspace["app_id"], update=StoresUpdate(new_generic_secret=True), instance_key=KEY
+        ).generic_secret
+    assert made is not None
+    return made
+
+
+@BOTH
+def test_a_promotional_grant_is_active_at_once_and_ends_when_deleted(
+    client: FlaskClient, db: Database, workspace: dict
+) -> None:
+    # Never seen before: support pre-grants.
+    assert client.get("/v1/customers/newbie", headers=ro(workspace)).status_code == 404
+    assert entitlement(client, workspace, "newbie") == {"active": False, "source": "none"}
+    r = grant(client, workspace, "newbie")
+    assert r.status_code == 201, r.json
+    made = r.json["grant"]
+    assert made["source"] == made["store"] == "promotional" and made["active"] is True
+    assert made["user_id"] == "newbie" and made["ended_at"] is None
+    assert r.headers["Location"] == f"/v1/customers/newbie/entitlements/{made['grant_id']}"
+    expires = datetime.fromisoformat(made["expires_at"])
+    assert timedelta(days=27) < expires - datetime.now(UTC) <= timedelta(days=31)
+    assert entitlement(client, workspace, "newbie") == {"active": True, "source": "promotional"}
+
+    customer = client.get("/v1/customers/newbie", headers=ro(workspace)).json["customer"]
+    assert [e["grant_id"] for e in customer["entitlements"]] == [made["grant_id"]]
+    assert customer["purchases"] == []  # a grant is no purchase
+    actions = [e for e in customer["timeline"] if e["kind"] == "action"]
+    assert len(actions) == 1 and "ticket 42" in actions[0]["summary"]
+
+    ended = client.delete(
+        f"/v1/customers/newbie/entitlements/{made['grant_id']}?reason=refund+issued", headers=rw(workspace)
+    )
+    assert ended.status_code == 200, ended.json
+    assert ended.json["grant"]["active"] is False and ended.json["grant"]["ended_at"] is not None
+    assert entitlement(client, workspace, "newbie") == {"active": False, "source": "promotional"}
+    # Again: answered as it is, not audited twice.
+    again = client.delete(f"/v1/customers/newbie/entitlements/{made['grant_id']}", headers=rw(workspace))
+    assert again.status_code == 200 and again.json["grant"]["ended_at"] == ended.json["grant"]["ended_at"]
+    with db.read() as conn:
+        logged = audit.entries(conn, workspace_id=workspace["workspace_id"], subject_id=made["grant_id"])
+    assert [(e["action"], e["detail"]["reason"]) for e in logged] == [
+        ("customer.entitlement_granted", "ticket 42"),
+        ("customer.entitlement_ended", "refund issued"),
+    ]
+    assert {e["actor"] for e in logged} == {made_by(db, workspace)}
+    timeline = client.get("/v1/customers/newbie", headers=ro(workspace)).json["customer"]["timeline"]
+    newest_action = next(e for e in timeline if e["kind"] == "action")
+    assert newest_action["summary"].startswith("promotional access to pro_monthly ended")
+
+
+def made_by(db: Database, workspace: dict[str, Any]) -> str:
+    from warehouse.tables import api_keys
+
+    with db.read() as conn:
+        return str(
+            conn.execute(
+                sa.select(api_keys.c.id).where(
+                    api_keys.c.workspace_id == workspace["workspace_id"], api_keys.c.scope == "read_write"
+                )
+            ).scalar_one()
+        )
+
+
+def test_grant_refusals(client: FlaskClient, db: Database, workspace: dict) -> None:
+    past = iso(datetime.now(UTC) - timedelta(hours=1))
+    future = iso(datetime.now(UTC) + timedelta(days=3))
+    for body, word in (
+        ({"expires_at": past, "duration": None}, "future"),
+        ({"expires_at": future}, "exactly one"),
+        ({"duration": None}, "exactly one"),
+        ({"duration": "1 month"}, "ISO 8601"),
+        ({"duration": "P0D"}, "longer than nothing"),
+        ({"duration": "P20Y"}, "days"),
+        ({"expires_at": "tomorrow", "duration": None}, "expires_at"),
+        ({"reason": ""}, "reason"),
+    ):
+        r = grant(client, workspace, **body)
+        assert r.status_code == 400 and r.json["error"] == "invalid_request", (body, r.json)
+        assert word in r.json["message"], (body, r.json)
+    other = grant(client, workspace, app_id="app_elsewhere")
+    assert other.status_code == 404 and other.json["error"] == "not_found"
+    read_only = client.post(
+        "/v1/customers/u/entitlements",
+        json={"app_id": workspace["app_id"], "product_id": "p", "duration": "P7D", "reason": "r"},
+        headers=ro(workspace),
+    )
+    assert read_only.status_code == 403 and read_only.json["error"] == "forbidden"
+    assert client.delete("/v1/customers/u/entitlements/grt_x", headers=ro(workspace)).status_code == 403
+    assert client.delete("/v1/customers/u/entitlements/grt_unknown", headers=rw(workspace)).status_code == 404
+    assert client.get("/v1/customers/u").status_code == 401
+    with db.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(entitlement_grants)).scalar_one() == 0
+
+
+@BOTH
+def test_a_purchase_through_a_notification_is_on_the_customer_page_at_once(
+    client: FlaskClient, db: Database, workspace: dict, secret: str
+) -> None:
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    body = purchase(occurred_at=iso(start), purchase_id="sub_9")
+    assert post(client, SUBSCRIPTION, workspace["app_id"], body, secret).json["status"] == "applied"
+    r = client.get("/v1/customers/user-7", headers=ro(workspace))
+    assert r.status_code == 200, r.json
+    c = r.json["customer"]
+    assert c["user_id"] == "user-7" and c["app_id"] == workspace["app_id"]
+    [ent] = c["entitlements"]
+    assert ent["active"] is True and ent["source"] == "web" and ent["store"] == "generic" and ent["will_renew"] is True
+    [bought] = c["purchases"]
+    assert bought["purchase_id"] == "sub_9" and bought["status"] == "active" and bought["kind"] == "subscription"
+    [txn] = bought["transactions"]
+    assert txn["type"] == "purchase" and txn["revenue"] == 9.99 and txn["currency"] == "EUR"
+    assert txn["revenue_in_reporting_currency"] is not None and txn["revenue_in_reporting_currency"] > 0  # USD
+    kinds = {e["kind"] for e in c["timeline"]}
+    assert kinds == {"event", "notification", "statement"}
+    [note] = [e for e in c["timeline"] if e["kind"] == "notification"]
+    assert "applied" in note["summary"] and note["source"] == "generic-subscription"
+    # A refund a second later: on the page at the next read.
+    refund = purchase("refund", id="evt_2", purchase_id="sub_9", occurred_at=iso(datetime.now(UTC)))
+    assert post(client, SUBSCRIPTION, workspace["app_id"], refund, secret).status_code == 200
+    c = client.get("/v1/customers/user-7", headers=ro(workspace)).json["customer"]
+    assert c["purchases"][0]["status"] == "refunded"
+    assert [t["type"] for t in c["purchases"][0]["transactions"]] == ["purchase", "refund"]
+    assert len([e for e in c["timeline"] if e["kind"] == "notification"]) == 2
+    # Newest first, and paged strictly before a timestamp.
+    times = [e["occurred_at"] for e in c["timeline"]]
+    assert times == sorted(times, reverse=True)
+    page = client.get("/v1/customers/user-7", query_string={"timeline_limit": 2}, headers=ro(workspace)).json[
+        "customer"
+    ]["timeline"]
+    assert len(page) == 2
+    rest = client.get(
+        "/v1/customers/user-7", query_string={"timeline_before": page[-1]["occurred_at"]}, headers=ro(workspace)
+    ).json["customer"]["timeline"]
+    assert rest and all(e["occurred_at"] < page[-1]["occurred_at"] for e in rest)
+
+
+def test_lookup_refusals_and_app_choice(client: FlaskClient, db: Database, workspace: dict) -> None:
+    statement(db, workspace, fact("1000001", user_hint="user-7"))
+    assert client.get("/v1/customers/user-7", headers=ro(workspace)).status_code == 200
+    for params, word in (
+        ({"timeline_before": "yesterday"}, "timeline_before"),
+        ({"timeline_limit": 0}, "timeline_limit"),
+        ({"timeline_limit": 201}, "timeline_limit"),
+    ):
+        r = client.get("/v1/customers/user-7", query_string=params, headers=ro(workspace))
+        assert r.status_code == 400 and word in r.json["message"], r.json
+    missing = client.get("/v1/customers/nobody", headers=ro(workspace))
+    assert missing.status_code == 404 and missing.json["error"] == "not_found"
+    with db.write() as conn:
+        second = create_app(conn, workspace_id=workspace["workspace_id"], name="Second")
+    several = client.get("/v1/customers/user-7", headers=ro(workspace))
+    assert several.status_code == 400 and "app_id" in several.json["message"]
+    chosen = client.get("/v1/customers/user-7", query_string={"app_id": workspace["app_id"]}, headers=ro(workspace))
+    assert chosen.status_code == 200
+    elsewhere = client.get("/v1/customers/user-7", query_string={"app_id": second.id}, headers=ro(workspace))
+    assert elsewhere.status_code == 404
+
+
+@BOTH
+def test_a_store_purchase_cannot_be_ended_here(client: FlaskClient, db: Database, workspace: dict) -> None:
+    applied = statement(db, workspace, fact("1000001", user_hint="user-7"))
+    r = client.delete(f"/v1/customers/user-7/entitlements/{applied.grant_id}", headers=rw(workspace))
+    assert r.status_code == 409 and r.json["error"] == "conflict"
+    assert entitlement(client, workspace, "user-7") == {"active": True, "source": "iap"}
+    # Another user's grant id is not this customer's.
+    made = grant(client, workspace, "user-8").json["grant"]
+    theirs = client.delete(f"/v1/customers/user-7/entitlements/{made['grant_id']}", headers=rw(workspace))
+    assert theirs.status_code == 404
