@@ -214,3 +214,71 @@ def test_a_store_purchase_cannot_be_ended_here(client: FlaskClient, db: Database
     made = grant(client, workspace, "user-8").json["grant"]
     theirs = client.delete(f"/v1/customers/user-7/entitlements/{made['grant_id']}", headers=rw(workspace))
     assert theirs.status_code == 404
+
+
+def search(client: FlaskClient, workspace: dict[str, Any], query: str) -> Any:
+    r = client.get("/v1/customers", query_string={"query": query}, headers=ro(workspace))
+    assert r.status_code == 200, r.json
+    return [(c["user_id"], c["matched_on"]) for c in r.json["customers"]]
+
+
+@BOTH
+def test_search_finds_a_customer_by_each_id_kind(
+    client: FlaskClient, db: Database, workspace: dict, secret: str
+) -> None:
+    # A generic purchase through its webhook (purchase_id), an App Store purchase (original
+    # transaction id), a Google Play one with a newer token, a Stripe subscription of a customer.
+    assert post(client, SUBSCRIPTION, workspace["app_id"], purchase(purchase_id="sub_9"), secret).status_code == 200
+    statement(db, workspace, fact("2000000000000001", user_hint="apple-user", transaction_id="2000000000000009"))
+    statement(db, workspace, fact("tok-first", source="android_store", user_hint="play-user", current_token="tok-new"))
+    stripe = fact("sub_1Stripe", source="payment_processor", channel="web", user_hint="web-user", customer_id="cus_42")
+    statement(db, workspace, stripe)
+    assert search(client, workspace, "user-7") == [("user-7", "user_id")]
+    assert search(client, workspace, "sub_9") == [("user-7", "purchase_id")]
+    assert search(client, workspace, "2000000000000001") == [("apple-user", "purchase_id")]
+    assert search(client, workspace, "2000000000000009") == [("apple-user", "purchase_id")]
+    assert search(client, workspace, "tok-first") == [("play-user", "purchase_id")]
+    assert search(client, workspace, "tok-new") == [("play-user", "purchase_id")]
+    assert search(client, workspace, "cus_42") == [("web-user", "stripe_customer_id")]
+    assert search(client, workspace, "sub_1Stripe") == [("web-user", "stripe_subscription_id")]
+    assert search(client, workspace, " user-7 ") == [("user-7", "user_id")]  # pasted with spaces
+    assert search(client, workspace, "sub") == []  # exact ids only
+    # A promotional grant makes a user findable by id too.
+    grant(client, workspace, "promo-only")
+    assert search(client, workspace, "promo-only") == [("promo-only", "user_id")]
+    # Another workspace's customers are not found.
+    with db.write() as conn:
+        from warehouse.bootstrap import bootstrap
+
+        other = bootstrap(conn, name="Other")
+    r = client.get("/v1/customers", query_string={"query": "user-7"}, headers=ro(other))
+    assert r.status_code == 200 and r.json["customers"] == []
+
+
+def test_search_by_a_provider_customer_id_through_the_revenuecat_webhook(
+    client: FlaskClient, db: Database, workspace: dict
+) -> None:
+    import json
+
+    from tests.support.notifications import AUTH, PATH, integration, rc_event
+
+    integration_id = integration(db, workspace)
+    event = rc_event("INITIAL_PURCHASE", user="rc-user", original_app_user_id="$RCAnonymousID:abc123")
+    body = json.dumps({"api_version": "1.0", "event": event}).encode()
+    r = client.post(
+        f"{PATH}?integration={integration_id}",
+        data=body,
+        headers={"Authorization": AUTH, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 200, r.json
+    assert search(client, workspace, "$RCAnonymousID:abc123") == [("rc-user", "provider_customer_id")]
+    assert search(client, workspace, "1000000111") == [("rc-user", "purchase_id")]  # the original transaction id
+
+
+def test_search_refusals(client: FlaskClient, workspace: dict) -> None:
+    for query in ("", "   ", "x" * 513):
+        r = client.get("/v1/customers", query_string={"query": query}, headers=ro(workspace))
+        assert r.status_code == 400 and r.json["error"] == "invalid_request" and "query" in r.json["message"]
+    missing = client.get("/v1/customers", headers=ro(workspace))
+    assert missing.status_code == 400 and "query" in missing.json["message"]
+    assert client.get("/v1/customers", query_string={"query": "u"}).status_code == 401
