@@ -282,3 +282,50 @@ def test_search_refusals(client: FlaskClient, workspace: dict) -> None:
     missing = client.get("/v1/customers", headers=ro(workspace))
     assert missing.status_code == 400 and "query" in missing.json["message"]
     assert client.get("/v1/customers", query_string={"query": "u"}).status_code == 401
+
+
+def test_events_come_from_the_lake_and_from_the_database_before_the_lake_has_them(
+    client: FlaskClient, db: Database, workspace: dict, settings: Any
+) -> None:
+    import json
+
+    import polars as pl
+
+    from transforms.events import CANONICAL_EVENT_SCHEMA, canonical_event
+    from warehouse.events.landing import land
+    from warehouse.reports.report_lake import CANONICAL_EVENTS, write_day
+
+    installed = datetime.now(UTC).replace(microsecond=0) - timedelta(days=3)
+    ws = workspace["workspace_id"]
+
+    def row(event_id: str, kind: str, at: datetime, **props: Any) -> dict[str, Any]:
+        return {
+            "event_id": event_id, "workspace_id": ws, "event_type": kind, "occurred_at": at, "platform": "ios",
+            "country": "DE", "user_id": "lake-user", "adid": None, "idfa": None, "gps_adid": None,
+            "properties": json.dumps(props), "source": "adjust", "received_at": at,
+        }  # fmt: skip
+
+    frame = pl.DataFrame(
+        [
+            row("evt_install", "install", installed, network="Meta", campaign="spring", adgroup="a1", creative="c1"),
+            row("evt_seen", "paywall_impression", installed + timedelta(minutes=1), paywall_id="pw_1", variant_id="B"),
+            row("evt_seen2", "paywall_impression", installed + timedelta(minutes=9), paywall_id="pw_1", variant_id="B"),
+        ],
+        schema=CANONICAL_EVENT_SCHEMA,
+    )
+    write_day(settings.paths.lake(), CANONICAL_EVENTS, installed.date(), frame)
+    # An event landed a moment ago: in the database only.
+    with db.write() as conn:
+        land(conn, [canonical_event(event_id="evt_new", workspace_id=ws, event_type="paywall_impression",
+                                    occurred_at=datetime.now(UTC), source="sdk", received_at=datetime.now(UTC),
+                                    user_id="lake-user", country="FR", properties={"paywall_id": "pw_2"})])  # fmt: skip
+    c = client.get("/v1/customers/lake-user", headers=ro(workspace)).json["customer"]
+    assert c["attribution"] == {
+        "network": "Meta", "campaign": "spring", "adgroup": "a1", "creative": "c1",
+        "installed_at": iso(installed).replace("Z", ".000Z"),
+    }  # fmt: skip
+    assert [(p["paywall_id"], p["variant_id"]) for p in c["paywall_exposures"]] == [("pw_1", "B"), ("pw_2", None)]
+    assert c["country"] == "FR" and c["platform"] == "ios"
+    assert c["first_seen_at"] == iso(installed).replace("Z", ".000Z")
+    assert [e["ref"] for e in c["timeline"]] == ["evt_new", "evt_seen2", "evt_seen", "evt_install"]
+    assert c["entitlements"] == [] and c["purchases"] == []
