@@ -329,3 +329,16 @@ def test_events_come_from_the_lake_and_from_the_database_before_the_lake_has_the
     assert c["first_seen_at"] == iso(installed).replace("Z", ".000Z")
     assert [e["ref"] for e in c["timeline"]] == ["evt_new", "evt_seen2", "evt_seen", "evt_install"]
     assert c["entitlements"] == [] and c["purchases"] == []
+
+
+def test_the_four_operations_are_documented_as_preview(client: FlaskClient) -> None:
+    paths = client.get("/openapi.json").json["paths"]
+    operations = [
+        paths["/v1/customers"]["get"],
+        paths["/v1/customers/{user_id}"]["get"],
+        paths["/v1/customers/{user_id}/entitlements"]["post"],
+        paths["/v1/customers/{user_id}/entitlements/{grant_id}"]["delete"],
+    ]
+    assert all(op["description"].startswith("Preview (issue 34)") for op in operations)
+    assert operations[2]["security"] == [{"bearerAuth": []}] and "403" in operations[2]["responses"]
+    assert "201" in operations[2]["responses"] and "409" in operations[3]["responses"]
