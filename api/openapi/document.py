@@ -22,7 +22,7 @@ SECURITY_SCHEMES: dict[str, dict[str, Any]] = {
     "bearerAuth": {
         "type": "http",
         "scheme": "bearer",
-        "description": "v1 API key (`flk_...`): read-only for GET, read-write for every POST.",
+        "description": "v1 API key (`flk_...`): read-only for GET, read-write for every POST and DELETE.",
     },
     "appKey": {"type": "apiKey", "in": "header", "name": "x-app-key", "description": "App publishable key `pk_...`."},
     "ingestSecret": {"type": "apiKey", "in": "query", "name": "secret", "description": "Vendor shared secret."},

@@ -262,3 +262,37 @@ def test_0180_brings_grants_stated_in_the_future_back_to_now_and_adds_the_push_s
     assert migrate.drift(db) == []
     migrate.downgrade(db, "0170")
     assert migrate.upgrade(db) == [migrate.head()]
+
+
+def test_0200_admits_promotional_grants_keeps_the_rows_and_downgrades_only_without_them(db: Database) -> None:
+    """0200: the `promotional` source, grants' `customer_id` and the search's indexes, and the
+    user a notification was applied to. The downgrade refuses while a promotional grant exists
+    (0190's CHECK cannot hold it)."""
+    migrate.downgrade(db, "0190")
+    with db.engine.begin() as conn:
+        _fill(conn)
+        conn.execute(entitlement_grants.insert(), [_grant("grt_1", "ios_store", "2000000000000001")])
+    assert migrate.upgrade(db) == [migrate.head()]
+    assert migrate.drift(db) == []
+    indexes = {i["name"] for i in sa.inspect(db.engine).get_indexes("entitlement_grants")}
+    assert {f"ix_entitlement_grants_{c}" for c in ("store_key", "current_token", "transaction_id", "customer_id")} <= (
+        indexes
+    )
+    with db.engine.begin() as conn:
+        kept = conn.execute(sa.select(entitlement_grants.c.store_key, entitlement_grants.c.customer_id)).all()
+        assert [tuple(r) for r in kept] == [("2000000000000001", None)]
+        conn.execute(
+            entitlement_grants.insert(), [_grant("grt_2", "promotional", "grt_2") | {"channel": "promotional"}]
+        )
+    with pytest.raises(RuntimeError, match="promotional grants exist"):
+        migrate.downgrade(db, "0190")
+    with db.engine.begin() as conn:
+        conn.execute(entitlement_grants.delete().where(entitlement_grants.c.id == "grt_2"))
+    migrate.downgrade(db, "0190")
+    assert "customer_id" not in {c["name"] for c in sa.inspect(db.engine).get_columns("entitlement_grants")}
+    with pytest.raises(sa.exc.IntegrityError), db.engine.begin() as conn:
+        conn.execute(
+            entitlement_grants.insert(), [_grant("grt_3", "promotional", "grt_3") | {"channel": "promotional"}]
+        )
+    assert migrate.upgrade(db) == [migrate.head()]
+    assert migrate.drift(db) == []

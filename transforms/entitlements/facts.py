@@ -38,6 +38,10 @@ SOURCES = (
     SUBSCRIPTION_PROVIDER_B,
     GENERIC_SUBSCRIPTION,
 )
+# Access FloKit itself grants (support's promotional grants, `POST /v1/customers/{user_id}/
+# entitlements`): a grant's source but never a fact's, since no store or provider states it.
+PROMOTIONAL = "promotional"
+GRANT_SOURCES = (*SOURCES, PROMOTIONAL)
 
 # What the purchase is: a subscription grants until it expires (plus any grace period); a
 # lifetime (non-consumable) purchase never expires; a consumable is recorded (so a later refund
@@ -100,6 +104,10 @@ class StoreFact:
     user_hint: str | None = None
     transfer: bool = False
     current_token: str | None = None
+    # The source's own id of the paying customer, where it has one apart from the app's user id
+    # (Stripe's customer id, RevenueCat's original app user id, Adapty's profile id): what support
+    # searches by (`GET /v1/customers?query=`). The ledger keeps the latest one it was told.
+    customer_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

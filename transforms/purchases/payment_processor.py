@@ -203,6 +203,7 @@ def subscription_fact(subscription: Mapping[str, Any], *, stated_at: datetime) -
         auto_renew=status in ACCESS_STATUSES | GRACE_STATUSES and not cancelling,
         transaction_id=_id(subscription.get("latest_invoice")),
         user_hint=subscription_user(subscription),
+        customer_id=customer_id(subscription),
     )
 
 
@@ -463,6 +464,7 @@ def purchase_fact(
         stated_at=stated_at,
         transaction_id=_id(invoice),
         user_hint=user or _metadata_user(invoice.get("customer")),
+        customer_id=customer_id(invoice),
     )
 
 

@@ -150,6 +150,8 @@ def fact(event: Event) -> StoreFact | None:
         auto_renew=auto_renew,
         transaction_id=_str(e.get("transaction_id")),
         user_hint=_user(e),
+        # RevenueCat's customer (anonymous ids included): what its dashboard shows support.
+        customer_id=_str(e.get("original_app_user_id")) or _str(e.get("app_user_id")),
     )
 
 

@@ -148,6 +148,7 @@ def fact(event: Event) -> StoreFact | None:
         auto_renew=auto_renew,
         transaction_id=_str(p.get("transaction_id")),
         user_hint=user_of(event),
+        customer_id=_str(event.raw.get("profile_id")) or _str(p.get("profile_id")),  # Adapty's profile
     )
 
 

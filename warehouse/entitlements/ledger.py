@@ -95,6 +95,7 @@ def _claim(
         "user_id": user_id,
         "account_token": fact.account_token,
         "current_token": fact.current_token,
+        "customer_id": fact.customer_id,
         "linked_at": now if user_id else None,
         "created_at": now,
         "updated_at": now,
@@ -129,6 +130,8 @@ def _update(conn: Connection, row: Row[Any], fact: StoreFact, *, user_id: str | 
             changes["account_token"] = fact.account_token
         if fact.current_token and fact.current_token != row.current_token:
             changes["current_token"] = fact.current_token
+        if fact.customer_id and fact.customer_id != row.customer_id:
+            changes["customer_id"] = fact.customer_id  # what the customer search finds it by
     if user_id != row.user_id:
         changes["user_id"] = user_id
         changes["linked_at"] = utcnow()

@@ -120,10 +120,13 @@ def record_failure(database: Database, received: Received, error: str) -> str:
     return stored.id
 
 
-def mark_applied(conn: Connection, notification_id: str) -> None:
-    """In the transaction that applied it: the notification and its effects commit together."""
+def mark_applied(conn: Connection, notification_id: str, *, user_id: str | None = None) -> None:
+    """In the transaction that applied it: the notification and its effects commit together.
+    `user_id`: whose purchase it changed, what a customer's timeline finds it by."""
     conn.execute(
-        sa.update(n).where(n.c.id == notification_id).values(status="applied", error=None, applied_at=utcnow())
+        sa.update(n)
+        .where(n.c.id == notification_id)
+        .values(status="applied", error=None, applied_at=utcnow(), user_id=user_id)
     )
 
 

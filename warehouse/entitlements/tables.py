@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from transforms.entitlements.facts import CHANNELS, KINDS, SOURCES
+from transforms.entitlements.facts import CHANNELS, GRANT_SOURCES, KINDS, SOURCES
 from warehouse.db import UTCDateTime
 from warehouse.tables import IdString, metadata, one_of
 
@@ -83,9 +83,18 @@ entitlement_grants = sa.Table(
     sa.Column("updated_at", UTCDateTime(), nullable=False),
     # Last, as migration 0120 added it (a column added to a table goes at its end).
     sa.Column("current_token", sa.String(512), nullable=True),
+    # The source's id of the paying customer (Stripe customer, RevenueCat original app user id,
+    # Adapty profile id), as migration 0200 added it: what support searches by.
+    sa.Column("customer_id", sa.String(200), nullable=True),
     sa.UniqueConstraint("app_id", "source", "store_key"),
     sa.Index("ix_entitlement_grants_app_user", "app_id", "user_id"),
-    sa.CheckConstraint(one_of("source", SOURCES), name="source"),
+    # The customer search's exact matches (`warehouse.customers.search`), one index per id kind:
+    # the unique key leads with app and source, which a search by a bare id does not know.
+    sa.Index("ix_entitlement_grants_store_key", "store_key"),
+    sa.Index("ix_entitlement_grants_current_token", "current_token"),
+    sa.Index("ix_entitlement_grants_transaction_id", "transaction_id"),
+    sa.Index("ix_entitlement_grants_customer_id", "customer_id"),
+    sa.CheckConstraint(one_of("source", GRANT_SOURCES), name="source"),
     sa.CheckConstraint(one_of("kind", KINDS), name="kind"),
     sa.CheckConstraint(one_of("channel", CHANNELS), name="channel"),
     sa.CheckConstraint(one_of("environment", ("production", "sandbox")), name="environment"),
@@ -108,8 +117,12 @@ store_notifications = sa.Table(
     sa.Column("attempts", sa.Integer, nullable=False),
     sa.Column("received_at", UTCDateTime(), nullable=False),
     sa.Column("applied_at", UTCDateTime(), nullable=True),
+    # The user whose purchases applying it changed (the first, when it named several), set when
+    # it is applied, as migration 0200 added it: what a customer's timeline finds it by.
+    sa.Column("user_id", sa.String(200), nullable=True),
     sa.UniqueConstraint("workspace_id", "provider", "dedup_key"),
     sa.Index("ix_store_notifications_provider_received", "provider", "received_at"),
+    sa.Index("ix_store_notifications_workspace_user", "workspace_id", "user_id"),
     sa.CheckConstraint(one_of("provider", NOTIFICATION_PROVIDERS), name="provider"),
     sa.CheckConstraint(one_of("status", NOTIFICATION_STATUSES), name="status"),
 )
