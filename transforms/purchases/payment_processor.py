@@ -58,17 +58,18 @@ the same objects lands once):
 
 What subscription metrics read (issue 34): every event names its purchase as `purchase_key`, the
 ledger's `store_key` (the subscription id; a one-time purchase's PaymentIntent key), and a paid
-invoice's event its `transaction_id` (the invoice id). A refund names the purchase when the
-ledger holds it under the charge's PaymentIntent (a one-time purchase) or the charge carries its
-invoice expanded with the subscription, and the refunded `transaction_id` (the invoice id) when
-the charge names its invoice (API versions before 2025-03-31); a newer version's charge of a
-subscription names neither, and its refund lands without them. Period events carry
+invoice's event its `transaction_id` (the invoice id). A refund names the purchase the ledger
+holds under the charge's PaymentIntent (a one-time purchase), else the subscription of the
+invoice the charge paid: expanded in the charge, else read from Stripe (`Reads.invoice`, by
+the charge's `invoice` before 2025-03-31, by its PaymentIntent's InvoicePayment since:
+`Reads.payment_invoice`), and that invoice as the refunded `transaction_id`; without a
+`secret_key` nothing is asked and the refund lands without them. Period events carry
 `period_ends_at` (the invoice line's `period.end`; a trial's `trial_end`; a converted trial's
 current period end) and `billing_period` from the price's `recurring` (`interval`,
 `interval_count`) as ISO 8601 where the object in hand carries the price. The subscription's
-fact states its items' list price (`unit_amount` times `quantity`, before discounts and tax) at the
-current period's start while `active` (a paid period); a trial, `past_due` and the ending
-statuses state none, so the ledger keeps the price it held.
+fact states its items' list price (`unit_amount` times `quantity`, before discounts and tax)
+at the current period's start while `active` (a paid period); a trial, `past_due` and the
+ending statuses state none, so the ledger keeps the price it held.
 """
 
 from __future__ import annotations
@@ -437,6 +438,28 @@ def charge_invoice(charge: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return _id(invoice), sub
 
 
+def refunded_subscription(charge: Mapping[str, Any], reads: Reads) -> tuple[str | None, str | None, str | None]:
+    """The subscription a refunded charge paid, the invoice, and the user that invoice's
+    metadata names, for a charge the ledger holds no one-time purchase of: the charge's
+    expanded invoice says; else Stripe is asked for the invoice the charge names (API versions
+    before 2025-03-31) or that its PaymentIntent paid (since: the charge names no invoice). Only
+    for a charge whose refund lands (live, with an amount). Nones: no invoice, or Stripe cannot
+    be asked with this integration's key."""
+    amount = charge.get("amount_refunded")
+    if not charge.get("livemode") or isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+        return None, None, None
+    invoice_id, _ = charge_invoice(charge)
+    invoice = charge.get("invoice") if isinstance(charge.get("invoice"), Mapping) else None
+    if invoice is None:
+        intent = _id(charge.get("payment_intent"))
+        invoice_id = invoice_id or (reads.payment_invoice(intent) if intent is not None else None)
+        invoice = reads.invoice(invoice_id) if invoice_id is not None else None
+    if invoice is None:
+        return None, invoice_id, None
+    sub, user = invoice_subscription(invoice)
+    return sub, invoice_id, user
+
+
 def refund_events(
     charge: Mapping[str, Any],
     *,
@@ -445,11 +468,13 @@ def refund_events(
     received_at: datetime,
     stated_at: datetime,
     purchase_key: str | None = None,
+    transaction_id: str | None = None,
 ) -> list[CanonicalEvent]:
     """A refunded charge's `refund`, the refunded amount negative, at its latest refund's time
     (the event's own time when the charge's refunds are not included, as in API versions since
-    2022-11-15). It names the refunded invoice (`transaction_id`) and the purchase
-    (`purchase_key`: the caller's, else the subscription of an expanded invoice) when known."""
+    2022-11-15). It names the refunded invoice (`transaction_id`: the caller's, else the charge's
+    `invoice`) and the purchase (`purchase_key`: the caller's, else the subscription of an
+    expanded invoice) when known."""
     charge_id = _id(charge)
     amount, currency = charge.get("amount_refunded"), charge.get("currency")
     if charge_id is None or not charge.get("livemode"):
@@ -470,7 +495,7 @@ def refund_events(
             "payment_intent": _id(charge.get("payment_intent")),
             "fully_refunded": bool(charge.get("refunded")),
             "purchase_key": purchase_key or charge_invoice(charge)[1],
-            "transaction_id": charge_invoice(charge)[0],
+            "transaction_id": transaction_id or charge_invoice(charge)[0],
         },
     )
     return [found] if found is not None else []
@@ -608,6 +633,14 @@ class Reads(Protocol):
         empty: Stripe reports none). Raises when Stripe cannot be asked: the purchase is not
         applied under another key meanwhile."""
 
+    def invoice(self, invoice_id: str) -> Mapping[str, Any] | None:
+        """The Invoice (`GET /v1/invoices/{id}`); None when Stripe does not know it or the
+        integration has no key to ask with. Raises when Stripe cannot be asked."""
+
+    def payment_invoice(self, payment_intent: str) -> str | None:
+        """The id of the invoice the PaymentIntent paid (its InvoicePayment); None when it paid
+        none or there is no key to ask with. Raises when Stripe cannot be asked."""
+
 
 def event_effects(
     stripe_type: str,
@@ -687,10 +720,12 @@ def event_effects(
 
             return Effects(effects=[Effect(app_id, fact, refund)], note=f"refund revokes {key}")
         granted = grant.get("user_id") if grant is not None else None
-        user = (granted if isinstance(granted, str) else None) or subscription_user(obj)
+        refunded, invoice_id, named = (key, None, None) if grant is not None else refunded_subscription(obj, reads)
+        linked = reads.linked_user(refunded) if grant is None and refunded is not None else None
+        user = (granted if isinstance(granted, str) else None) or linked or named or subscription_user(obj)
         found = refund_events(
             obj, workspace_id=workspace_id, user_id=user, received_at=received_at, stated_at=stated_at,
-            purchase_key=key if grant is not None else None,
+            purchase_key=refunded, transaction_id=invoice_id,
         )  # fmt: skip
         return Effects(events=found, note=f"refund of charge {obj.get('id')}")
 

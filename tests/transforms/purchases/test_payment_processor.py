@@ -256,10 +256,20 @@ def test_a_paid_invoice_names_its_subscription_invoice_and_the_period_it_pays() 
 
 
 class Ledger:
-    """`Reads` over a literal ledger (one one-time purchase keyed by its PaymentIntent)."""
+    """`Reads` over a literal ledger and literal Stripe invoices (with the InvoicePayments that
+    name their PaymentIntents); `asked` records what Stripe was asked."""
 
-    def __init__(self, grants: dict[str, dict[str, Any]]) -> None:
-        self.grants = grants
+    def __init__(self, grants: dict[str, dict[str, Any]], invoices: dict[str, dict[str, Any]] | None = None) -> None:
+        self.grants, self.invoices = grants, invoices or {}
+        self.asked: list[str] = []
+
+    def invoice(self, invoice_id: str) -> dict[str, Any] | None:
+        self.asked.append(invoice_id)
+        return self.invoices.get(invoice_id)
+
+    def payment_invoice(self, payment_intent: str) -> str | None:
+        self.asked.append(payment_intent)
+        return next((i for i, inv in self.invoices.items() if inv.get("paid_by") == payment_intent), None)
 
     def linked_user(self, subscription_id: str) -> str | None:
         return None
@@ -297,4 +307,25 @@ def test_a_refund_names_its_purchase_and_the_refunded_invoice_when_known() -> No
         "sub_1", "in_8",
     )  # fmt: skip
     bare = refund_of(charge | {"payment_intent": "pi_2"}, Ledger({}))
-    assert "purchase_key" not in bare and bare["transaction_id"] == "in_7"
+    assert "purchase_key" not in bare and bare["transaction_id"] == "in_7"  # Stripe knows no in_7
+
+
+def test_a_subscription_charges_refund_finds_its_subscription_through_stripe() -> None:
+    """Before 2025-03-31 the charge names its invoice; since, only its PaymentIntent, whose
+    InvoicePayment names the invoice: either way the invoice read from Stripe names the
+    subscription, the refund's `purchase_key` (and its linked user)."""
+    invoices = {
+        "in_7": {"id": "in_7", "paid_by": "pi_2", "parent": {"subscription_details": {"subscription": "sub_1"}}}
+    }
+    older = {"id": "ch_1", "livemode": True, "amount_refunded": 999, "currency": "usd", "payment_intent": "pi_2",
+             "invoice": "in_7"}  # fmt: skip
+    reads = Ledger({}, invoices)
+    assert (refund_of(older, reads)["purchase_key"], refund_of(older, reads)["transaction_id"]) == ("sub_1", "in_7")
+    newer = {k: v for k, v in older.items() if k != "invoice"}
+    reads = Ledger({}, invoices)
+    props = refund_of(newer, reads)
+    assert (props["purchase_key"], props["transaction_id"]) == ("sub_1", "in_7") and reads.asked == ["pi_2", "in_7"]
+    test_mode = Ledger({}, invoices)
+    s.event_effects("charge.refunded", newer | {"livemode": False}, previous=None, stated_at=NOW, received_at=NOW,
+                    workspace_id="ws", app_id="app", reads=test_mode)  # fmt: skip
+    assert test_mode.asked == []  # no refund lands, nothing is asked
