@@ -77,6 +77,36 @@ def invoice_payments(client: stripe.StripeClient, invoice: str) -> list[dict[str
         return [p.to_dict() for p in listed.auto_paging_iter()]
 
 
+def invoice(client: stripe.StripeClient, invoice_id: str) -> dict[str, Any] | None:
+    """The Invoice; None when Stripe does not know it (404)."""
+    with _asking(f"invoice {invoice_id}"):
+        try:
+            found = client.v1.invoices.retrieve(invoice_id)
+        except stripe.InvalidRequestError as e:
+            if e.http_status == 404:
+                return None
+            raise
+    return found.to_dict()
+
+
+def payment_invoice(client: stripe.StripeClient, payment_intent: str) -> str | None:
+    """The invoice a PaymentIntent paid (`GET /v1/invoice_payments?payment[type]=payment_intent&
+    payment[payment_intent]=`, API versions since 2025-03-31); None when it paid none, or the API
+    answers 404 (a stand-in without invoice payments)."""
+    with _asking(f"the invoice paid by {payment_intent}"):
+        try:
+            listed = client.v1.invoice_payments.list(
+                {"payment": {"type": "payment_intent", "payment_intent": payment_intent}, "limit": 1}
+            )
+        except stripe.InvalidRequestError as e:
+            if e.http_status == 404:
+                return None
+            raise
+    found = [p.to_dict() for p in listed.data]
+    invoice_id = found[0].get("invoice") if found else None
+    return invoice_id if isinstance(invoice_id, str) and invoice_id else None
+
+
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 

@@ -38,9 +38,10 @@ TRANSACTION_TYPES: Mapping[str, TransactionType] = {
     t.RENEWAL: "renewal",
     t.REFUND: "refund",
 }
-# The event properties that name the purchase an event is about (its `store_key`): the stores'
-# and providers' original transaction id, the generic format's `purchase_id`, Stripe's subscription.
-PURCHASE_KEY_PROPERTIES = ("original_transaction_id", "purchase_id", "subscription_id")
+# The event properties that name the purchase an event is about (its `store_key`): `purchase_key`,
+# which every purchase source's events carry (docs/notifications.md); before it, the stores' and
+# providers' original transaction id, the generic format's `purchase_id`, Stripe's subscription.
+PURCHASE_KEY_PROPERTIES = ("purchase_key", "original_transaction_id", "purchase_id", "subscription_id")
 ATTRIBUTION_EVENTS = (t.INSTALL, t.REATTRIBUTION)
 
 TIMELINE_LIMIT_DEFAULT = 50  # one screen of a support agent's page

@@ -123,6 +123,20 @@ class _Reads:
     def invoice_payments(self, invoice_id: str) -> list[dict[str, Any]]:
         return _invoice_payments(self.ctx, self.verified, invoice_id)
 
+    def invoice(self, invoice_id: str) -> Mapping[str, Any] | None:
+        client = _client(self.ctx, self.verified)
+        if client is None:
+            return None  # without a key the refund lands without its purchase, as before
+        with store_errors():
+            return stripe_api.invoice(client, invoice_id)
+
+    def payment_invoice(self, payment_intent: str) -> str | None:
+        client = _client(self.ctx, self.verified)
+        if client is None:
+            return None
+        with store_errors():
+            return stripe_api.payment_invoice(client, payment_intent)
+
 
 def _client(ctx: Context, verified: Verified) -> stripe.StripeClient | None:
     """A Stripe reader with the integration's secret key (None without one)."""

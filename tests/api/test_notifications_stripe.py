@@ -24,6 +24,7 @@ from tests.providers.stripe_fake import (
     refunded_charge,
     stripe_fake,
     subscription,
+    subscription_invoice,
 )
 from tests.support import free_port
 from tests.support.provider_notifications import connect, entitlement, landed, localstripe, settings, stored_count
@@ -295,3 +296,31 @@ def test_a_one_time_purchase_whose_invoice_names_no_user_is_linked_through_its_c
     assert entitlement(client, workspace, "user-9") == {"active": True, "source": "web"}
     assert [e["user_id"] for e in landed(db)] == ["user-9"]
     assert stripe_fake.paths("/v1/customers/cus_9")
+
+
+def test_a_subscription_charges_refund_names_its_subscription_and_invoice_read_from_stripe(
+    client: FlaskClient, db: Database, workspace: dict, stripe_fake: StripeFake
+) -> None:
+    """API versions since 2025-03-31: a charge names no invoice; its PaymentIntent's
+    InvoicePayment names the invoice, whose parent names the subscription, so the refund lands
+    with the ledger's key of the purchase (what subscription metrics join on) and its user."""
+    config = {"secret_key": KEY, "webhook_secret": WEBHOOK_SECRET, "app_id": workspace["app_id"]}
+    integration_id = connect(db, workspace["workspace_id"], "payment_processor", config | {"base_url": stripe_fake.url})
+    now = int(time.time())
+    created = event("customer.subscription.created", subscription("active"), event_id="evt_1", created=now - 120)
+    assert post_event(client, integration_id, created).status_code == 200
+    paid = subscription_invoice("in_s", at=now - 100, billing_reason="subscription_create")
+    stripe_fake.lists["invoices"] = [paid]
+    stripe_fake.lists["invoice_payments"] = [invoice_payment("inpay_s", invoice="in_s", payment_intent="pi_s", at=now)]
+    assert post_event(client, integration_id, event("invoice.paid", paid, event_id="evt_2")).status_code == 200
+    charge = refunded_charge("ch_s", payment_intent="pi_s", at=now - 100, customer="cus_1")
+    r = post_event(client, integration_id, event("charge.refunded", charge, event_id="evt_3", created=now - 5))
+    assert r.status_code == 200 and r.json["events_landed"] == 1, r.json
+    by_type = {e["event_type"]: e for e in landed(db)}
+    refund = by_type["refund"]
+    assert refund["user_id"] == "user-7"
+    assert (refund["properties"]["purchase_key"], refund["properties"]["transaction_id"]) == ("sub_1", "in_s")
+    assert by_type["subscription_start"]["properties"]["purchase_key"] == "sub_1"
+    asked = stripe_fake.paths("/v1/invoice_payments")
+    assert [p for p in asked if "payment%5Bpayment_intent%5D=pi_s" in p], asked
+    assert stripe_fake.paths("/v1/invoices/in_s")

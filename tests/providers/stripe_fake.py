@@ -2,9 +2,10 @@
 the Stripe objects the webhook and sync tests build, in the shapes Stripe's API reference gives them (stripe-python
 16.1 types: `Event`, `Subscription`, `Invoice`, `InvoicePayment`, `Charge`).
 
-The fake answers `GET /v1/{events,subscriptions,invoices,refunds,invoice_payments}` and
-`GET /v1/customers/{id}` as Stripe does: newest first, `limit`, `starting_after`,
-`created[gt|gte]`, `types[]`, and for invoice payments `invoice` and `status`; Bearer
+The fake answers `GET /v1/{events,subscriptions,invoices,refunds,invoice_payments}`,
+`GET /v1/customers/{id}` and `GET /v1/invoices/{id}` as Stripe does: newest first, `limit`,
+`starting_after`, `created[gt|gte]`, `types[]`, and for invoice payments `invoice`, `status`
+and `payment[payment_intent]`; Bearer
 authentication (401 with Stripe's message otherwise); scripted failures answered before the
 real answer. localstripe (1.15) predates API version 2025-03-31 ("basil"): it has no invoice
 payments, the only place a basil invoice names the PaymentIntent that paid it.
@@ -61,6 +62,13 @@ class StripeFake:
                 if customer
                 else error(404, "No such customer")
             )
+        if name.startswith("invoices/"):
+            invoice = next((i for i in self.lists["invoices"] if i["id"] == name.removeprefix("invoices/")), None)
+            return (
+                Response(json.dumps(invoice), content_type="application/json")
+                if invoice
+                else error(404, "No such invoice")
+            )
         if name not in self.lists:
             return error(404, f"Unrecognized request URL (GET: /v1/{name}).")
         items = sorted(self.lists[name], key=lambda o: (o["created"], o["id"]), reverse=True)
@@ -74,6 +82,8 @@ class StripeFake:
             items = [o for o in items if o["created"] > int(args["created[gt]"])]
         if name == "invoice_payments" and "invoice" in args:
             items = [o for o in items if o["invoice"] == args["invoice"]]
+        if name == "invoice_payments" and "payment[payment_intent]" in args:
+            items = [o for o in items if o["payment"].get("payment_intent") == args["payment[payment_intent]"]]
         if name == "invoice_payments" and "status" in args:
             items = [o for o in items if o["status"] == args["status"]]
         after = args.get("starting_after")

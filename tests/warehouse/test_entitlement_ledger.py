@@ -123,3 +123,49 @@ def test_a_statement_dated_2100_cannot_outrank_a_later_genuine_one(
         assert ledger.current(conn, workspace_id=ws, app_id=app, user_id="u1", now=later).active
         held = ledger.grant_for(conn, app_id=app, source=source, store_key="p-1")
     assert held is not None and held.revoked_at is None and held.stated_at == later
+
+
+def test_a_statement_without_a_price_keeps_the_latest_paid_price(db: Database, workspace: dict[str, Any]) -> None:
+    """MRR reads each subscription's latest paid price from the ledger (issue 34): a newer
+    statement that names a price replaces it, one that names none (a cancellation, a void)
+    keeps it, and a late older statement never rolls it back."""
+    ws, app = workspace["workspace_id"], workspace["app_id"]
+    now = datetime.now(UTC)
+    first_paid = now - timedelta(days=31)
+    paid = fact(
+        "p-9", stated_at=first_paid, price_amount=9.99, price_currency="EUR", priced_at=first_paid,
+        billing_period="P1M",
+    )  # fmt: skip
+    renewed_at = now - timedelta(days=1)
+    renewal = fact("p-9", stated_at=renewed_at, price_amount=1200.0, price_currency="JPY", priced_at=renewed_at)
+    cancelled = fact("p-9", stated_at=now, auto_renew=False)
+    with db.write() as conn:
+        ledger.apply_receipt(conn, workspace_id=ws, app_id=app, user_id="u1", fact=paid)
+    with db.read() as conn:
+        held = ledger.grant_for(conn, app_id=app, source="ios_store", store_key="p-9")
+    assert held is not None
+    assert (held.price_amount, held.price_currency, held.priced_at, held.billing_period) == (
+        9.99, "EUR", first_paid, "P1M",
+    )  # fmt: skip
+    with db.write() as conn:
+        ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=renewal)
+        ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=cancelled)
+        ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=paid)  # late: older than both
+    with db.read() as conn:
+        held = ledger.grant_for(conn, app_id=app, source="ios_store", store_key="p-9")
+    assert held is not None and held.auto_renew is False
+    # The renewal's price, its own time; the billing period no later statement named stays.
+    assert (held.price_amount, held.price_currency, held.priced_at, held.billing_period) == (
+        1200.0, "JPY", renewed_at, "P1M",
+    )  # fmt: skip
+    assert ledger.fact_of_grant(held).price_amount == 1200.0
+
+
+def test_a_grant_first_stated_without_a_price_has_none(db: Database, workspace: dict[str, Any]) -> None:
+    ws, app = workspace["workspace_id"], workspace["app_id"]
+    with db.write() as conn:
+        ledger.apply_statement(conn, workspace_id=ws, app_id=app, fact=fact("p-10", in_trial=True))
+    with db.read() as conn:
+        held = ledger.grant_for(conn, app_id=app, source="ios_store", store_key="p-10")
+    assert held is not None
+    assert (held.price_amount, held.price_currency, held.priced_at, held.billing_period) == (None, None, None, None)

@@ -296,3 +296,30 @@ def test_0200_admits_promotional_grants_keeps_the_rows_and_downgrades_only_witho
         )
     assert migrate.upgrade(db) == [migrate.head()]
     assert migrate.drift(db) == []
+
+
+def test_0205_adds_the_grants_price_columns_empty_and_downgrades_keeping_the_rows(db: Database) -> None:
+    """0205 adds the latest paid transaction's price and billing period (issue 34): NULL on the
+    rows before it (learnt from the next statement naming a price); the downgrade drops them
+    and keeps the rows and their CHECK constraints."""
+    price_columns = {"price_amount", "price_currency", "priced_at", "billing_period"}
+    migrate.downgrade(db, "0200")
+    assert not price_columns & {c["name"] for c in sa.inspect(db.engine).get_columns("entitlement_grants")}
+    checks = sorted(c["name"] for c in sa.inspect(db.engine).get_check_constraints("entitlement_grants"))
+    with db.engine.begin() as conn:
+        _fill(conn)
+        conn.execute(entitlement_grants.insert(), [_grant("grt_1", "ios_store", "2000000000000001")])
+
+    assert migrate.upgrade(db) == [migrate.head()]
+    with db.engine.connect() as conn:
+        row = conn.execute(sa.select(entitlement_grants).where(entitlement_grants.c.id == "grt_1")).one()
+    assert (row.price_amount, row.price_currency, row.priced_at, row.billing_period) == (None, None, None, None)
+    assert migrate.drift(db) == []
+
+    migrate.downgrade(db, "0200")
+    assert not price_columns & {c["name"] for c in sa.inspect(db.engine).get_columns("entitlement_grants")}
+    assert sorted(c["name"] for c in sa.inspect(db.engine).get_check_constraints("entitlement_grants")) == checks
+    with db.engine.connect() as conn:
+        kept = conn.execute(sa.select(entitlement_grants.c.id, entitlement_grants.c.store_key))
+        assert kept.all() == [("grt_1", "2000000000000001")]
+    assert migrate.upgrade(db) == [migrate.head()]

@@ -84,6 +84,13 @@ class StoreFact:
     when that token was the newest (not replaced); the ledger keeps it under the same
     newest-statement-wins rule as the state, so a sync re-reads the purchase by it. None: the
     source reads a purchase by its key, or this statement names no token (the ledger's stays).
+
+    `price_amount` / `price_currency` / `priced_at` / `billing_period`: the price of the latest
+    PAID transaction the statement names (major units, ISO 4217, the transaction's time, which
+    picks the day's exchange rate), and its billing period as an ISO 8601 duration where the
+    source states one: what MRR and revenue read from the ledger (issue 34). A trial period
+    has no price; a statement that names none (a trial, a cancellation, a source whose payload
+    carries no price) leaves the ledger's previous price as it was, as `current_token` does.
     """
 
     source: str
@@ -108,13 +115,21 @@ class StoreFact:
     # (Stripe's customer id, RevenueCat's original app user id, Adapty's profile id): what support
     # searches by (`GET /v1/customers?query=`). The ledger keeps the latest one it was told.
     customer_id: str | None = None
+    price_amount: float | None = None
+    price_currency: str | None = None
+    priced_at: datetime | None = None
+    billing_period: str | None = None
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"unknown source {self.source!r}")
         if not self.store_key:
             raise ValueError("a fact needs the purchase's store key")
-        for name in ("stated_at", "expires_at", "grace_ends_at", "revoked_at"):
+        if (self.price_amount is None) != (self.price_currency is None):
+            raise ValueError("a price needs its amount and its currency")
+        if self.price_amount is not None and self.price_amount < 0:
+            raise ValueError("a price is never negative")
+        for name in ("stated_at", "expires_at", "grace_ends_at", "revoked_at", "priced_at"):
             value = getattr(self, name)
             if value is not None and value.tzinfo is None:
                 raise ValueError(f"{name} must be timezone-aware")

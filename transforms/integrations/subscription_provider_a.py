@@ -61,6 +61,7 @@ from transforms.event_types import (
 )
 from transforms.events import CanonicalEvent, lake_can_hold
 from transforms.ingest.validation import valid_country
+from transforms.timefmt import iso_z
 
 ID_PREFIX = "rc"
 MAX_EVENT_ID = 80
@@ -200,7 +201,12 @@ class Mapper:
         if not found:
             return []
         product = subscription.get("product_id")
-        base = {"product_id": product, "store": subscription.get("store"), "subscription_id": sub_id}
+        # The purchase as the webhook's fact keys it (its original transaction id): the first
+        # store transaction where the store lists them; unknown otherwise (left out).
+        key = found[0].transaction_id if transactions else None
+        base = {
+            "product_id": product, "store": subscription.get("store"), "subscription_id": sub_id, "purchase_key": key,
+        }  # fmt: skip
 
         def raw(period: Period) -> str:
             return period.transaction_id or f"{sub_id}:{int(period.starts_at.timestamp() * 1000)}"
@@ -208,8 +214,13 @@ class Mapper:
         events: list[CanonicalEvent | None] = []
         trial = _first_is_trial(subscription, found, gross)
         paid = found[1:] if trial else found
+
+        def period_end(period: Period) -> dict[str, Any]:
+            return {"period_ends_at": iso_z(period.ends_at)}
+
         if trial:
-            events.append(self._event(raw(found[0]), TRIAL_START, found[0].starts_at, subscription, user, base))
+            trial_props = base | period_end(found[0])
+            events.append(self._event(raw(found[0]), TRIAL_START, found[0].starts_at, subscription, user, trial_props))
         promotional = subscription.get("store") == "promotional"
         # Without the store's transactions only the start and the current period are known, not
         # how many were paid between them: the gross is then split only when one period was paid.
@@ -218,7 +229,8 @@ class Mapper:
         for i, period in enumerate(paid):
             kind = RENEWAL if i else (TRIAL_CONVERTED if trial else SUBSCRIPTION_START)
             money_props = {"revenue": shares[i], "currency": currency} if shares is not None else {}
-            events.append(self._event(raw(period), kind, period.starts_at, subscription, user, base | money_props))
+            props = base | money_props | period_end(period)
+            events.append(self._event(raw(period), kind, period.starts_at, subscription, user, props))
         if subscription.get("auto_renewal_status") == "will_not_renew":
             at = moment(subscription.get("current_period_starts_at")) or found[-1].starts_at
             # Named by the subscription's first store transaction (its original transaction id)
@@ -241,6 +253,7 @@ class Mapper:
             "product_id": purchase.get("product_id"),
             "store": purchase.get("store"),
             "purchase_id": purchase.get("id"),
+            "purchase_key": raw,  # the store's purchase id, the webhook's transaction id for it
         }
         if money is not None:
             props |= {"revenue": money[0], "currency": money[1]}

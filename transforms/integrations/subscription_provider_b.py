@@ -16,7 +16,11 @@ app's own user id, empty when the app never set it), `event_type` (lower-cased e
 `currency` (ISO 4217 of the transaction), `store` (`app_store`, `play_store`, ...), `product_id`,
 `profile_country` (Adapty, by IP; spelled `profile_county` in an older page), `store_country`,
 `idfa`, `advertising_id`, `paywall_name`, `attribution_campaign`, `attribution_ad_group`,
-`attribution_ad_set`, `attribution_creative`.
+`attribution_ad_set`, `attribution_creative`, and `subscription_expires_at` when a row has it
+(the webhook's rows do, `transforms.purchases.subscription_provider_b.export_row`; the export's
+column list does not document it). Every event names its purchase as `purchase_key` (the
+original transaction id, else the transaction's: the ledger's `store_key`); a period's event
+(trial, start, renewal, conversion) carries `subscription_expires_at` as `period_ends_at`.
 
 Event names (Adapty docs, "Events", `versioned_docs/version-3.0/events.md`) and what they become:
 `trial_started` -> trial_start, `trial_converted` -> trial_converted, `subscription_started`
@@ -49,6 +53,7 @@ from transforms import event_types as t
 from transforms.events import CanonicalEvent, canonical_event, lake_can_hold
 from transforms.ingest.attribution import country as alpha2_country
 from transforms.ingest.validation import CHARGE_TYPES, parse_amount
+from transforms.timefmt import iso_z
 
 SOURCE_PREFIX: Final = "adapty"
 MAX_EVENT_ID: Final = 80
@@ -194,6 +199,9 @@ def map_row(
             return "negative_charge"
 
     transaction = row.get("transaction_id")
+    period_ends_at = None
+    if event_type in (t.TRIAL_START, t.SUBSCRIPTION_START, t.RENEWAL, t.TRIAL_CONVERTED):
+        period_ends_at = iso_z(parse_datetime(row.get("subscription_expires_at")))
     properties: dict[str, object] = {
         "revenue": revenue,
         "currency": "USD" if revenue is not None else None,
@@ -201,6 +209,9 @@ def map_row(
         "vendor_event": vendor_type,
         "transaction_id": transaction,
         "original_transaction_id": row.get("original_transaction_id"),
+        # The purchase as the ledger keys it (`transforms.purchases.subscription_provider_b.fact`).
+        "purchase_key": row.get("original_transaction_id") or transaction,
+        "period_ends_at": period_ends_at,
         "store": row.get("store"),
         "proceeds_usd": _number(row.get("proceeds_usd")),
         "local_revenue": _number(row.get("revenue_local")),

@@ -35,7 +35,16 @@ discounts), which is booked on a paid period in the base-price phase; other even
 offers, one-time products, refunds) land without revenue. Test purchases are not revenue and
 land no events. Renewal order ids are the base order id with `..N` appended (Google Payments'
 order numbering), which is how a renewal is told from the first order; a trial's conversion is
-not told apart from a renewal (the resource keeps no past offer phase).
+not told apart from a renewal (the resource keeps no past offer phase). The same base-plan price
+is the fact's price of the latest paid period (`StoreFact.price_amount`, at the period event's
+time); a trial or an offer phase states none, so the ledger keeps the price it held.
+
+Every event names its purchase: `purchase_key` is the resolved `store_key` (the chain's first
+token: an upgrade's new token lands under the root's key) and `transaction_id` the order (a
+refund's is the voided order). A period's event carries the line item's `expiryTime` as
+`period_ends_at`. No `billing_period`: `SubscriptionPurchaseV2` names the base plan
+(`offerDetails.basePlanId`) but not its billing period, which only the monetization API's
+catalog (`monetization.subscriptions`) states.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ from transforms.entitlements.effects import Effect
 from transforms.entitlements.facts import ANDROID_STORE, StoreFact
 from transforms.events import CanonicalEvent, canonical_event, lake_can_hold
 from transforms.purchases import event_ids
+from transforms.timefmt import iso_z
 
 MAX_CHAIN = 10  # linkedPurchaseToken hops followed to find a subscription's first token
 ID_PREFIX = "gp"
@@ -219,6 +229,7 @@ def subscription_fact(purchase: Mapping[str, Any], *, store_key: str, token: str
     auto_renew = bool(renewing.get("autoRenewEnabled")) if isinstance(renewing, Mapping) else False
     phase = item.get("offerPhase")
     accounts = purchase.get("externalAccountIdentifiers")
+    paid = paid_period(purchase, stated_at=stated_at)
     return StoreFact(
         source=ANDROID_STORE,
         store_key=store_key,
@@ -234,7 +245,32 @@ def subscription_fact(purchase: Mapping[str, Any], *, store_key: str, token: str
         account_token=_text(accounts.get("obfuscatedExternalAccountId")) if isinstance(accounts, Mapping) else None,
         transaction_id=order_id_of(purchase),
         current_token=token,
+        price_amount=paid[1][0] if paid else None,
+        price_currency=paid[1][1] if paid else None,
+        priced_at=paid[0] if paid else None,
     )
+
+
+def period_started_at(purchase: Mapping[str, Any], order: str, stated_at: datetime) -> datetime:
+    """When the latest order's period began, as far as the resource says: a renewal order's is
+    the statement's time (the resource keeps no renewal time), the first order's `startTime`."""
+    if _RENEWAL_ORDER.search(order):
+        return stated_at
+    return parse_time(purchase.get("startTime")) or stated_at
+
+
+def paid_period(purchase: Mapping[str, Any], *, stated_at: datetime) -> tuple[datetime, tuple[float, str]] | None:
+    """The latest order's period and its price when it is a paid period in the base-price phase
+    with access (`recurringPrice`, the only price the resource carries); None otherwise (a
+    trial, an introductory or proration phase, no access, no price)."""
+    item, order = main_item(purchase), order_id_of(purchase)
+    if item is None or order is None or purchase.get("subscriptionState") not in ACCESS_UNTIL_EXPIRY:
+        return None
+    phase, plan = item.get("offerPhase"), item.get("autoRenewingPlan")
+    if not (isinstance(phase, Mapping) and "basePrice" in phase and isinstance(plan, Mapping)):
+        return None
+    money = _money(plan.get("recurringPrice"))
+    return (period_started_at(purchase, order, stated_at), money) if money else None
 
 
 def order_id_of(purchase: Mapping[str, Any]) -> str | None:
@@ -280,6 +316,7 @@ def _event(
         "product_id": fact.product_id,
         "transaction_id": order_id,
         "original_transaction_id": fact.store_key,
+        "purchase_key": fact.store_key,
         "store": "play_store",
         **(extra or {}),
     }
@@ -315,21 +352,16 @@ def subscription_events(
     if order is None or item is None:
         return []
     events: list[CanonicalEvent | None] = []
-    phase = item.get("offerPhase")
     if state in ACCESS_UNTIL_EXPIRY:
-        renewal = bool(_RENEWAL_ORDER.search(order))
-        if renewal:
-            kind, at = t.RENEWAL, fact.stated_at
-        else:
-            kind = t.TRIAL_START if fact.in_trial else t.SUBSCRIPTION_START
-            at = parse_time(purchase.get("startTime")) or fact.stated_at
-        plan = item.get("autoRenewingPlan")
-        revenue = None
-        if kind != t.TRIAL_START and isinstance(phase, Mapping) and "basePrice" in phase and isinstance(plan, Mapping):
-            revenue = _money(plan.get("recurringPrice"))
+        first = t.TRIAL_START if fact.in_trial else t.SUBSCRIPTION_START
+        kind = t.RENEWAL if _RENEWAL_ORDER.search(order) else first
+        at = period_started_at(purchase, order, fact.stated_at)
+        paid = paid_period(purchase, stated_at=fact.stated_at)
+        revenue = paid[1] if paid and kind != t.TRIAL_START else None
+        period = {"period_ends_at": iso_z(parse_time(item.get("expiryTime")))}
         events.append(
             _event(kind, order, fact, workspace_id=workspace_id, user_id=user_id, occurred_at=at,
-                   received_at=received_at, revenue=revenue)
+                   received_at=received_at, revenue=revenue, extra=period)
         )  # fmt: skip
     context = purchase.get("canceledStateContext")
     if state == CANCELED and isinstance(context, Mapping):

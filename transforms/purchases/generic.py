@@ -31,6 +31,11 @@ with the amount negative; `expiration` and `grace_period` change access only. Ev
 `generic:<purchase_id>:<id>:<type>` (hashed when longer than 80 characters). A period's events
 carry its `expires_at` as `period_ends_at`, and `billing_period` (as an ISO 8601 duration) when
 the sender names it: what subscription metrics read (transforms/subscriptions/billing.py).
+Every event carries `purchase_key` (the `purchase_id`, the ledger's `store_key` of the
+purchase) and, for a purchase or renewal, `transaction_id` (the notification's `id`, which the
+ledger records as the purchase's latest transaction; a refund names no transaction of its own).
+A paid `purchase` or `renewal` states its `revenue` and `currency` as the purchase's price in the
+ledger (`StoreFact.price_amount`; none in a trial).
 
 **generic-attribution**, one attribution event per request, mapped as an ingest callback is
 (`transforms.ingest.attribution.check_fields`): `{"id", "event_type" (a canonical type:
@@ -172,6 +177,7 @@ def subscription_fact(event: SubscriptionEvent) -> StoreFact:
     if event.type == "expiration" and expires is not None:
         expires = min(expires, event.occurred_at)
     auto_renew: bool | None = None
+    paid = event.type in ("purchase", "renewal") and not event.in_trial and event.revenue is not None
     if event.type in ("purchase", "renewal", "uncancellation"):
         auto_renew = event.kind == "subscription"
     elif event.type in ("cancellation", "expiration", "refund"):
@@ -192,6 +198,10 @@ def subscription_fact(event: SubscriptionEvent) -> StoreFact:
         auto_renew=auto_renew,
         transaction_id=event.id,
         user_hint=event.user_id,
+        price_amount=event.revenue if paid else None,
+        price_currency=event.currency if paid else None,
+        priced_at=event.occurred_at if paid else None,
+        billing_period=event.billing_period.iso if event.billing_period and event.kind == "subscription" else None,
     )
 
 
@@ -218,7 +228,12 @@ def subscription_events(
         kind = t.REFUND
     if kind is None:
         return []
-    properties: dict[str, Any] = {"product_id": event.product_id, "purchase_id": event.purchase_id}
+    properties: dict[str, Any] = {
+        "product_id": event.product_id,
+        "purchase_id": event.purchase_id,
+        "purchase_key": event.purchase_id,
+        "transaction_id": event.id if event.type in ("purchase", "renewal") else None,
+    }
     if kind in PERIOD_TYPES and event.kind == "subscription":
         properties["period_ends_at"] = iso_z(event.expires_at)
         properties["billing_period"] = event.billing_period.iso if event.billing_period else None

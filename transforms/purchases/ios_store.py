@@ -20,6 +20,14 @@ conversion apart would need the transaction history (App Store Server API) or th
 previous state, and either would give the same transaction different event ids on different
 paths (receipt, notification, notification history), which landing could then count twice.
 
+Every event names its purchase: `purchase_key` is the `originalTransactionId` (the ledger's
+`store_key`; an upgrade or crossgrade is a new transaction on the same one), `transaction_id` the
+transaction (a refund's is the refunded transaction). A subscription period's event carries its
+`expiresDate` as `period_ends_at`; a transaction states no period length, so no
+`billing_period` (subscription metrics take it from the catalog or the period's length). The
+fact states the transaction's `price` (milliunits, as major units) and `currency` as the
+purchase's latest paid price, at its `purchaseDate`: none for a free trial or a free period.
+
 Events are not booked for sandbox transactions (tests, not revenue; the Adapty and RevenueCat
 mappings leave sandbox out too), nor for Family Sharing transactions (the purchaser's own
 transaction carries the money; a family member's would count it again).
@@ -50,6 +58,7 @@ from transforms.entitlements.facts import IOS_STORE, Kind, StoreFact
 from transforms.entitlements.facts import Environment as FactEnvironment
 from transforms.events import CanonicalEvent, canonical_event
 from transforms.purchases import event_ids
+from transforms.timefmt import iso_z
 
 ID_PREFIX = "ios"
 ENVIRONMENTS = ("Production", "Sandbox")  # what an app can be set to (Xcode/LocalTesting are unsigned)
@@ -169,6 +178,7 @@ def transaction_fact(
     if kind == "subscription" and expires is None:
         raise Unmappable(f"a {txn.rawType} transaction without an expiresDate")
     subscription = txn.rawType == AUTO_RENEWABLE
+    price = paid_price(txn)
     auto_renew = None
     if subscription and renewal is not None and renewal.rawAutoRenewStatus is not None:
         auto_renew = renewal.rawAutoRenewStatus == 1
@@ -188,7 +198,18 @@ def transaction_fact(
         auto_renew=auto_renew,
         account_token=txn.appAccountToken.lower() if txn.appAccountToken else None,
         transaction_id=txn.transactionId,
+        price_amount=price[0] if price else None,
+        price_currency=price[1] if price else None,
+        priced_at=moment(txn.purchaseDate) if price else None,
     )
+
+
+def paid_price(txn: JWSTransactionDecodedPayload) -> tuple[float, str] | None:
+    """What the transaction's buyer paid (major units, ISO 4217); None for a free trial, a free
+    period or a transaction that names no price."""
+    if txn.price is None or txn.price <= 0 or not txn.currency or is_free_trial(txn):
+        return None
+    return txn.price / 1000, txn.currency.upper()
 
 
 def event_id(transaction_id: str, event_type: str) -> str:
@@ -233,6 +254,7 @@ def transaction_events(
         "store": "app_store",
         "transaction_id": txn.transactionId,
         "original_transaction_id": txn.originalTransactionId,
+        "purchase_key": txn.originalTransactionId,
         "storefront": txn.storefront,
         "offer_type": txn.rawOfferType,
         "offer_discount_type": txn.rawOfferDiscountType,
@@ -255,7 +277,10 @@ def transaction_events(
 
     purchased = moment(txn.purchaseDate)
     assert purchased is not None
-    events = [event(kind, purchased, base if kind == t.TRIAL_START else base | _money(txn))]
+    period: dict[str, Any] = {}
+    if kind != t.PURCHASE and txn.expiresDate is not None:
+        period = {"period_ends_at": iso_z(moment(txn.expiresDate))}
+    events = [event(kind, purchased, base | period if kind == t.TRIAL_START else base | period | _money(txn))]
     revoked = moment(txn.revocationDate)
     if revoked is not None and kind != t.TRIAL_START:
         refunded = _money(txn, txn.revocationPercentage or PERCENT_MILLIUNITS)

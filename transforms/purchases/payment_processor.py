@@ -55,6 +55,21 @@ the same objects lands once):
   subscription and its `canceled_at`;
 - a refunded charge: `refund` with the refunded amount negative, `stripe:<charge id>:refund`
   (one per charge: a second partial refund of the same charge is left to the sync).
+
+What subscription metrics read (issue 34): every event names its purchase as `purchase_key`, the
+ledger's `store_key` (the subscription id; a one-time purchase's PaymentIntent key), and a paid
+invoice's event its `transaction_id` (the invoice id). A refund names the purchase the ledger
+holds under the charge's PaymentIntent (a one-time purchase), else the subscription of the
+invoice the charge paid: expanded in the charge, else read from Stripe (`Reads.invoice`, by
+the charge's `invoice` before 2025-03-31, by its PaymentIntent's InvoicePayment since:
+`Reads.payment_invoice`), and that invoice as the refunded `transaction_id`; without a
+`secret_key` nothing is asked and the refund lands without them. Period events carry
+`period_ends_at` (the invoice line's `period.end`; a trial's `trial_end`; a converted trial's
+current period end) and `billing_period` from the price's `recurring` (`interval`,
+`interval_count`) as ISO 8601 where the object in hand carries the price. The subscription's
+fact states its items' list price (`unit_amount` times `quantity`, before discounts and tax)
+at the current period's start while `active` (a paid period); a trial, `past_due` and the
+ending statuses state none, so the ledger keeps the price it held.
 """
 
 from __future__ import annotations
@@ -70,12 +85,15 @@ from transforms.currencies import stripe_exponent
 from transforms.entitlements.effects import Effect, Effects
 from transforms.entitlements.facts import PAYMENT_PROCESSOR, StoreFact
 from transforms.events import CanonicalEvent, lake_can_hold
+from transforms.timefmt import iso_z
 
 ID_PREFIX = "stripe"
 MAX_EVENT_ID = 80
 USER_METADATA_KEY = "flokit_user_id"
 
 ACCESS_STATUSES = frozenset({"trialing", "active"})
+# A price's `recurring.interval` as the ISO 8601 unit of its billing period.
+INTERVALS = {"day": "D", "week": "W", "month": "M", "year": "Y"}
 GRACE_STATUSES = frozenset({"past_due"})
 # Handled event types; anything else is stored and acknowledged without an effect.
 SUBSCRIPTION_EVENTS = frozenset(
@@ -170,6 +188,55 @@ def product_of(subscription: Mapping[str, Any]) -> str | None:
     return None
 
 
+def billing_period_of(price: object) -> str | None:
+    """A Price's (or a legacy Plan's) billing period as an ISO 8601 duration: `recurring`
+    {`interval`, `interval_count`} (a Plan has both at its top level); None for a one-time
+    price or an object that does not carry it (a price named by its id only)."""
+    if not isinstance(price, Mapping):
+        return None
+    recurring: Mapping[str, Any] = price["recurring"] if isinstance(price.get("recurring"), Mapping) else price
+    unit = INTERVALS.get(str(recurring.get("interval")))
+    count = recurring.get("interval_count", 1)
+    if unit is None or isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        return None
+    return f"P{count}{unit}"
+
+
+def _item_price(item: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    price = item.get("price") or item.get("plan")
+    return price if isinstance(price, Mapping) else None
+
+
+def subscription_price(subscription: Mapping[str, Any]) -> tuple[float, str] | None:
+    """The subscription's list price per period: its items' `unit_amount` times `quantity`, in major
+    units, when every item has a per-unit price in one currency (a tiered or metered price has
+    no `unit_amount`: None, the price is not known from the subscription)."""
+    total, currencies = 0, set()
+    items = _items(subscription)
+    for item in items:
+        price = _item_price(item)
+        amount = price.get("unit_amount") if price is not None else None
+        currency = price.get("currency") if price is not None else None
+        quantity = item.get("quantity", 1)
+        if isinstance(amount, bool) or not isinstance(amount, int) or not isinstance(currency, str):
+            return None
+        if isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 0:
+            return None
+        total += amount * quantity
+        currencies.add(currency.lower())
+    if not items or len(currencies) != 1:
+        return None
+    currency = currencies.pop()
+    return major_units(total, currency), currency.upper()
+
+
+def subscription_billing_period(subscription: Mapping[str, Any]) -> str | None:
+    """The first item's billing period (a subscription's items share one, Stripe requires it)."""
+    for item in _items(subscription):
+        return billing_period_of(_item_price(item))
+    return None
+
+
 def subscription_fact(subscription: Mapping[str, Any], *, stated_at: datetime) -> StoreFact | None:
     """The subscription's state (see the module docstring); None without an id or a period."""
     sub_id = _id(subscription)
@@ -189,6 +256,7 @@ def subscription_fact(subscription: Mapping[str, Any], *, stated_at: datetime) -
     else:
         expires = min(ended or stated_at, stated_at)
     cancelling = bool(subscription.get("cancel_at_period_end")) or subscription.get("cancel_at") is not None
+    price = subscription_price(subscription) if status == "active" else None
     return StoreFact(
         source=PAYMENT_PROCESSOR,
         store_key=sub_id,
@@ -204,6 +272,10 @@ def subscription_fact(subscription: Mapping[str, Any], *, stated_at: datetime) -
         transaction_id=_id(subscription.get("latest_invoice")),
         user_hint=subscription_user(subscription),
         customer_id=customer_id(subscription),
+        price_amount=price[0] if price else None,
+        price_currency=price[1] if price else None,
+        priced_at=(start or stated_at) if price else None,
+        billing_period=subscription_billing_period(subscription),
     )
 
 
@@ -246,28 +318,29 @@ def subscription_events(
     if sub_id is None or not subscription.get("livemode"):
         return []  # test-mode subscriptions are tests, not revenue or lifecycle
     status = subscription.get("status")
-    props = {"product_id": product_of(subscription), "subscription_id": sub_id}
+    props = {"product_id": product_of(subscription), "subscription_id": sub_id, "purchase_key": sub_id}
     out: list[CanonicalEvent | None] = []
-    common: dict[str, Any] = {
-        "workspace_id": workspace_id,
-        "received_at": received_at,
-        "user_id": user_id,
-        "properties": props,
-    }
+    common: dict[str, Any] = {"workspace_id": workspace_id, "received_at": received_at, "user_id": user_id}
+    billing = subscription_billing_period(subscription)
     if stripe_type == "customer.subscription.created" and status == "trialing":
         started = moment(subscription.get("trial_start")) or moment(subscription.get("created"))
+        ends = moment(subscription.get("trial_end")) or period(subscription)[1]
         if started is not None:
-            out.append(_event(raw=sub_id, event_type=t.TRIAL_START, occurred_at=started, **common))
+            trial = props | {"period_ends_at": iso_z(ends), "billing_period": billing}
+            out.append(_event(raw=sub_id, event_type=t.TRIAL_START, occurred_at=started, properties=trial, **common))
     was = previous.get("status") if previous else None
     if stripe_type == "customer.subscription.updated" and was == "trialing" and status == "active":
         converted = moment(subscription.get("trial_end")) or period(subscription)[0]
         if converted is not None:
-            out.append(_event(raw=sub_id, event_type=t.TRIAL_CONVERTED, occurred_at=converted, **common))
+            paid = props | {"period_ends_at": iso_z(period(subscription)[1]), "billing_period": billing}
+            out.append(
+                _event(raw=sub_id, event_type=t.TRIAL_CONVERTED, occurred_at=converted, properties=paid, **common)
+            )
     cancelling = bool(subscription.get("cancel_at_period_end")) or status == "canceled"
     at = moment(subscription.get("canceled_at"))
     if cancelling and at is not None:
         raw = f"{sub_id}:{int(at.timestamp())}"
-        out.append(_event(raw=raw, event_type=t.CANCELLATION, occurred_at=at, **common))
+        out.append(_event(raw=raw, event_type=t.CANCELLATION, occurred_at=at, properties=props, **common))
     return [e for e in out if e is not None]
 
 
@@ -284,10 +357,35 @@ def invoice_subscription(invoice: Mapping[str, Any]) -> tuple[str | None, str | 
     return sub, _metadata_user(details) or _metadata_user(invoice)
 
 
+def _lines(invoice: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    lines = invoice.get("lines")
+    data = lines.get("data") if isinstance(lines, Mapping) else None
+    return [line for line in data if isinstance(line, Mapping)] if isinstance(data, list) else []
+
+
+def invoice_period(invoice: Mapping[str, Any]) -> tuple[datetime | None, str | None]:
+    """The period a subscription's invoice pays: its lines' latest `period.end`, and the billing
+    period of the first line whose price (or legacy plan) carries `recurring` (API versions
+    since 2025-03-31 name a line's price by id only: None)."""
+    ends = [moment(line["period"].get("end")) for line in _lines(invoice) if isinstance(line.get("period"), Mapping)]
+    known = [e for e in ends if e is not None]
+    billing = next(
+        (p for p in (billing_period_of(line.get("price") or line.get("plan")) for line in _lines(invoice)) if p), None
+    )
+    return (max(known) if known else None), billing
+
+
 def invoice_events(
-    invoice: Mapping[str, Any], *, workspace_id: str, user_id: str | None, received_at: datetime
+    invoice: Mapping[str, Any],
+    *,
+    workspace_id: str,
+    user_id: str | None,
+    received_at: datetime,
+    purchase_key: str | None = None,
 ) -> list[CanonicalEvent]:
-    """A paid invoice's revenue event (nothing for an unpaid, free or test-mode one)."""
+    """A paid invoice's revenue event (nothing for an unpaid, free or test-mode one). Its
+    `purchase_key` is the subscription it bills, else `purchase_key` (a one-time purchase's key,
+    which the caller resolved: `purchase_fact`)."""
     inv_id = _id(invoice)
     amount, currency = invoice.get("amount_paid"), invoice.get("currency")
     if inv_id is None or not invoice.get("livemode") or invoice.get("status") != "paid":
@@ -300,10 +398,13 @@ def invoice_events(
     if occurred is None:
         return []
     sub, _ = invoice_subscription(invoice)
+    period_props: dict[str, Any] = {}
     if sub is None:
         kind = t.PURCHASE
     else:
         kind = t.SUBSCRIPTION_START if invoice.get("billing_reason") == "subscription_create" else t.RENEWAL
+        ends, billing = invoice_period(invoice)
+        period_props = {"period_ends_at": iso_z(ends), "billing_period": billing}
     found = _event(
         workspace_id=workspace_id,
         raw=inv_id,
@@ -317,6 +418,9 @@ def invoice_events(
             "subscription_id": sub,
             "invoice_id": inv_id,
             "billing_reason": invoice.get("billing_reason"),
+            "purchase_key": sub or purchase_key,
+            "transaction_id": inv_id,
+            **period_props,
         },
     )
     return [found] if found is not None else []
@@ -327,12 +431,51 @@ def one_time_key(obj: Mapping[str, Any]) -> str | None:
     return _id(obj.get("payment_intent")) or _id(obj)
 
 
+def charge_invoice(charge: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The invoice a charge paid and the subscription that invoice bills, as far as the charge
+    says: `invoice` (API versions before 2025-03-31; an id, or the Invoice when expanded)."""
+    invoice = charge.get("invoice")
+    sub = invoice_subscription(invoice)[0] if isinstance(invoice, Mapping) else None
+    return _id(invoice), sub
+
+
+def refunded_subscription(charge: Mapping[str, Any], reads: Reads) -> tuple[str | None, str | None, str | None]:
+    """The subscription a refunded charge paid, the invoice, and the user that invoice's
+    metadata names, for a charge the ledger holds no one-time purchase of: the charge's
+    expanded invoice says; else Stripe is asked for the invoice the charge names (API versions
+    before 2025-03-31) or that its PaymentIntent paid (since: the charge names no invoice). Only
+    for a charge whose refund lands (live, with an amount). Nones: no invoice, or Stripe cannot
+    be asked with this integration's key."""
+    amount = charge.get("amount_refunded")
+    if not charge.get("livemode") or isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+        return None, None, None
+    invoice_id, _ = charge_invoice(charge)
+    invoice = charge.get("invoice") if isinstance(charge.get("invoice"), Mapping) else None
+    if invoice is None:
+        intent = _id(charge.get("payment_intent"))
+        invoice_id = invoice_id or (reads.payment_invoice(intent) if intent is not None else None)
+        invoice = reads.invoice(invoice_id) if invoice_id is not None else None
+    if invoice is None:
+        return None, invoice_id, None
+    sub, user = invoice_subscription(invoice)
+    return sub, invoice_id, user
+
+
 def refund_events(
-    charge: Mapping[str, Any], *, workspace_id: str, user_id: str | None, received_at: datetime, stated_at: datetime
+    charge: Mapping[str, Any],
+    *,
+    workspace_id: str,
+    user_id: str | None,
+    received_at: datetime,
+    stated_at: datetime,
+    purchase_key: str | None = None,
+    transaction_id: str | None = None,
 ) -> list[CanonicalEvent]:
     """A refunded charge's `refund`, the refunded amount negative, at its latest refund's time
     (the event's own time when the charge's refunds are not included, as in API versions since
-    2022-11-15)."""
+    2022-11-15). It names the refunded invoice (`transaction_id`: the caller's, else the charge's
+    `invoice`) and the purchase (`purchase_key`: the caller's, else the subscription of an
+    expanded invoice) when known."""
     charge_id = _id(charge)
     amount, currency = charge.get("amount_refunded"), charge.get("currency")
     if charge_id is None or not charge.get("livemode"):
@@ -352,6 +495,8 @@ def refund_events(
             "charge_id": charge_id,
             "payment_intent": _id(charge.get("payment_intent")),
             "fully_refunded": bool(charge.get("refunded")),
+            "purchase_key": purchase_key or charge_invoice(charge)[1],
+            "transaction_id": transaction_id or charge_invoice(charge)[0],
         },
     )
     return [found] if found is not None else []
@@ -490,6 +635,14 @@ class Reads(Protocol):
         empty: Stripe reports none). Raises when Stripe cannot be asked: the purchase is not
         applied under another key meanwhile."""
 
+    def invoice(self, invoice_id: str) -> Mapping[str, Any] | None:
+        """The Invoice (`GET /v1/invoices/{id}`); None when Stripe does not know it or the
+        integration has no key to ask with. Raises when Stripe cannot be asked."""
+
+    def payment_invoice(self, payment_intent: str) -> str | None:
+        """The id of the invoice the PaymentIntent paid (its InvoicePayment); None when it paid
+        none or there is no key to ask with. Raises when Stripe cannot be asked."""
+
 
 def event_effects(
     stripe_type: str,
@@ -540,9 +693,12 @@ def event_effects(
             ):
                 purchase = replace(purchase, user_hint=reads.customer_user(customer))
             if purchase is not None:
+                bought = purchase.store_key
 
                 def revenue(user: str | None) -> Sequence[CanonicalEvent]:
-                    return invoice_events(obj, workspace_id=workspace_id, user_id=user, received_at=received_at)
+                    return invoice_events(
+                        obj, workspace_id=workspace_id, user_id=user, received_at=received_at, purchase_key=bought
+                    )
 
                 return Effects(
                     effects=[Effect(app_id, purchase, revenue)], note=f"one-time purchase {purchase.store_key}"
@@ -560,15 +716,19 @@ def event_effects(
 
             def refund(user: str | None) -> Sequence[CanonicalEvent]:
                 return refund_events(
-                    obj, workspace_id=workspace_id, user_id=user, received_at=received_at, stated_at=stated_at
-                )
+                    obj, workspace_id=workspace_id, user_id=user, received_at=received_at, stated_at=stated_at,
+                    purchase_key=key,
+                )  # fmt: skip
 
             return Effects(effects=[Effect(app_id, fact, refund)], note=f"refund revokes {key}")
         granted = grant.get("user_id") if grant is not None else None
-        user = (granted if isinstance(granted, str) else None) or subscription_user(obj)
+        refunded, invoice_id, named = (key, None, None) if grant is not None else refunded_subscription(obj, reads)
+        linked = reads.linked_user(refunded) if grant is None and refunded is not None else None
+        user = (granted if isinstance(granted, str) else None) or linked or named or subscription_user(obj)
         found = refund_events(
-            obj, workspace_id=workspace_id, user_id=user, received_at=received_at, stated_at=stated_at
-        )
+            obj, workspace_id=workspace_id, user_id=user, received_at=received_at, stated_at=stated_at,
+            purchase_key=refunded, transaction_id=invoice_id,
+        )  # fmt: skip
         return Effects(events=found, note=f"refund of charge {obj.get('id')}")
 
     if stripe_type == "invoice.payment_failed":

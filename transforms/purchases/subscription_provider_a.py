@@ -33,6 +33,15 @@ Canonical events reuse the RevenueCat sync's ids (`transforms.integrations.subsc
 webhook and a sync of one transaction land once. Revenue is `price`, RevenueCat's USD figure,
 as the sync books it; the purchased currency's amount is kept beside it. Sandbox events change
 the ledger (an app's testers need access) but land no events, like the sync.
+
+Every event names its purchase as `purchase_key` (the fact's `store_key`: the original
+transaction id) and its `transaction_id` (a refund's is the refunded period's: RevenueCat sends
+the CANCELLATION of a refund only for the latest period). A period's event (INITIAL_PURCHASE,
+RENEWAL) carries `expiration_at_ms` as `period_ends_at`; RevenueCat's events name no period
+length, so no `billing_period`. The fact states the purchased currency's price
+(`price_in_purchased_currency`, `currency`; else the USD `price`) of a paid INITIAL_PURCHASE,
+RENEWAL or NON_RENEWING_PURCHASE at `purchased_at_ms`; none in a trial (`period_type` TRIAL) or
+for the other types, which keep the ledger's.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from transforms.entitlements.facts import SUBSCRIPTION_PROVIDER_A, Channel, Stor
 from transforms.events import CanonicalEvent, lake_can_hold
 from transforms.ingest.validation import valid_country
 from transforms.integrations.subscription_provider_a import event_id, moment
+from transforms.timefmt import iso_z
 
 TEST = "TEST"
 TRANSFER = "TRANSFER"
@@ -66,6 +76,8 @@ _ACCESS_TYPES = frozenset({"INITIAL_PURCHASE", "RENEWAL", "UNCANCELLATION", "PRO
 HANDLED_TYPES = frozenset(
     {*_ACCESS_TYPES, "CANCELLATION", "EXPIRATION", "BILLING_ISSUE", "NON_RENEWING_PURCHASE", TRANSFER, TEST}
 )
+# The types that state a payment (a trial's INITIAL_PURCHASE aside).
+_PAID_TYPES = frozenset({"INITIAL_PURCHASE", "RENEWAL", "NON_RENEWING_PURCHASE"})
 
 
 class NotAnEvent(ValueError):
@@ -104,10 +116,28 @@ def _user(event: Mapping[str, Any]) -> str | None:
     return None if user is None or user.startswith("$RCAnonymousID:") else user
 
 
+def purchase_key(event: Mapping[str, Any]) -> str | None:
+    """The purchase an event is about, as the ledger keys it: the original transaction id."""
+    return _str(event.get("original_transaction_id")) or _str(event.get("transaction_id"))
+
+
+def paid_price(event: Event) -> tuple[float, str] | None:
+    """The price the event's payment stated, in the purchased currency where RevenueCat gives it
+    (else its USD figure); None for a trial, a free period or a type that states no payment."""
+    e = event.raw
+    if event.type not in _PAID_TYPES or e.get("period_type") == "TRIAL":
+        return None
+    local, currency = _number(e.get("price_in_purchased_currency")), _str(e.get("currency"))
+    if local is not None and local > 0 and currency is not None:
+        return local, currency.upper()
+    usd = _number(e.get("price"))
+    return (usd, "USD") if usd is not None and usd > 0 else None
+
+
 def fact(event: Event) -> StoreFact | None:
     """What the event states about its purchase; None for types that name no purchase."""
     e = event.raw
-    key = _str(e.get("original_transaction_id")) or _str(e.get("transaction_id"))
+    key = purchase_key(e)
     if event.type not in HANDLED_TYPES or event.type in (TEST, TRANSFER) or key is None:
         return None
     expires = moment(e.get("expiration_at_ms"))
@@ -134,6 +164,7 @@ def fact(event: Event) -> StoreFact | None:
         expires = min(expires, event.at) if expires is not None else event.at
     elif event.type == "BILLING_ISSUE":
         grace = moment(e.get("grace_period_expiration_at_ms"))
+    price = paid_price(event)
     return StoreFact(
         source=SUBSCRIPTION_PROVIDER_A,
         store_key=key,
@@ -152,6 +183,9 @@ def fact(event: Event) -> StoreFact | None:
         user_hint=_user(e),
         # RevenueCat's customer (anonymous ids included): what its dashboard shows support.
         customer_id=_str(e.get("original_app_user_id")) or _str(e.get("app_user_id")),
+        price_amount=price[0] if price else None,
+        price_currency=price[1] if price else None,
+        priced_at=(moment(e.get("purchased_at_ms")) or event.at) if price else None,
     )
 
 
@@ -206,8 +240,11 @@ def events(event: Event, *, workspace_id: str, user_id: str | None, received_at:
         "store": store.lower() or None,
         "transaction_id": transaction,
         "original_transaction_id": original,
+        "purchase_key": purchase_key(e),
         "vendor_event": event.type,
     }
+    if kind in (t.TRIAL_START, t.SUBSCRIPTION_START, t.RENEWAL, t.TRIAL_CONVERTED):
+        properties["period_ends_at"] = iso_z(moment(e.get("expiration_at_ms")))
     if money and price is not None:
         properties |= {"revenue": price, "currency": "USD"}
         if local is not None and currency:

@@ -25,7 +25,13 @@ A purchase is named by `original_transaction_id`. What each type states:
   be told apart in the event).
 
 Canonical events are the S3 export's (`transforms.integrations.subscription_provider_b.map_row`
-on the same fields), so a webhook and an export row of one transaction land once.
+on the same fields), so a webhook and an export row of one transaction land once. They name the
+purchase (`purchase_key`: the original transaction id, the ledger's `store_key`) and the
+transaction (`transaction_id`; a refund's is the refunded one, as Adapty's event names it); a
+period's event carries `subscription_expires_at` as `period_ends_at`. No `billing_period`: the
+documented event properties name no period length. The fact states the local price
+(`price_local`, `currency`; else `price_usd`) of a paid start, renewal, conversion or one-time
+purchase at its `purchase_date`: none in a trial or for the other types (the ledger keeps its).
 """
 
 from __future__ import annotations
@@ -59,6 +65,16 @@ _EXPIRED = frozenset({"subscription_expired", "trial_expired"})
 _REFUNDED = frozenset({"subscription_refunded", "non_subscription_purchase_refunded"})
 _ONE_TIME = frozenset({"non_subscription_purchase", "non_subscription_purchase_refunded"})
 HANDLED_TYPES = _ACCESS | _RENEWAL_OFF | _EXPIRED | _REFUNDED | _ONE_TIME | {ACCESS_LEVEL_UPDATED}
+# The types that state a payment: their price is the purchase's latest paid price.
+_PAID = frozenset(
+    {
+        "subscription_started",
+        "subscription_initial_purchase",
+        "subscription_renewed",
+        "trial_converted",
+        "non_subscription_purchase",
+    }
+)
 
 
 class NotAnEvent(ValueError):
@@ -98,6 +114,32 @@ def user_of(event: Event) -> str | None:
     return _str(event.raw.get("customer_user_id"))
 
 
+def _amount(value: object) -> float | None:
+    """An amount Adapty writes as a number (or, in some payloads, a numeric string)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def paid_price(event: Event) -> tuple[float, str] | None:
+    """What a paid event's buyer paid: the local price and currency, else the USD price."""
+    p = event.properties
+    if event.type not in _PAID:
+        return None
+    local, currency = _amount(p.get("price_local")), _str(p.get("currency"))
+    if local is not None and local > 0 and currency is not None and len(currency) == 3:
+        return local, currency.upper()
+    usd = _amount(p.get("price_usd"))
+    return (usd, "USD") if usd is not None and usd > 0 else None
+
+
 def fact(event: Event) -> StoreFact | None:
     """What the event states about its purchase; None for types that state nothing about one."""
     p = event.properties
@@ -132,6 +174,7 @@ def fact(event: Event) -> StoreFact | None:
         auto_renew = True
     if not lifetime and expires is None:
         return None
+    price = paid_price(event)
     return StoreFact(
         source=SUBSCRIPTION_PROVIDER_B,
         store_key=key,
@@ -149,6 +192,9 @@ def fact(event: Event) -> StoreFact | None:
         transaction_id=_str(p.get("transaction_id")),
         user_hint=user_of(event),
         customer_id=_str(event.raw.get("profile_id")) or _str(p.get("profile_id")),  # Adapty's profile
+        price_amount=price[0] if price else None,
+        price_currency=price[1] if price else None,
+        priced_at=(parse_datetime(_str(p.get("purchase_date"))) or event.at) if price else None,
     )
 
 
@@ -166,6 +212,7 @@ def export_row(event: Event) -> dict[str, str]:
         "event_datetime": event.at.isoformat(),
         "transaction_id": p.get("transaction_id"),
         "original_transaction_id": p.get("original_transaction_id"),
+        "subscription_expires_at": p.get("subscription_expires_at"),
         "environment": p.get("environment"),
         "revenue_usd": p.get("price_usd"),
         "proceeds_usd": p.get("proceeds_usd"),

@@ -14,7 +14,9 @@ State follows the latest statement (`stated_at`): a notification delivered late 
 newer one. A statement's time counts only up to a few minutes after the server's clock
 (`facts.bounded`), for every source: one dated in the future would otherwise outrank every
 genuine statement until then. The store's current token of the purchase (`current_token`) follows the same rule, so
-a late statement read from an older token never sends the sync back to it. Concurrent
+a late statement read from an older token never sends the sync back to it; so do the latest paid
+transaction's price (`price_amount`, `price_currency`, `priced_at`) and the billing period: a
+newer statement that names none (a trial, a cancellation, a void) keeps what the ledger held. Concurrent
 applications of one purchase are serialized on its row (INSERT ... ON CONFLICT DO NOTHING, then
 the row locked), so two receipts racing for one purchase link it once.
 """
@@ -80,6 +82,20 @@ def _state_values(fact: StoreFact) -> dict[str, Any]:
     }
 
 
+def _price_values(fact: StoreFact) -> dict[str, Any]:
+    """The price columns a statement names (empty: it names no price, the ledger's stays)."""
+    values: dict[str, Any] = {}
+    if fact.price_amount is not None:
+        values |= {
+            "price_amount": fact.price_amount,
+            "price_currency": fact.price_currency,
+            "priced_at": fact.priced_at,
+        }
+    if fact.billing_period is not None:
+        values["billing_period"] = fact.billing_period
+    return values
+
+
 def _claim(
     conn: Connection, *, workspace_id: str, app_id: str, fact: StoreFact, user_id: str | None
 ) -> tuple[Row[Any], bool]:
@@ -100,6 +116,7 @@ def _claim(
         "created_at": now,
         "updated_at": now,
         **_state_values(fact),
+        **_price_values(fact),
     }
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     inserted = conn.execute(
@@ -132,6 +149,7 @@ def _update(conn: Connection, row: Row[Any], fact: StoreFact, *, user_id: str | 
             changes["current_token"] = fact.current_token
         if fact.customer_id and fact.customer_id != row.customer_id:
             changes["customer_id"] = fact.customer_id  # what the customer search finds it by
+        changes.update({k: v for k, v in _price_values(fact).items() if getattr(row, k) != v})
     if user_id != row.user_id:
         changes["user_id"] = user_id
         changes["linked_at"] = utcnow()
@@ -199,6 +217,10 @@ def fact_of_grant(grant: Any) -> StoreFact:
         account_token=grant.account_token,
         transaction_id=grant.transaction_id,
         current_token=grant.current_token,
+        price_amount=grant.price_amount,
+        price_currency=grant.price_currency,
+        priced_at=grant.priced_at,
+        billing_period=grant.billing_period,
     )
 
 

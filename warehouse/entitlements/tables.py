@@ -9,7 +9,9 @@
   `access_ends_at` with the clock, so a lapsed subscription stops granting on its own.
   `current_token`: the identifier the store answers for the purchase under now when it is not
   `store_key` (Google Play: the subscription's newest purchase token; NULL for other sources),
-  what a sync re-reads the purchase by.
+  what a sync re-reads the purchase by. `price_amount`, `price_currency`, `priced_at`,
+  `billing_period`: the latest paid transaction's price as the sources stated it; a statement
+  naming no price keeps them.
 - `store_notifications`: every verified provider notification, raw, stored before it is
   acknowledged; `dedup_key` (Apple's notificationUUID, Pub/Sub's messageId, Stripe's event id,
   ...) makes a redelivery apply once.
@@ -86,6 +88,13 @@ entitlement_grants = sa.Table(
     # The source's id of the paying customer (Stripe customer, RevenueCat original app user id,
     # Adapty profile id), as migration 0200 added it: what support searches by.
     sa.Column("customer_id", sa.String(200), nullable=True),
+    # The latest paid transaction's price (major units, ISO 4217), its time (the exchange rate's
+    # day) and the billing period (ISO 8601) where the source states them: what MRR reads
+    # (issue 34). NULL: no source statement named a price yet. Last, as migration 0205 added them.
+    sa.Column("price_amount", sa.Float, nullable=True),
+    sa.Column("price_currency", sa.String(3), nullable=True),
+    sa.Column("priced_at", UTCDateTime(), nullable=True),
+    sa.Column("billing_period", sa.String(32), nullable=True),
     sa.UniqueConstraint("app_id", "source", "store_key"),
     sa.Index("ix_entitlement_grants_app_user", "app_id", "user_id"),
     # The customer search's exact matches (`warehouse.customers.search`), one index per id kind:

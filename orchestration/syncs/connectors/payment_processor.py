@@ -115,6 +115,26 @@ class _SyncReads:
         )
         return [payment for page in pages for payment in page]
 
+    def invoice(self, invoice_id: str) -> Mapping[str, Any] | None:
+        found = self.sc.call(
+            f"reading invoice {invoice_id}", lambda: self.sc.stripe.v1.invoices.retrieve(invoice_id), missing_ok=True
+        )
+        return found.to_dict() if found is not None else None
+
+    def payment_invoice(self, payment_intent: str) -> str | None:
+        v1 = self.sc.stripe.v1
+        page = self.sc.call(
+            f"finding the invoice paid by {payment_intent}",
+            lambda: v1.invoice_payments.list(
+                {"payment": {"type": "payment_intent", "payment_intent": payment_intent}, "limit": 1}
+            ),
+            missing_ok=True,  # an API (or a stand-in) without invoice payments: no invoice known
+        )
+        data = getattr(page, "data", None) or []
+        first = data[0].to_dict() if data and isinstance(data[0], stripe.StripeObject) else (data[0] if data else {})
+        invoice_id = first.get("invoice") if isinstance(first, Mapping) else None
+        return invoice_id if isinstance(invoice_id, str) and invoice_id else None
+
 
 @dataclass
 class _Run:

@@ -549,3 +549,21 @@ def test_a_webhook_and_a_sync_of_one_purchase_make_one_grant_whatever_the_api_ve
     _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path, state=json.loads(json.dumps(target.state))))
     assert not _active(db, workspace, "user-9") and _grants(db, workspace, "user-9") == ["pi_9"]
     assert [e["event_id"] for e in landed(db)] == ["stripe:in_9:purchase", "stripe:ch_9:refund"]
+
+
+def test_a_subscription_charges_refund_read_by_the_sync_names_its_subscription(
+    db: Database, workspace: dict[str, Any], tmp_path: Any, fake: StripeFake
+) -> None:
+    """The sync asks Stripe, as the webhook does, which invoice the refunded charge's
+    PaymentIntent paid: the refund lands with the subscription as `purchase_key`, the ledger's
+    key of the purchase, and its user (API 2025-03-31: the charge names no invoice)."""
+    paid = NOW - 7200
+    fake.lists["subscriptions"] = [subscription()]
+    fake.lists["invoices"] = [subscription_invoice("in_s", at=paid, billing_reason="subscription_create")]
+    fake.lists["invoice_payments"] = [invoice_payment("inpay_s", invoice="in_s", payment_intent="pi_s", at=paid)]
+    charge = refunded_charge("ch_s", payment_intent="pi_s", at=paid, customer="cus_1")
+    fake.lists["events"] = [_event(2, "charge.refunded", charge, at=NOW - 5)]
+    _sync(_config(workspace, fake.url), _target(db, workspace, tmp_path))
+    refund = next(e for e in landed(db) if e["event_type"] == "refund")
+    assert refund["user_id"] == "user-7"
+    assert (refund["properties"]["purchase_key"], refund["properties"]["transaction_id"]) == ("sub_1", "in_s")

@@ -9,6 +9,7 @@ import pytest
 from tests.providers.revenuecat_fake import ANCHOR, purchase, subscription, transaction
 from transforms.events import CanonicalEvent
 from transforms.integrations.subscription_provider_a import MAX_EVENT_ID, Mapper, event_id, moment, split_cents
+from transforms.timefmt import iso_z
 
 DAY = timedelta(days=1)
 NOW = ANCHOR + timedelta(hours=1)
@@ -45,7 +46,11 @@ def test_trial_converted_then_renewed_books_each_paid_period_at_its_time() -> No
         "product_id": "prod_monthly",
         "store": "app_store",
         "subscription_id": "sub_a",
+        # The purchase as the webhook keys it (the first store transaction), the period's end.
+        "purchase_key": "2000001",
+        "period_ends_at": iso_z(t0 + 37 * DAY),
     }
+    assert events[0].properties["period_ends_at"] == iso_z(t0 + 7 * DAY)
 
 
 def test_paid_from_the_start_is_a_subscription_start_without_a_trial() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from tests.providers.google_play_fake import product, subscription, voided
 from transforms.purchases import android_store as gp
+from transforms.timefmt import iso_z
 
 AT = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -229,3 +230,52 @@ def test_a_void_is_confirmed_by_its_token_and_order_the_latest_when_several() ->
     assert gp.confirmed_void(listed, token="tok-3", order_id=None) is None
     assert gp.refund_type_of(listed[0]) == gp.FULL_REFUND
     assert gp.refund_type_of(listed[0] | {"voidedQuantity": 1}) == gp.QUANTITY_BASED_PARTIAL_REFUND
+
+
+def test_a_linked_token_lands_under_its_chains_root_with_the_new_price() -> None:
+    """An upgrade issues a new token linking to the first: resolved to the root, its events carry
+    the root as `purchase_key` (the ledger's store_key) and its order as `transaction_id`, and
+    its fact the new plan's price (JPY: Google's Money in units and nanos)."""
+    upgraded = subscription(
+        "SUBSCRIPTION_STATE_ACTIVE", expires=AT + 365 * DAY, product="pro_yearly", order="GPA.3301-5555-6666-77777",
+        started=AT, linked="tok-1", price=("12000", 0, "JPY"),
+    )  # fmt: skip
+    key = gp.resolve_store_key("tok-2", upgraded, held=lambda token: None, linked_of=lambda token: None)
+    assert key == "tok-1"
+    f = gp.subscription_fact(upgraded, store_key=key, token="tok-2", stated_at=AT)
+    assert (f.store_key, f.current_token, f.transaction_id) == ("tok-1", "tok-2", "GPA.3301-5555-6666-77777")
+    assert (f.price_amount, f.price_currency, f.priced_at, f.billing_period) == (12000.0, "JPY", AT, None)
+    (start,) = gp.subscription_events(upgraded, f, workspace_id="ws_1", user_id="user-1", received_at=AT)
+    assert start.properties["purchase_key"] == "tok-1"
+    assert start.properties["transaction_id"] == "GPA.3301-5555-6666-77777"
+    assert start.properties["period_ends_at"] == iso_z(AT + 365 * DAY)
+    assert (start.properties["revenue"], start.properties["currency"]) == (12000.0, "JPY")
+    assert "billing_period" not in start.properties  # the resource names the base plan, not its period
+
+
+def test_a_trial_states_no_price_and_a_renewal_its_base_price_at_the_renewal() -> None:
+    trial = fact("SUBSCRIPTION_STATE_ACTIVE", AT + 7 * DAY, free_trial=True)
+    assert (trial.in_trial, trial.price_amount, trial.price_currency, trial.priced_at) == (True, None, None, None)
+    found = events(subscription("SUBSCRIPTION_STATE_ACTIVE", expires=AT + 7 * DAY, free_trial=True))
+    assert found[f"gp:{ORDER}:trial_start"].properties["period_ends_at"] == iso_z(AT + 7 * DAY)
+    renewed = fact("SUBSCRIPTION_STATE_ACTIVE", AT + 30 * DAY, order=ORDER + "..1")
+    assert (renewed.price_amount, renewed.price_currency, renewed.priced_at) == (9.99, "EUR", AT)
+    lapsed = fact("SUBSCRIPTION_STATE_ON_HOLD", AT + DAY)
+    assert lapsed.price_amount is None  # no access, no paid period: the ledger keeps its price
+
+
+def test_a_refund_names_the_voided_order_and_the_purchase() -> None:
+    held = fact("SUBSCRIPTION_STATE_ACTIVE", AT + 20 * DAY)
+    voided_fact = gp.voided_fact(held, store_key="tok-1", product_type=1, voided_at=AT + DAY, refund_type=1)
+    (refund,) = gp.refund_events(voided_fact, ORDER + "..2", workspace_id="ws_1", user_id="u", received_at=AT + DAY)
+    assert refund.event_type == "refund"
+    assert (refund.properties["purchase_key"], refund.properties["transaction_id"]) == ("tok-1", ORDER + "..2")
+    user_cancelled = {"userInitiatedCancellation": {}}
+    cancelled = events(
+        subscription("SUBSCRIPTION_STATE_CANCELED", expires=AT + 5 * DAY, auto_renew=False, canceled=user_cancelled)
+    )
+    assert cancelled[f"gp:{ORDER}:cancellation"].properties["purchase_key"] == "tok-1"
+    bought = product(purchased=AT - DAY)
+    one = gp.product_fact(bought, purchase_token="tok-p", product_id="lifetime_unlock", stated_at=AT)
+    (purchase,) = gp.product_events(bought, one, workspace_id="ws_1", user_id="u", received_at=AT)
+    assert purchase.properties["purchase_key"] == "tok-p" and one.price_amount is None  # no price in the resource

@@ -105,3 +105,34 @@ def test_attribution_events_take_canonical_types_and_drop_like_ingest() -> None:
         latest_rates={},
     )
     assert late == Dropped("out_of_range")
+
+
+def test_every_event_names_its_purchase_and_a_paid_period_states_its_price() -> None:
+    """What subscription metrics join on (`purchase_key`, the ledger's `store_key`) and read as
+    MRR (the ledger's price of the latest paid transaction)."""
+    paid = generic.parse_subscription(body(billing_period="monthly"))
+    [start] = generic.subscription_events(paid, workspace_id="ws", user_id=None, received_at=NOW)
+    assert (start.properties["purchase_key"], start.properties["transaction_id"]) == ("p1", "e1")
+    fact = generic.subscription_fact(paid)
+    assert (fact.price_amount, fact.price_currency, fact.priced_at, fact.billing_period) == (
+        5.0,
+        "USD",
+        NOW - timedelta(hours=1),
+        "P1M",
+    )
+    trial = generic.parse_subscription(body(in_trial=True, revenue=None, currency=None))
+    assert generic.subscription_fact(trial).price_amount is None
+    [started] = generic.subscription_events(trial, workspace_id="ws", user_id=None, received_at=NOW)
+    assert started.event_type == "trial_start" and started.properties["purchase_key"] == "p1"
+    yen = generic.parse_subscription(body(type="renewal", id="e2", revenue=1200, currency="JPY"))
+    assert (generic.subscription_fact(yen).price_amount, generic.subscription_fact(yen).price_currency) == (
+        1200.0,
+        "JPY",
+    )
+    refund = generic.parse_subscription(body(type="refund", id="e9", revenue=5))
+    [refunded] = generic.subscription_events(refund, workspace_id="ws", user_id=None, received_at=NOW)
+    assert refunded.properties["purchase_key"] == "p1" and "transaction_id" not in refunded.properties
+    assert generic.subscription_fact(refund).price_amount is None  # a refund is no paid transaction
+    cancel = generic.parse_subscription(body(type="cancellation", id="e10", revenue=None, currency=None))
+    [cancelled] = generic.subscription_events(cancel, workspace_id="ws", user_id=None, received_at=NOW)
+    assert cancelled.properties["purchase_key"] == "p1"

@@ -14,6 +14,7 @@ from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier
 
 from tests.providers.apple_pki import APP_APPLE_ID, BUNDLE_ID, DAY_MS, ApplePki, now_ms, renewal, transaction
 from transforms.purchases import ios_store
+from transforms.timefmt import iso_z
 
 RECEIVED = datetime(2026, 11, 24, tzinfo=UTC)
 
@@ -99,7 +100,9 @@ def test_a_first_subscription_period(pki: ApplePki, verifier: SignedDataVerifier
                 "store": "app_store",
                 "transaction_id": "2000000000000001",
                 "original_transaction_id": "2000000000000001",
+                "purchase_key": "2000000000000001",
                 "storefront": "USA",
+                "period_ends_at": iso_z(fact.expires_at),
                 "revenue": 9.99,
                 "currency": "USD",
             },
@@ -222,3 +225,47 @@ def test_event_ids_stay_within_the_lake_limit() -> None:
     long_id = ios_store.event_id("9" * 200, "subscription_start")
     assert len(long_id) <= 80 and long_id.startswith("ios:") and long_id.endswith(":subscription_start")
     assert long_id == ios_store.event_id("9" * 200, "subscription_start")
+
+
+def test_an_upgrade_is_a_new_transaction_of_the_same_purchase(pki: ApplePki, verifier: SignedDataVerifier) -> None:
+    """A new transaction on the same originalTransactionId (an upgrade to the yearly plan, in
+    JPY): the same `purchase_key` as the first, its own period end, and its price in the fact."""
+    now = now_ms()
+    upgrade = txn(
+        pki, verifier, transactionId="2000000000000007", productId="pro_yearly", transactionReason="PURCHASE",
+        price=12_000_000, currency="JPY", purchaseDate=now, expiresDate=now + 365 * DAY_MS,
+    )  # fmt: skip
+    fact = ios_store.transaction_fact(upgrade)
+    assert (fact.store_key, fact.transaction_id, fact.product_id) == (
+        "2000000000000001",
+        "2000000000000007",
+        "pro_yearly",
+    )
+    assert (fact.price_amount, fact.price_currency, fact.priced_at) == (12000.0, "JPY", ios_store.moment(now))
+    assert fact.billing_period is None  # an App Store transaction states no period length
+    [(event_id, kind, props)] = events(upgrade)
+    assert (event_id, kind) == ("ios:2000000000000007:renewal", "renewal")
+    assert props["purchase_key"] == "2000000000000001" and props["transaction_id"] == "2000000000000007"
+    assert props["period_ends_at"] == iso_z(ios_store.moment(now + 365 * DAY_MS))
+    assert (props["revenue"], props["currency"]) == (12000.0, "JPY") and "billing_period" not in props
+
+
+def test_a_trial_has_no_price_and_a_refund_names_its_transaction(pki: ApplePki, verifier: SignedDataVerifier) -> None:
+    trial = txn(pki, verifier, offerType=1, offerDiscountType="FREE_TRIAL", price=0, offerPeriod="P1W")
+    fact = ios_store.transaction_fact(trial)
+    assert (fact.in_trial, fact.price_amount, fact.price_currency, fact.priced_at) == (True, None, None, None)
+    [(_, kind, props)] = events(trial)
+    assert kind == "trial_start" and props["purchase_key"] == "2000000000000001" and "period_ends_at" in props
+    now = now_ms()
+    refunded = txn(pki, verifier, transactionId="2000000000000002", revocationDate=now, revocationReason=0)
+    [_, (_, refund, props)] = events(refunded)
+    assert refund == "refund"
+    assert (props["purchase_key"], props["transaction_id"], props["revenue"]) == (
+        "2000000000000001",
+        "2000000000000002",
+        -9.99,
+    )
+    lifetime = txn(pki, verifier, type="Non-Consumable", productId="forever", expiresDate=None)
+    [(_, kind, props)] = events(lifetime)
+    assert kind == "purchase" and props["purchase_key"] == "2000000000000001" and "period_ends_at" not in props
+    assert ios_store.transaction_fact(lifetime).price_amount == 9.99

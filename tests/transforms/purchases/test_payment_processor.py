@@ -179,3 +179,153 @@ def test_the_invoice_id_keys_a_purchase_only_when_stripe_reports_no_refundable_p
     out_of_band = [paid("inpay_1", T, type="payment_record", payment_record="pr_1")]
     for payments in ([], out_of_band):
         assert s.purchase_fact(newer, stated_at=NOW, payments=payments).store_key == "in_9"  # type: ignore[union-attr]
+
+
+def priced(status: str, *, amount: int = 999, currency: str = "usd", interval: str = "month", count: int = 1,
+           quantity: int = 1, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    price = {
+        "id": "price_1", "product": "prod_pro", "unit_amount": amount, "currency": currency,
+        "recurring": {"interval": interval, "interval_count": count},
+    }  # fmt: skip
+    return sub(status, items={"data": [{"price": price, "quantity": quantity}]}, **extra)
+
+
+def test_an_active_subscription_states_its_list_price_and_billing_period() -> None:
+    fact = s.subscription_fact(priced("active", quantity=2), stated_at=NOW)
+    assert fact is not None
+    assert (fact.price_amount, fact.price_currency, fact.priced_at) == (19.98, "USD", NOW - timedelta(days=1))
+    assert fact.billing_period == "P1M"
+    yen = s.subscription_fact(priced("active", amount=12000, currency="jpy", interval="year"), stated_at=NOW)
+    assert yen is not None and (yen.price_amount, yen.price_currency, yen.billing_period) == (12000.0, "JPY", "P1Y")
+    weeks = s.subscription_fact(priced("active", interval="week", count=2), stated_at=NOW)
+    assert weeks is not None and weeks.billing_period == "P2W"
+    # A trial has no price (its period is named); past_due has not paid the current period.
+    trial = s.subscription_fact(priced("trialing", trial_end=T + 7 * 86400), stated_at=NOW)
+    assert trial is not None and (trial.price_amount, trial.price_currency, trial.billing_period) == (None, None, "P1M")
+    due = s.subscription_fact(priced("past_due"), stated_at=NOW)
+    assert due is not None and due.price_amount is None
+    metered = s.subscription_fact(sub("active"), stated_at=NOW)  # a price without unit_amount
+    assert metered is not None and (metered.price_amount, metered.billing_period) == (None, None)
+
+
+def test_lifecycle_events_name_the_subscription_and_a_periods_end() -> None:
+    created = priced("trialing", trial_start=T, trial_end=T + 7 * 86400)
+    [trial] = s.subscription_events(
+        created, stripe_type="customer.subscription.created", previous=None, workspace_id="ws", user_id="u",
+        received_at=NOW,
+    )  # fmt: skip
+    assert trial.properties["purchase_key"] == "sub_1"
+    assert (trial.properties["period_ends_at"], trial.properties["billing_period"]) == (
+        "2026-05-08T12:00:00.000Z", "P1M",
+    )  # fmt: skip
+    converted = priced("active", trial_end=T)
+    [conv] = s.subscription_events(
+        converted, stripe_type="customer.subscription.updated", previous={"status": "trialing"}, workspace_id="ws",
+        user_id="u", received_at=NOW,
+    )  # fmt: skip
+    assert (
+        conv.properties["period_ends_at"] == "2026-05-30T12:00:00.000Z" and conv.properties["purchase_key"] == "sub_1"
+    )
+    off = sub("active", cancel_at_period_end=True, canceled_at=T)
+    [cancel] = s.subscription_events(
+        off, stripe_type="customer.subscription.updated", previous=None, workspace_id="ws", user_id="u",
+        received_at=NOW,
+    )  # fmt: skip
+    assert cancel.properties["purchase_key"] == "sub_1" and "period_ends_at" not in cancel.properties
+
+
+def test_a_paid_invoice_names_its_subscription_invoice_and_the_period_it_pays() -> None:
+    line = {
+        "period": {"start": T, "end": T + 365 * 86400},
+        "price": {"id": "price_y", "recurring": {"interval": "year", "interval_count": 1}},
+    }
+    paid_invoice = invoice(amount_paid=12000, currency="jpy", lines={"data": [line]})
+    [renewal] = s.invoice_events(paid_invoice, workspace_id="ws", user_id="u1", received_at=NOW)
+    assert (renewal.properties["purchase_key"], renewal.properties["transaction_id"]) == ("sub_1", "in_1")
+    assert renewal.properties["period_ends_at"] == "2027-05-01T12:00:00.000Z"
+    assert (renewal.properties["billing_period"], renewal.properties["revenue"]) == ("P1Y", 12000.0)
+    # API 2025-03-31 on: a line names its price by id only, so no billing period.
+    newer = invoice(lines={"data": [{"period": {"end": T + 30 * 86400}, "pricing": {"price_details": {"price": "p"}}}]})
+    [cycle] = s.invoice_events(newer, workspace_id="ws", user_id="u1", received_at=NOW)
+    assert "billing_period" not in cycle.properties and cycle.properties["period_ends_at"] == "2026-05-31T12:00:00.000Z"
+    one_time = {"id": "in_9", "status": "paid", "livemode": True, "amount_paid": 500, "currency": "eur",
+                "created": T, "payment_intent": "pi_9"}  # fmt: skip
+    [bought] = s.invoice_events(one_time, workspace_id="ws", user_id="u1", received_at=NOW, purchase_key="pi_9")
+    assert bought.event_type == "purchase" and bought.properties["purchase_key"] == "pi_9"
+    assert "period_ends_at" not in bought.properties
+
+
+class Ledger:
+    """`Reads` over a literal ledger and literal Stripe invoices (with the InvoicePayments that
+    name their PaymentIntents); `asked` records what Stripe was asked."""
+
+    def __init__(self, grants: dict[str, dict[str, Any]], invoices: dict[str, dict[str, Any]] | None = None) -> None:
+        self.grants, self.invoices = grants, invoices or {}
+        self.asked: list[str] = []
+
+    def invoice(self, invoice_id: str) -> dict[str, Any] | None:
+        self.asked.append(invoice_id)
+        return self.invoices.get(invoice_id)
+
+    def payment_invoice(self, payment_intent: str) -> str | None:
+        self.asked.append(payment_intent)
+        return next((i for i, inv in self.invoices.items() if inv.get("paid_by") == payment_intent), None)
+
+    def linked_user(self, subscription_id: str) -> str | None:
+        return None
+
+    def customer_user(self, customer_id: str) -> str | None:
+        return None
+
+    def grant(self, store_key: str) -> dict[str, Any] | None:
+        return self.grants.get(store_key)
+
+    def invoice_payments(self, invoice_id: str) -> list[dict[str, Any]]:
+        return []
+
+
+def refund_of(charge: dict[str, Any], reads: Ledger) -> dict[str, Any]:
+    effects = s.event_effects(
+        "charge.refunded", charge, previous=None, stated_at=NOW, received_at=NOW, workspace_id="ws", app_id="app",
+        reads=reads,
+    )  # fmt: skip
+    found = [e for effect in effects.effects for e in effect.events("u1")] + list(effects.events)
+    [refund] = found
+    return refund.properties
+
+
+def test_a_refund_names_its_purchase_and_the_refunded_invoice_when_known() -> None:
+    charge = {"id": "ch_1", "livemode": True, "amount_refunded": 999, "currency": "usd", "refunded": True,
+              "payment_intent": "pi_9", "invoice": "in_7"}  # fmt: skip
+    held = {"pi_9": {"user_id": "u1", "product_id": "lifetime", "kind": "lifetime", "environment": "production"}}
+    one_time = refund_of(charge, Ledger(held))
+    assert (one_time["purchase_key"], one_time["transaction_id"], one_time["revenue"]) == ("pi_9", "in_7", -9.99)
+    # A subscription's charge: the ledger holds no purchase under its PaymentIntent; an expanded
+    # invoice names the subscription, an invoice id only the refunded transaction.
+    expanded = charge | {"payment_intent": "pi_2", "invoice": {"id": "in_8", "subscription": "sub_1"}}
+    assert (refund_of(expanded, Ledger({}))["purchase_key"], refund_of(expanded, Ledger({}))["transaction_id"]) == (
+        "sub_1", "in_8",
+    )  # fmt: skip
+    bare = refund_of(charge | {"payment_intent": "pi_2"}, Ledger({}))
+    assert "purchase_key" not in bare and bare["transaction_id"] == "in_7"  # Stripe knows no in_7
+
+
+def test_a_subscription_charges_refund_finds_its_subscription_through_stripe() -> None:
+    """Before 2025-03-31 the charge names its invoice; since, only its PaymentIntent, whose
+    InvoicePayment names the invoice: either way the invoice read from Stripe names the
+    subscription, the refund's `purchase_key` (and its linked user)."""
+    invoices = {
+        "in_7": {"id": "in_7", "paid_by": "pi_2", "parent": {"subscription_details": {"subscription": "sub_1"}}}
+    }
+    older = {"id": "ch_1", "livemode": True, "amount_refunded": 999, "currency": "usd", "payment_intent": "pi_2",
+             "invoice": "in_7"}  # fmt: skip
+    reads = Ledger({}, invoices)
+    assert (refund_of(older, reads)["purchase_key"], refund_of(older, reads)["transaction_id"]) == ("sub_1", "in_7")
+    newer = {k: v for k, v in older.items() if k != "invoice"}
+    reads = Ledger({}, invoices)
+    props = refund_of(newer, reads)
+    assert (props["purchase_key"], props["transaction_id"]) == ("sub_1", "in_7") and reads.asked == ["pi_2", "in_7"]
+    test_mode = Ledger({}, invoices)
+    s.event_effects("charge.refunded", newer | {"livemode": False}, previous=None, stated_at=NOW, received_at=NOW,
+                    workspace_id="ws", app_id="app", reads=test_mode)  # fmt: skip
+    assert test_mode.asked == []  # no refund lands, nothing is asked

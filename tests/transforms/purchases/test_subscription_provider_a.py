@@ -100,3 +100,32 @@ def test_a_body_that_is_not_an_event_is_refused() -> None:
 def test_a_refunded_one_time_purchase_is_revoked() -> None:
     refund = rc.fact(event("CANCELLATION", cancel_reason="CUSTOMER_SUPPORT", expiration_at_ms=None))
     assert refund is not None and refund.revoked_at == NOW and not refund.active_at(NOW)
+
+
+def test_every_event_names_the_original_transaction_and_a_paid_one_its_local_price() -> None:
+    renewal = event("RENEWAL", price=80.0, price_in_purchased_currency=12000, currency="JPY")
+    fact = rc.fact(renewal)
+    assert fact is not None
+    assert (fact.price_amount, fact.price_currency, fact.priced_at) == (12000.0, "JPY", NOW - timedelta(seconds=1))
+    assert fact.billing_period is None  # RevenueCat's events name no period length
+    [renewed] = events(renewal)
+    assert (renewed.properties["purchase_key"], renewed.properties["transaction_id"]) == ("T1", "T2")
+    assert renewed.properties["period_ends_at"] == "2026-05-08T12:00:00.000Z"
+    assert "billing_period" not in renewed.properties
+    trial = rc.fact(event("INITIAL_PURCHASE", period_type="TRIAL", price=0, price_in_purchased_currency=0))
+    assert trial is not None and (trial.price_amount, trial.price_currency, trial.priced_at) == (None, None, None)
+    usd_only = rc.fact(event("INITIAL_PURCHASE", price_in_purchased_currency=None))
+    assert usd_only is not None and (usd_only.price_amount, usd_only.price_currency) == (4.99, "USD")
+    cancelled = event("CANCELLATION", cancel_reason="UNSUBSCRIBE")
+    assert rc.fact(cancelled).price_amount is None  # type: ignore[union-attr]  # keeps the ledger's
+    [cancel] = events(cancelled)
+    assert cancel.properties["purchase_key"] == "T1" and "period_ends_at" not in cancel.properties
+
+
+def test_a_refund_names_the_refunded_transaction_and_its_purchase() -> None:
+    [refund] = events(event("CANCELLATION", cancel_reason="CUSTOMER_SUPPORT"))
+    assert refund.event_type == "refund"
+    assert (refund.properties["purchase_key"], refund.properties["transaction_id"]) == ("T1", "T2")
+    assert refund.properties["revenue"] == -4.99
+    [one_time] = events(event("NON_RENEWING_PURCHASE", original_transaction_id=None, transaction_id="T9"))
+    assert one_time.properties["purchase_key"] == "T9" and "period_ends_at" not in one_time.properties
