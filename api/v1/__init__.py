@@ -5,4 +5,13 @@ from flask import Blueprint
 blueprint = Blueprint("v1", __name__, url_prefix="/v1")
 
 # Routes register themselves on the blueprint when their module is imported.
-from api.v1 import actions, customers, events, integrations, reports, webhooks, workspace  # noqa: E402,F401
+from api.v1 import (  # noqa: E402,F401
+    actions,
+    customers,
+    events,
+    integrations,
+    reports,
+    subscriptions,
+    webhooks,
+    workspace,
+)

@@ -59,3 +59,21 @@ class SubscriptionsMeta(BaseModel):
 class SubscriptionsReport(BaseModel):
     data: list[SubscriptionsRow]
     meta: SubscriptionsMeta
+
+
+class SubscriptionsOverview(BaseModel):
+    active_subscriptions: int = Field(description="Paid subscriptions granting access now (live, from the ledger).")
+    active_trials: int = Field(description="Subscriptions in a free trial now.")
+    mrr: float = Field(description="Monthly recurring revenue now, reporting currency (docs/metrics.md).")
+    arr: float = Field(description="mrr x 12.")
+    revenue_last_28_days: float = Field(
+        description="Net revenue (charges - refunds) of the 28 days ending today, as of the last refresh (flows_as_of)."
+    )
+    new_customers_last_28_days: int = Field(
+        description="Users whose first trial, paid period or purchase was in those 28 days, as of the last refresh."
+    )
+    as_of: str = Field(description="When the stock figures were read (now).")
+    currency: str
+    flows_as_of: str | None = Field(
+        description="Preview extension: when the 28-day figures were computed (the last refresh); null before it."
+    )

@@ -143,7 +143,7 @@ def _nearest_factor(days: float) -> float:
     return float(nearest_standard(start, start + timedelta(days=days)).monthly_factor)
 
 
-def _factor_by_length(lengths: pl.Series) -> pl.Series:
+def factor_by_length(lengths: pl.Series) -> pl.Series:
     """The MRR factor of each paid period from its own length, nearest standard period; the table
     of distinct lengths is tiny, so it is looked up rather than computed per row."""
     distinct = [d for d in lengths.unique().to_list() if d is not None and d > 0]
@@ -198,7 +198,7 @@ def periods(billing: pl.DataFrame, grants: pl.DataFrame, catalog: pl.DataFrame) 
         length_days.round(3).alias("_days"),
     )
     priced = priced.with_columns(
-        pl.coalesce("_named", pl.Series("_by_length", _factor_by_length(priced.get_column("_days")))).alias("_factor")
+        pl.coalesce("_named", pl.Series("_by_length", factor_by_length(priced.get_column("_days")))).alias("_factor")
     )
     # A paid period without a stated price (a renewal event whose amount was not given) keeps
     # the purchase's previous price: what the subscriber still pays.

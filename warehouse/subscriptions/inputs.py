@@ -26,15 +26,14 @@ def grants_frame(conn: Connection) -> pl.DataFrame:
     return pl.DataFrame([dict(r._mapping) for r in rows], schema=GRANT_SCHEMA)
 
 
-def catalog_frame(conn: Connection) -> pl.DataFrame:
+def catalog_frame(conn: Connection, workspace_id: str | None = None) -> pl.DataFrame:
     """Each workspace's products with the billing period their live paywall offers name (the
     latest published version of each paywall; a product offered in several, the latest
-    publication's; `lifetime` offers name no period)."""
-    latest = (
-        sa.select(p.c.app_id, p.c.paywall_id, sa.func.max(p.c.version).label("version"))
-        .group_by(p.c.app_id, p.c.paywall_id)
-        .subquery()
-    )
+    publication's; `lifetime` offers name no period). All workspaces', or `workspace_id`'s."""
+    versions = sa.select(p.c.app_id, p.c.paywall_id, sa.func.max(p.c.version).label("version"))
+    if workspace_id is not None:
+        versions = versions.where(p.c.workspace_id == workspace_id)
+    latest = versions.group_by(p.c.app_id, p.c.paywall_id).subquery()
     rows = conn.execute(
         sa.select(p.c.workspace_id, p.c.document, p.c.published_at)
         .join(

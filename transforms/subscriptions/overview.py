@@ -1,0 +1,77 @@
+"""The live overview's stock figures from the ledger: active subscriptions and trials and MRR now
+(`GET /v1/subscriptions/overview`; docs/metrics.md). Pure: the ledger's active purchases arrive
+already grouped by what decides their MRR (price, currency, the price's day, billing period,
+product, period length), so a workspace of 100 000 subscriptions is a few hundred rows here.
+
+MRR is computed as the report computes it (`transforms.subscriptions.periods`): each
+subscription's latest paid price converted at its day's ECB rate, times its billing period's
+factor (the catalog's, else the store's, else its period's length to the nearest standard),
+rounded to a millionth once, then summed: right after a refresh the two agree to the cent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import polars as pl
+
+from transforms.reports import money
+from transforms.subscriptions.periods import CATALOG_SCHEMA, MICROS, factor_by_length, monthly_factors
+
+ACTIVE_GROUP_SCHEMA: Final = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "in_trial": pl.Boolean(),
+        "price_amount": pl.Float64(),
+        "price_currency": pl.String(),
+        "priced_day": pl.Date(),
+        "billing_period": pl.String(),
+        "product_id": pl.String(),
+        "length_days": pl.Float64(),  # expires_at - priced_at, in days to 3 decimals
+        "subscriptions": pl.Int64(),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Stocks:
+    active_subscriptions: int
+    active_trials: int
+    mrr: float
+
+
+def stocks(groups: pl.DataFrame, *, catalog: pl.DataFrame, rates: pl.DataFrame, reporting: pl.DataFrame) -> Stocks:
+    """Actives, trials and MRR of one workspace's active purchases, grouped (`ACTIVE_GROUP_SCHEMA`)."""
+    frame = groups.cast(ACTIVE_GROUP_SCHEMA)
+    trials = int(frame.filter(pl.col("in_trial"))["subscriptions"].sum())
+    paid = frame.filter(~pl.col("in_trial"))
+    if paid.is_empty():
+        return Stocks(0, trials, 0.0)
+    named = paid.join(
+        catalog.cast(CATALOG_SCHEMA)
+        .rename({"billing_period": "_catalog"})
+        .unique(["workspace_id", "product_id"], keep="last"),
+        on=["workspace_id", "product_id"],
+        how="left",
+    ).with_columns(pl.coalesce("_catalog", "billing_period").alias("_period"))
+    converted = money.convert(
+        named.lazy(),
+        amount="price_amount",
+        currency="price_currency",
+        day="priced_day",
+        rates=rates,
+        reporting=reporting,
+        out="_value",
+        eur="_eur",
+        reason="_unconvertible",
+    ).collect()
+    factors = monthly_factors(converted.get_column("_period").unique().to_list())
+    by_length = factor_by_length(converted.get_column("length_days"))
+    usable = pl.col("_value").is_finite() & ~money.out_of_bounds(pl.col("_eur"))
+    value = pl.when(usable).then(pl.col("_value")).otherwise(0.0).fill_null(0.0)
+    factor = pl.coalesce(
+        pl.col("_period").replace_strict(factors, default=None, return_dtype=pl.Float64), by_length.alias("_len")
+    ).fill_null(0.0)
+    micros = (value * factor * MICROS).round(0).cast(pl.Int64) * pl.col("subscriptions")
+    total = int(converted.select(micros.sum()).item() or 0)
+    return Stocks(int(paid["subscriptions"].sum()), trials, total / MICROS)

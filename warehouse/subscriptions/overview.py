@@ -1,0 +1,103 @@
+"""`GET /v1/subscriptions/overview`: the stock figures live from the ledger, the 28-day flows from
+the published report store.
+
+The ledger holds each purchase's latest statement, so "how many pay now, and how much a month"
+is one grouped query over the workspace's active purchases (`ix_entitlement_grants_active`
+narrows it to them). Revenue and new customers need every transaction, which the ledger does
+not keep: they are the published `subscription_metrics` days of the last 28 (as of the last
+refresh, at most 6 hours old: `flows_as_of` says when)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+import duckdb
+import polars as pl
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from transforms.subscriptions.overview import ACTIVE_GROUP_SCHEMA, Stocks, stocks
+from warehouse.entitlements.tables import entitlement_grants as g
+from warehouse.reports import serving
+from warehouse.reports.report_lake import SUBSCRIPTION_METRICS
+
+FLOW_DAYS = 28
+PROMOTIONAL = "promotional"  # granted without a payment: never a paying subscription
+
+
+def _day(conn: Connection, column: sa.ColumnElement[datetime]) -> sa.ColumnElement[object]:
+    if conn.dialect.name == "postgresql":
+        return sa.cast(column, sa.Date)
+    return sa.func.date(column)
+
+
+def _length_days(conn: Connection) -> sa.ColumnElement[float]:
+    if conn.dialect.name == "postgresql":
+        seconds = sa.func.extract("epoch", g.c.expires_at - g.c.priced_at)
+        return sa.func.round(sa.cast(seconds / 86400, sa.Numeric), 3)
+    return sa.func.round(sa.func.julianday(g.c.expires_at) - sa.func.julianday(g.c.priced_at), 3)
+
+
+def active_groups(conn: Connection, workspace_id: str, now: datetime) -> pl.DataFrame:
+    """The workspace's subscriptions granting access at `now` (production, paid by a store or a
+    provider), grouped by what decides their MRR."""
+    day = _day(conn, g.c.priced_at).label("priced_day")
+    length = _length_days(conn).label("length_days")
+    keys = [g.c.in_trial, g.c.price_amount, g.c.price_currency, day, g.c.billing_period, g.c.product_id, length]
+    rows = conn.execute(
+        sa.select(*keys, sa.func.count().label("subscriptions"))
+        .where(
+            g.c.workspace_id == workspace_id,
+            g.c.kind == "subscription",
+            g.c.access_ends_at > now,
+            g.c.environment == "production",
+            g.c.source != PROMOTIONAL,
+            sa.or_(g.c.revoked_at.is_(None), g.c.revoked_at > now),
+        )
+        .group_by(*keys)
+    ).all()
+    records = [
+        {
+            "workspace_id": workspace_id,
+            "in_trial": bool(r.in_trial),
+            "price_amount": r.price_amount,
+            "price_currency": r.price_currency,
+            "priced_day": r.priced_day if isinstance(r.priced_day, date | None) else date.fromisoformat(r.priced_day),
+            "billing_period": r.billing_period,
+            "product_id": r.product_id,
+            "length_days": float(r.length_days) if r.length_days is not None else None,
+            "subscriptions": r.subscriptions,
+        }
+        for r in rows
+    ]
+    return pl.DataFrame(records, schema=ACTIVE_GROUP_SCHEMA)
+
+
+def live_stocks(
+    conn: Connection, workspace_id: str, now: datetime, *, catalog: pl.DataFrame, rates: pl.DataFrame, reporting: str
+) -> Stocks:
+    reporting_frame = pl.DataFrame([{"workspace_id": workspace_id, "reporting_currency": reporting}])
+    return stocks(active_groups(conn, workspace_id, now), catalog=catalog, rates=rates, reporting=reporting_frame)
+
+
+@dataclass(frozen=True)
+class Flows:
+    net_revenue: float
+    new_customers: int
+    as_of: datetime | None  # when the published figures were computed (None: never)
+
+
+def published_flows(cur: duckdb.DuckDBPyConnection | None, workspace_id: str, today: date) -> Flows:
+    """Net revenue and new customers of the 28 days ending `today`, as last published."""
+    meta = serving.meta(cur)
+    if cur is None or meta.generated_at is None:
+        return Flows(0.0, 0, None)
+    query = (
+        f"SELECT coalesce(sum(net_revenue), 0), coalesce(sum(new_customers), 0) FROM {SUBSCRIPTION_METRICS} "  # noqa: S608
+        "WHERE workspace_id = $ws AND date BETWEEN $first AND $last"
+    )
+    first = today - timedelta(days=FLOW_DAYS - 1)
+    rows = cur.sql(query, params={"ws": workspace_id, "first": first, "last": today}).fetchall()
+    revenue, customers = rows[0]
+    return Flows(round(float(revenue), 6), int(customers), meta.generated_at)
