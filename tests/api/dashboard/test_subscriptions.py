@@ -22,9 +22,9 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests.api.dashboard.test_reports import cell, csv_rows, data_block, money, percent, table_rows, text, v1
 from tests.support.dashboard import sign_in
 from tests.support.money import reports_database
+from tests.support.report_pages import cell, csv_rows, data_block, money, percent, table_rows, text, v1
 from tests.support.reports import refresh, seed_lake
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, database_for, utcnow
