@@ -260,10 +260,19 @@ def test_days_after_the_reports_day_have_no_figures_yet(signed_in: FlaskClient, 
     response = signed_in.get("/dashboard/subscriptions", query_string=query)
     assert response.status_code == 200
     body = response.get_data(as_text=True)
-    assert "No subscription figures for these filters" in body
+    assert "No subscription figures for these filters" in body and "a later day has no state yet" in body
     assert '<a href="/dashboard/subscriptions">Clear filters</a> to see the last 90 days.' in body
     assert "Data as of" in body and "<canvas" not in body and "chart-4.6.1" not in body
     assert signed_in.get("/dashboard/subscriptions.csv", query_string=query).get_data(as_text=True) == COLUMNS + "\n"
+
+
+def test_a_grouping_with_no_group_in_the_range_says_so(signed_in: FlaskClient, published: dict[str, str]) -> None:
+    query = {"start_date": "2020-01-01", "end_date": "2020-01-31", "group_by": "campaign"}
+    assert v1(signed_in, "subscriptions", published["key"], query)["data"] == []
+    body = text(signed_in.get("/dashboard/subscriptions", query_string=query).get_data(as_text=True))
+    assert "No subscription figures for these filters" in body
+    assert "No campaign has subscription figures from 2020-01-01 to 2020-01-31." in body
+    assert "later day has no state yet" not in body
 
 
 def test_another_workspace_sees_none_of_these_figures(
