@@ -49,6 +49,7 @@ def register_dashboard(app: Flask, settings: Settings) -> None:
         pages,
         paywalls,
         reports,
+        subscriptions,
         webhooks,
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -59,13 +60,23 @@ def _default_end() -> date:
     return found or datetime.now(UTC).date()
 
 
-def _form(model: type[BaseModel], first: str, last: str, defaults: dict[str, str]) -> Form:
+def _form(
+    model: type[BaseModel],
+    first: str,
+    last: str,
+    defaults: dict[str, str],
+    *,
+    default_end: Callable[[], date] = _default_end,
+    range_problem: Callable[[Any], str | None] | None = None,
+) -> Form:
     """The query string through v1's model, with v1's own checks and messages; an empty or
-    missing field takes the page's default (the dates: the default range)."""
+    missing field takes the page's default (the dates: the `DEFAULT_DAYS` ending on
+    `default_end()`). `range_problem`: v1's own check of the range, where the model has one
+    (its message goes beside the last day's field); else v1's `_range` check."""
     given = {k: v.strip() for k, v in request.args.items() if k in model.model_fields and v.strip() != ""}
     values = {**defaults, **given}
     if first not in given and last not in given:
-        end = _default_end()
+        end = default_end()
         values[first] = (end - timedelta(days=DEFAULT_DAYS - 1)).isoformat()
         values[last] = end.isoformat()
     errors: dict[str, str] = {}
@@ -77,7 +88,12 @@ def _form(model: type[BaseModel], first: str, last: str, defaults: dict[str, str
             field = str(error["loc"][0]) if error["loc"] else first
             message = str(error["msg"]).removeprefix("Value error, ")
             errors.setdefault(field, message)
-    if query is not None and getattr(query, last) < getattr(query, first):
+    if query is not None and range_problem is not None:
+        problem = range_problem(query)
+        if problem is not None:
+            errors[last] = problem
+            query = None
+    elif query is not None and getattr(query, last) < getattr(query, first):
         errors[last] = f"must not be before the first day ({first})"  # v1's `_range` check
         query = None
     return Form(values=values, query=query, errors=errors, filtered=bool(given))

@@ -1,4 +1,4 @@
-"""The Payback and Cohorts pages in Debian's chromium, served by gunicorn on real reports.
+"""The Payback, Cohorts and Subscriptions pages in Debian's chromium, served by gunicorn on real reports.
 
 The workspace's history is generated the way `flokit demo seed` generates it (1500 users over
 70 days, tests/support/reports.py) and its reports built by one real refresh per module, served
@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from tests.browser.demo_world import check_at_phone_width
 from tests.browser.support import PageGuard, assert_accessible, flokit_env, shoot
 from tests.support import ROOT, gunicorn_server
 from warehouse.bootstrap import bootstrap
@@ -38,6 +39,12 @@ from warehouse.workspaces import create_key
 WORKSPACE = "ws_dashbrowser"
 RANGE = {"start_date": "2026-06-01", "end_date": "2026-07-31"}
 COHORT_RANGE = {"cohort_start": "2026-06-10", "cohort_end": "2026-07-20"}
+SUBSCRIPTION_CHARTS = {  # canvas id: (the v1 field drawn, or trial conversion computed from two)
+    "chart-mrr": "mrr",
+    "chart-churn": "churn_rate",
+    "chart-conversion": "trial_conversion",
+    "chart-refunds": "refund_rate",
+}
 
 # What a chart was drawn with: its labels and each dataset's label and data (a function, not a
 # string predicate: the page's CSP forbids eval).
@@ -47,7 +54,8 @@ DRAWN = """canvas => {
   return {
     labels: chart.data.labels,
     datasets: chart.data.datasets.map(d => ({label: d.label, data: d.data, type: d.type || chart.config.type,
-                                             colour: d.borderColor, axis: d.yAxisID || null})),
+                                             colour: d.borderColor, axis: d.yAxisID || null,
+                                             dash: d.borderDash || null})),
   };
 }"""
 # Each cohort line's dash per segment, from its own `segment.borderDash` function.
@@ -195,6 +203,7 @@ def test_payback_charts_are_drawn_with_v1s_figures(page: Any, flokit_server: Any
                 "type": "bar",
                 "colour": "#0072B2",
                 "axis": "y",
+                "dash": None,
             },
             {
                 "label": "Payback day",
@@ -202,13 +211,21 @@ def test_payback_charts_are_drawn_with_v1s_figures(page: Any, flokit_server: Any
                 "type": "line",
                 "colour": "#D55E00",
                 "axis": "y1",
+                "dash": None,
             },
         ],
     }
     cac = page.evaluate(DRAWN, page.locator("#chart-cac").element_handle())
     assert cac["labels"] == [r["cohort"] for r in rows]
     assert cac["datasets"] == [
-        {"label": "CAC (USD)", "data": [r["cac"] for r in rows], "type": "bar", "colour": "#009E73", "axis": None}
+        {
+            "label": "CAC (USD)",
+            "data": [r["cac"] for r in rows],
+            "type": "bar",
+            "colour": "#009E73",
+            "axis": None,
+            "dash": None,
+        }
     ]
     # Drawn, not just created: the canvas has a size and the browser painted something on it.
     assert page.evaluate("c => c.width > 300 && c.height > 100", page.locator("#chart-payback").element_handle())
@@ -349,7 +366,7 @@ def test_before_the_first_refresh_both_pages_say_what_to_do(
     base = flokit_server.base
     sign_in(page, base, operator)
     page.goto(base + "/dashboard/actions")
-    for name in ("payback", "cohorts"):
+    for name in ("payback", "cohorts", "subscriptions"):
         page.wait_for_load_state("networkidle")  # the previous page's favicon has arrived
         page.get_by_role("link", name=name.capitalize()).click()
         expect(page).to_have_url(f"{base}/dashboard/{name}")
@@ -377,3 +394,101 @@ def test_filters_without_rows_offer_to_clear_them(page: Any, flokit_server: Any,
         page.locator("section.empty").get_by_role("link", name="Clear filters").click()
         expect(page.locator(f"#chart-{'payback' if name == 'payback' else 'retention'}")).to_be_visible()
         page.wait_for_load_state("networkidle")
+
+
+def conversion(row: dict[str, Any]) -> float | None:
+    return row["trial_conversions"] / row["new_trials"] if row["new_trials"] else None
+
+
+def test_subscription_charts_are_drawn_with_v1s_figures(
+    page: Any, flokit_server: Any, operator: dict[str, str]
+) -> None:
+    from playwright.sync_api import expect
+
+    base = flokit_server.base
+    query = {**RANGE, "interval": "week"}
+    open_page(page, base, operator, "/dashboard/subscriptions?" + urlencode(query))
+    expect(page.get_by_role("heading", level=1)).to_have_text("Subscriptions")
+    answer = v1(base, "subscriptions", operator["key"], query)
+    rows = answer["data"]
+    assert len(rows) == 9 and rows[-1]["active_subscriptions"] > 0  # weeks from Monday 2026-06-01
+    weeks = [r["period_start"] for r in rows]
+
+    for canvas, field in SUBSCRIPTION_CHARTS.items():
+        drawn = page.evaluate(DRAWN, page.locator(f"#{canvas}").element_handle())
+        values = [conversion(r) for r in rows] if field == "trial_conversion" else [r[field] for r in rows]
+        assert drawn == {
+            "labels": weeks,
+            "datasets": [
+                {"label": "All", "data": values, "type": "line", "colour": "#0072B2", "axis": None, "dash": None}
+            ],
+        }, canvas
+        # Drawn, not just created: the canvas has a size.
+        assert page.evaluate("c => c.width > 300 && c.height > 100", page.locator(f"#{canvas}").element_handle())
+    actives = page.evaluate(DRAWN, page.locator("#chart-actives").element_handle())
+    assert [(d["label"], d["data"], d["dash"]) for d in actives["datasets"]] == [
+        ("All · subscriptions", [r["active_subscriptions"] for r in rows], None),
+        ("All · trials", [r["active_trials"] for r in rows], [6, 4]),
+    ]
+    label = page.locator("#chart-mrr").get_attribute("aria-label") or ""
+    assert label.startswith("MRR in USD by week, 9 periods from 2026-06-01 to 2026-07-27:"), label
+    assert label.endswith("Every figure is in the table below.")
+
+    # Each definition is one click away, closed until then.
+    definition = page.locator("details.definition").filter(has_text="Definition of trial conversion")
+    expect(definition.locator("p")).not_to_be_visible()
+    definition.get_by_text("Definition of trial conversion").click()
+    expect(definition).to_have_attribute("open", "")
+    expect(definition.locator("p")).to_be_visible()
+    expect(definition.locator("p")).to_contain_text("trial_conversions / new_trials")
+    expect(page.locator("details.definition[open]")).to_have_count(1)
+
+    expect(page.locator("#subscriptions-table tbody tr")).to_have_count(len(rows))
+    expect(page.locator("#subscriptions-table tbody th")).to_have_text(weeks)
+    expect(page.locator(".as-of time")).to_have_attribute("datetime", answer["meta"]["generated_at"])
+
+    assert_accessible(page)
+    check_at_phone_width(page, "/dashboard/subscriptions")  # no overflow at 390 px, axe again
+    shoot(page, "reports-subscriptions")  # no table needs a sideways scroll at 1280 px
+
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download these figures as CSV").click()
+    parsed = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text(encoding="utf-8"))))
+    assert [row["period_start"] for row in parsed] == weeks
+    assert [row["mrr"] for row in parsed] == [str(r["mrr"]) for r in rows]
+
+
+def test_subscription_charts_by_group_draw_one_line_per_group(
+    page: Any, flokit_server: Any, operator: dict[str, str]
+) -> None:
+    from playwright.sync_api import expect
+
+    base = flokit_server.base
+    open_page(page, base, operator, "/dashboard/subscriptions?" + urlencode({**RANGE, "interval": "week"}))
+    page.get_by_label("Group by").select_option("product")
+    page.get_by_label("Interval").select_option("day")
+    page.get_by_role("button", name="Show").click()
+    expect(page).to_have_url(
+        f"{base}/dashboard/subscriptions?start_date=2026-06-01&end_date=2026-07-31&interval=day&group_by=product"
+    )
+    page.wait_for_function("() => window.Chart && Chart.getChart(document.querySelector('#chart-refunds'))")
+    rows = v1(base, "subscriptions", operator["key"], {**RANGE, "group_by": "product"})["data"]
+    products = {r["group"] for r in rows}
+    assert len(products) == 3
+
+    mrr = page.evaluate(DRAWN, page.locator("#chart-mrr").element_handle())
+    assert len(mrr["labels"]) == 61 and {d["label"] for d in mrr["datasets"]} == products
+    last = [d["data"][-1] for d in mrr["datasets"]]
+    assert last == sorted(last, reverse=True)  # the heaviest product first
+    for d in mrr["datasets"]:
+        assert d["data"] == [r["mrr"] for r in rows if r["group"] == d["label"]]
+    actives = page.evaluate(DRAWN, page.locator("#chart-actives").element_handle())
+    assert [d["label"] for d in actives["datasets"]] == [
+        f"{d['label']} · {what}" for d in mrr["datasets"] for what in ("subscriptions", "trials")
+    ]
+    assert [d["dash"] for d in actives["datasets"]] == [None, [6, 4]] * 3
+
+    expect(page.locator("#subscriptions-table tbody tr")).to_have_count(len(rows))
+    assert_accessible(page)
+    check_at_phone_width(page, "/dashboard/subscriptions")
+    shoot(page, "reports-subscriptions-product")

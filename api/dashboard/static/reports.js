@@ -1,4 +1,4 @@
-// FloKit dashboard: the Payback and Cohorts charts. Loaded after Chart.js 4.6.1 (vendored), no
+// FloKit dashboard: the Payback, Cohorts and Subscriptions charts. Loaded after Chart.js 4.6.1 (vendored), no
 // inline script (the CSP): each <canvas data-chart=... data-source=ID> is drawn from the JSON in
 // <script type="application/json" id=ID>. The same figures are in the table below each chart, so
 // the page says everything without this file.
@@ -112,7 +112,76 @@
     revenue: function (canvas, data) {
       return curves(canvas, data, "cumulative_revenue", money(data.currency), "Per user");
     },
+    "subscriptions-mrr": function (canvas, data) {
+      return periods(canvas, data, [{ field: "mrr" }], money(data.currency), "MRR (" + data.currency + ")");
+    },
+    "subscriptions-actives": function (canvas, data) {
+      return periods(
+        canvas,
+        data,
+        [
+          { field: "active_subscriptions", name: "subscriptions" },
+          { field: "active_trials", name: "trials", dash: DASH },
+        ],
+        count,
+        "Count"
+      );
+    },
+    "subscriptions-churn": function (canvas, data) {
+      return periods(canvas, data, [{ field: "churn_rate" }], percent, "Churn rate");
+    },
+    "subscriptions-conversion": function (canvas, data) {
+      return periods(canvas, data, [{ field: "trial_conversion" }], percent, "Trial conversion");
+    },
+    "subscriptions-refunds": function (canvas, data) {
+      return periods(canvas, data, [{ field: "refund_rate" }], percent, "Refund rate");
+    },
   };
+
+  function count(value) {
+    return value.toLocaleString(undefined, { maximumFractionDigits: 0 });
+  }
+
+  // The Subscriptions page: one line per group (data.series) and measure (`measures`: a field of
+  // each series, the name added to the group's label when there are several, a dash), over the
+  // periods (data.labels). A null is a period without a denominator: a gap, not a zero.
+  function periods(canvas, data, measures, fmt, axis) {
+    var datasets = [];
+    data.series.forEach(function (series, i) {
+      var colour = PALETTE[i % PALETTE.length];
+      measures.forEach(function (measure) {
+        datasets.push({
+          type: "line",
+          label: measure.name ? series.label + " · " + measure.name : series.label,
+          data: series[measure.field],
+          borderColor: colour,
+          backgroundColor: colour,
+          borderDash: measure.dash,
+          pointStyle: POINTS[i % POINTS.length],
+          pointRadius: data.labels.length > 31 ? 0 : 3,
+          spanGaps: false,
+        });
+      });
+    });
+    return new Chart(canvas, {
+      type: "line",
+      data: { labels: data.labels, datasets: datasets },
+      options: {
+        interaction: { mode: "nearest", axis: "x", intersect: false },
+        scales: { y: { beginAtZero: true, title: { display: true, text: axis }, ticks: { callback: fmt } } },
+        plugins: {
+          legend: { display: datasets.length > 1, labels: { usePointStyle: true } },
+          tooltip: {
+            callbacks: {
+              label: function (item) {
+                return item.dataset.label + ": " + (item.raw === null ? "—" : fmt(item.raw));
+              },
+            },
+          },
+        },
+      },
+    });
+  }
 
   // One line per group; from the first week only some cohorts have reached on, the line is dashed
   // (`segment.borderDash`: a segment ending at or after that week).
