@@ -1,7 +1,8 @@
 """The live overview's stock figures from the ledger: active subscriptions and trials and MRR now
 (`GET /v1/subscriptions/overview`; docs/metrics.md). Pure: the ledger's active purchases arrive
 already grouped by what decides their MRR (price, currency, the price's day, billing period,
-product, period length), so a workspace of 100 000 subscriptions is a few hundred rows here.
+product, the standard period nearest an unnamed period's length), so a workspace of 100 000
+subscriptions is a few thousand rows here.
 
 MRR is computed as the report computes it (`transforms.subscriptions.periods`): each
 subscription's latest paid price converted at its day's ECB rate, times its billing period's
@@ -16,7 +17,7 @@ from typing import Final
 import polars as pl
 
 from transforms.reports import money
-from transforms.subscriptions.periods import CATALOG_SCHEMA, MICROS, factor_by_length, monthly_factors
+from transforms.subscriptions.periods import CATALOG_SCHEMA, MICROS, monthly_factors
 
 ACTIVE_GROUP_SCHEMA: Final = pl.Schema(
     {
@@ -27,7 +28,8 @@ ACTIVE_GROUP_SCHEMA: Final = pl.Schema(
         "priced_day": pl.Date(),
         "billing_period": pl.String(),
         "product_id": pl.String(),
-        "length_days": pl.Float64(),  # expires_at - priced_at, in days to 3 decimals
+        # Without a named billing period: the standard period nearest its length (else null).
+        "length_period": pl.String(),
         "subscriptions": pl.Int64(),
     }
 )
@@ -65,13 +67,15 @@ def stocks(groups: pl.DataFrame, *, catalog: pl.DataFrame, rates: pl.DataFrame, 
         eur="_eur",
         reason="_unconvertible",
     ).collect()
-    factors = monthly_factors(converted.get_column("_period").unique().to_list())
-    by_length = factor_by_length(converted.get_column("length_days"))
+    named_periods = converted.get_column("_period").unique().to_list()
+    factors = monthly_factors(named_periods + converted.get_column("length_period").unique().to_list())
     usable = pl.col("_value").is_finite() & ~money.out_of_bounds(pl.col("_eur"))
     value = pl.when(usable).then(pl.col("_value")).otherwise(0.0).fill_null(0.0)
-    factor = pl.coalesce(
-        pl.col("_period").replace_strict(factors, default=None, return_dtype=pl.Float64), by_length.alias("_len")
-    ).fill_null(0.0)
+    factor = (
+        pl.coalesce("_period", "length_period")
+        .replace_strict(factors, default=None, return_dtype=pl.Float64)
+        .fill_null(0.0)
+    )
     micros = (value * factor * MICROS).round(0).cast(pl.Int64) * pl.col("subscriptions")
     total = int(converted.select(micros.sum()).item() or 0)
     return Stocks(int(paid["subscriptions"].sum()), trials, total / MICROS)

@@ -17,6 +17,7 @@ import polars as pl
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from transforms.subscriptions.billing import nearest_standard_bounds
 from transforms.subscriptions.overview import ACTIVE_GROUP_SCHEMA, Stocks, stocks
 from warehouse.entitlements.tables import entitlement_grants as g
 from warehouse.reports import serving
@@ -32,18 +33,26 @@ def _day(conn: Connection, column: sa.ColumnElement[datetime]) -> sa.ColumnEleme
     return sa.func.date(column)
 
 
-def _length_days(conn: Connection) -> sa.ColumnElement[float]:
+def _length_period(conn: Connection) -> sa.ColumnElement[str]:
+    """For a purchase whose statement names no billing period: the standard period nearest its
+    period's length (expiry - price time, in days to 3 decimals as the report rounds it), as
+    thresholds (`nearest_standard_bounds`), so that the query returns a row per period, not one
+    per subscription."""
     if conn.dialect.name == "postgresql":
         seconds = sa.func.extract("epoch", g.c.expires_at - g.c.priced_at)
-        return sa.func.round(sa.cast(seconds / 86400, sa.Numeric), 3)
-    return sa.func.round(sa.func.julianday(g.c.expires_at) - sa.func.julianday(g.c.priced_at), 3)
+        days = sa.func.round(sa.cast(seconds / 86400, sa.Numeric), 3)
+    else:
+        days = sa.func.round(sa.func.julianday(g.c.expires_at) - sa.func.julianday(g.c.priced_at), 3)
+    bounds = nearest_standard_bounds()
+    bucket = sa.case(*((days <= bound, period.iso) for bound, period in bounds[:-1]), else_=bounds[-1][1].iso)
+    return sa.case((g.c.billing_period.is_(None) & g.c.priced_at.is_not(None), bucket), else_=None)
 
 
 def active_groups(conn: Connection, workspace_id: str, now: datetime) -> pl.DataFrame:
     """The workspace's subscriptions granting access at `now` (production, paid by a store or a
     provider), grouped by what decides their MRR."""
     day = _day(conn, g.c.priced_at).label("priced_day")
-    length = _length_days(conn).label("length_days")
+    length = _length_period(conn).label("length_period")
     keys = [g.c.in_trial, g.c.price_amount, g.c.price_currency, day, g.c.billing_period, g.c.product_id, length]
     rows = conn.execute(
         sa.select(*keys, sa.func.count().label("subscriptions"))
@@ -66,7 +75,7 @@ def active_groups(conn: Connection, workspace_id: str, now: datetime) -> pl.Data
             "priced_day": r.priced_day if isinstance(r.priced_day, date | None) else date.fromisoformat(r.priced_day),
             "billing_period": r.billing_period,
             "product_id": r.product_id,
-            "length_days": float(r.length_days) if r.length_days is not None else None,
+            "length_period": r.length_period,
             "subscriptions": r.subscriptions,
         }
         for r in rows
