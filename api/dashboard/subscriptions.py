@@ -10,8 +10,8 @@ page, its CSV and v1 answer the same numbers for the same query. With no dates t
 
 The charts are drawn by `static/reports.js` from one `<script type="application/json">` block
 (`transforms.subscriptions.charts`: one series per group, the heaviest eight); the table below
-them has every row. The live overview (`GET /v1/subscriptions/overview`) will be shown as cards
-at the top (`reports/_subscriptions_overview.html`, empty until then).
+them has every row. The live overview (`GET /v1/subscriptions/overview`'s `overview_answer`) is
+shown as cards at the top (`reports/_subscriptions_overview.html`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from transforms.subscriptions.answers import SubscriptionsQuery, SubscriptionsRe
 from transforms.subscriptions.charts import MAX_SERIES, SubscriptionsChart, subscriptions_chart, trial_conversion
 from warehouse.reports import serving
 from warehouse.subscriptions.answers import subscriptions_answer
+from warehouse.subscriptions.overview import overview_answer
 
 INTERVALS = {"day": "Day", "week": "Week", "month": "Month"}
 SUBSCRIPTION_GROUPS = {
@@ -170,9 +171,13 @@ def _answer(query: SubscriptionsQuery) -> SubscriptionsReport:
 @blueprint.get("/subscriptions")
 def subscriptions() -> Response:
     form = _subscriptions_form()
+    app = state()
+    overview = overview_answer(app.db, report_reader().cursor(), app.settings.paths, g.workspace_id, datetime.now(UTC))
     ctx: dict[str, Any] = {
         "title": "Subscriptions",
         "section": "subscriptions",
+        "overview": overview,
+        "overview_money": _money,
         "form": form,
         "groups": SUBSCRIPTION_GROUPS,
         "intervals": INTERVALS,

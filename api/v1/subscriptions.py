@@ -18,11 +18,7 @@ from api.report_reader import report_reader
 from api.responses import respond
 from api.v1 import blueprint
 from transforms.subscriptions.answers import SubscriptionsOverview
-from transforms.timefmt import iso_z
-from warehouse import fx
-from warehouse.subscriptions.inputs import catalog_frame
-from warehouse.subscriptions.overview import live_stocks, published_flows
-from warehouse.workspaces import get_workspace
+from warehouse.subscriptions.overview import overview_answer
 
 
 @blueprint.get("/subscriptions/overview")
@@ -35,26 +31,6 @@ from warehouse.workspaces import get_workspace
     tags=["reports"],
 )
 def subscriptions_overview() -> Response:
-    workspace_id = principal().workspace_id
-    now = datetime.now(UTC)
     app = state()
-    rates = fx.load_rates(app.settings.paths)
-    with app.db.read() as conn:
-        currency = get_workspace(conn, workspace_id).reporting_currency
-        catalog = catalog_frame(conn, workspace_id)
-        live = live_stocks(conn, workspace_id, now, catalog=catalog, rates=rates, reporting=currency)
-    flows = published_flows(report_reader().cursor(), workspace_id, now.date())
-    mrr = round(live.mrr, 6)
-    return respond(
-        SubscriptionsOverview(
-            active_subscriptions=live.active_subscriptions,
-            active_trials=live.active_trials,
-            mrr=mrr,
-            arr=round(mrr * 12, 6),
-            revenue_last_28_days=flows.net_revenue,
-            new_customers_last_28_days=flows.new_customers,
-            as_of=iso_z(now) or "",
-            currency=currency,
-            flows_as_of=iso_z(flows.as_of),
-        )
-    )
+    cur = report_reader().cursor()
+    return respond(overview_answer(app.db, cur, app.settings.paths, principal().workspace_id, datetime.now(UTC)))

@@ -17,11 +17,18 @@ import polars as pl
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from transforms.subscriptions.answers import SubscriptionsOverview
 from transforms.subscriptions.billing import nearest_standard_bounds
 from transforms.subscriptions.overview import ACTIVE_GROUP_SCHEMA, Stocks, stocks
+from transforms.timefmt import iso_z
+from warehouse import fx
+from warehouse.db import Database
 from warehouse.entitlements.tables import entitlement_grants as g
+from warehouse.paths import DataPaths
 from warehouse.reports import serving
 from warehouse.reports.report_lake import SUBSCRIPTION_METRICS
+from warehouse.subscriptions.inputs import catalog_frame
+from warehouse.workspaces import get_workspace
 
 FLOW_DAYS = 28
 PROMOTIONAL = "promotional"  # granted without a payment: never a paying subscription
@@ -110,3 +117,27 @@ def published_flows(cur: duckdb.DuckDBPyConnection | None, workspace_id: str, to
     rows = cur.sql(query, params={"ws": workspace_id, "first": first, "last": today}).fetchall()
     revenue, customers = rows[0]
     return Flows(round(float(revenue), 6), int(customers), meta.generated_at)
+
+
+def overview_answer(
+    db: Database, cur: duckdb.DuckDBPyConnection | None, paths: DataPaths, workspace_id: str, now: datetime
+) -> SubscriptionsOverview:
+    """The overview as v1 answers it and the dashboard's cards show it (one computation)."""
+    rates = fx.load_rates(paths)
+    with db.read() as conn:
+        currency = get_workspace(conn, workspace_id).reporting_currency
+        catalog = catalog_frame(conn, workspace_id)
+        live = live_stocks(conn, workspace_id, now, catalog=catalog, rates=rates, reporting=currency)
+    flows = published_flows(cur, workspace_id, now.date())
+    mrr = round(live.mrr, 6)
+    return SubscriptionsOverview(
+        active_subscriptions=live.active_subscriptions,
+        active_trials=live.active_trials,
+        mrr=mrr,
+        arr=round(mrr * 12, 6),
+        revenue_last_28_days=flows.net_revenue,
+        new_customers_last_28_days=flows.new_customers,
+        as_of=iso_z(now) or "",
+        currency=currency,
+        flows_as_of=iso_z(flows.as_of),
+    )

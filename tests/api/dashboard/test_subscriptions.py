@@ -312,3 +312,45 @@ def test_before_the_first_refresh_the_page_says_how_to_build_reports(database_ur
     assert f'name="end_date" type="date" value="{today}"' in page
     assert f'name="start_date" type="date" value="{today - timedelta(days=89)}"' in page
     assert client.get("/dashboard/subscriptions.csv").get_data(as_text=True) == COLUMNS + "\n"
+
+
+def test_the_cards_show_v1s_live_overview(client: FlaskClient, db: Database, settings: Settings) -> None:
+    """A purchase a billing system states through the generic webhook is on the cards at once, with
+    v1's figures (one computation); the 28-day flows are the last refresh's, and say so."""
+    from tests.support.notifications import SUBSCRIPTION, iso, post
+    from warehouse.entitlements.stores import StoresUpdate, set_stores
+
+    with db.write() as conn:
+        made = bootstrap(conn, name="Live")
+        secret = set_stores(
+            conn,
+            app_id=made["app_id"],
+            update=StoresUpdate(new_generic_secret=True),
+            instance_key=settings.instance_key,
+        ).generic_secret
+    assert secret is not None
+    now = datetime.now(UTC)
+    body = {
+        "id": "evt_1", "type": "purchase", "user_id": "u1", "purchase_id": "sub_1", "product_id": "pro_weekly",
+        "channel": "iap", "occurred_at": iso(now - timedelta(minutes=1)), "expires_at": iso(now + timedelta(days=7)),
+        "billing_period": "weekly", "revenue": 4.99, "currency": "USD",
+    }  # fmt: skip
+    assert post(client, SUBSCRIPTION, made["app_id"], body, secret).json["status"] == "applied"
+    expected = client.get(
+        "/v1/subscriptions/overview", headers={"Authorization": f"Bearer {made['api_key_read_only']}"}
+    ).json
+    assert (expected["active_subscriptions"], expected["mrr"]) == (1, 19.96)
+    page = sign_in(client, db, made["workspace_id"]).get("/dashboard/subscriptions").get_data(as_text=True)
+    cards = dict(re.findall(r"<div><dt>([^<]+)</dt><dd>([^<]+)</dd></div>", page))
+    assert cards == {
+        "Active subscriptions": "1",
+        "Active trials": "0",
+        "MRR (USD)": money(expected["mrr"]),
+        "ARR (USD)": money(expected["arr"]),
+        "Net revenue, last 28 days": money(0),
+        "New customers, last 28 days": "0",
+    }
+    assert (
+        f"revenue and new customers as of the last refresh, {expected['flows_as_of'][:16].replace('T', ' ')} UTC"
+        in page
+    )
