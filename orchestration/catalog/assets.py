@@ -19,7 +19,7 @@ from warehouse.catalog import CatalogView, build_catalog, preview, preview_lake,
 from warehouse.events.views import CANONICAL_EVENTS_VIEW
 from warehouse.lake import LocalLake
 from warehouse.paths import PUBLISHED_CATALOG
-from warehouse.reports.report_lake import SUBSCRIPTION_METRICS, SUBSCRIPTION_MOVEMENTS
+from warehouse.reports.report_lake import PURCHASES, SUBSCRIPTION_METRICS, SUBSCRIPTION_MOVEMENTS
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,8 @@ class CatalogEntry:
 
 
 # Datasets written by an asset named after another one: the subscription metrics asset writes
-# the movements beside the metrics.
-WRITTEN_BY = {SUBSCRIPTION_MOVEMENTS: SUBSCRIPTION_METRICS}
+# the movements and the purchases beside the metrics.
+WRITTEN_BY = {SUBSCRIPTION_MOVEMENTS: SUBSCRIPTION_METRICS, PURCHASES: SUBSCRIPTION_METRICS}
 CATALOG: list[CatalogEntry] = [
     CatalogEntry(view, dg.AssetKey(WRITTEN_BY.get(view.dataset, view.dataset))) for view in ANALYST_VIEWS
 ]

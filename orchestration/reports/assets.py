@@ -28,6 +28,7 @@ from transforms.reports import payback as payback_model
 from transforms.reports import signals as signals_model
 from transforms.reports.schemas import SIGNAL_WINDOW_DAYS, WEEK_LOOKBACK_DAYS
 from transforms.subscriptions import metrics as subscription_model
+from transforms.subscriptions import periods as subscription_periods
 from warehouse import fx
 from warehouse.lake import Lake
 from warehouse.reports import published, report_lake, serving
@@ -341,7 +342,8 @@ def ltv(data_dir: DataDirResource) -> dg.MaterializeResult:
     description=(
         "Subscription metrics by UTC day and group (store, product, app, country, campaign): active "
         "subscriptions and trials, MRR, new, trials, conversions, reactivations, churn, refunds and revenue "
-        "(docs/metrics.md); and the lapses and returns with their pairs, for weeks and months."
+        "(docs/metrics.md); the lapses and returns with their pairs, for weeks and months; and every purchase "
+        "with its latest state (purchases)."
     ),
 )
 def subscription_metrics(data_dir: DataDirResource, database: DatabaseResource) -> dg.MaterializeResult:
@@ -355,7 +357,7 @@ def subscription_metrics(data_dir: DataDirResource, database: DatabaseResource) 
         grants = subscription_inputs.grants_frame(conn)
         catalog = subscription_inputs.catalog_frame(conn)
     as_of = datetime.now(UTC)
-    daily, paired = subscription_model.compute(
+    daily, paired, billing = subscription_model.compute(
         report_lake.scan_days(store_, report_lake.CANONICAL_EVENTS),
         grants=grants,
         catalog=catalog,
@@ -366,6 +368,10 @@ def subscription_metrics(data_dir: DataDirResource, database: DatabaseResource) 
     )
     days = report_lake.write_changed_days(store_, report_lake.SUBSCRIPTION_METRICS, daily, pl.col("date"))
     report_lake.write_table(store_, report_lake.SUBSCRIPTION_MOVEMENTS, paired)
+    with database.database().read() as conn:
+        ledger = subscription_inputs.ledger_purchases(conn, as_of)
+    purchases = subscription_periods.purchases(ledger, billing)
+    report_lake.write_table(store_, report_lake.PURCHASES, purchases)
     return dg.MaterializeResult(
         metadata=frame_metadata(daily.tail(1000))
         | {
@@ -373,6 +379,7 @@ def subscription_metrics(data_dir: DataDirResource, database: DatabaseResource) 
             "days_rewritten": len(days),
             "rows": daily.height,
             "movement_rows": paired.height,
+            "purchases": purchases.height,
             "dagster/row_count": daily.height,
         }
     )

@@ -13,6 +13,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import duckdb
 import pytest
 from flask.testing import FlaskClient
 
@@ -141,6 +142,30 @@ def test_the_overview_is_live_and_equals_the_reports_last_day_after_a_refresh(
     assert RATED.date() < NOW.date() - timedelta(days=27)
     assert after["new_customers_last_28_days"] == 3
     assert after["revenue_last_28_days"] == pytest.approx(4.99, abs=1e-6)
+
+    # The analyst catalog: every purchase with its state at the refresh (the promotional grant is none).
+    with duckdb.connect(str(settings.paths.catalog), read_only=True) as con:
+        purchases = {
+            key: (status, store, started)
+            for key, status, store, started in con.execute(
+                "SELECT purchase_key, status, store, started_at FROM purchases WHERE workspace_id = ?",
+                [workspace["workspace_id"]],
+            ).fetchall()
+        }
+        actives = con.execute(
+            "SELECT sum(active_subscriptions) FROM subscription_metrics WHERE workspace_id = ? AND date = ?",
+            [workspace["workspace_id"], NOW.date()],
+        ).fetchone()
+    assert {k: v[:2] for k, v in purchases.items()} == {
+        "k1": ("active", "generic"),
+        "k2": ("active", "generic"),
+        "k3": ("active", "generic"),
+        "k4": ("in_trial", "generic"),
+        "k5": ("refunded", "generic"),
+        "k6": ("expired", "generic"),
+    }
+    assert purchases["k1"][2] == NOW - timedelta(days=40)  # its first billing event, not its latest statement
+    assert actives == (last["active_subscriptions"],)
 
     # Live: a purchase stated now counts at once, before any refresh.
     fresh = _event("purchase", 1, "u8", "k8", NOW - timedelta(minutes=1), expires_at=iso(NOW + timedelta(days=7)),

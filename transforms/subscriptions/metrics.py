@@ -23,7 +23,7 @@ period; a user's country and campaign are those of their first install (the payb
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 import polars as pl
 import polars.selectors as cs
@@ -535,6 +535,12 @@ def _paired_counts(
     )
 
 
+class Computed(NamedTuple):
+    daily: pl.DataFrame  # `subscription_metrics` (DAILY_SCHEMA)
+    paired: pl.DataFrame  # `subscription_movements` (PAIRED_SCHEMA)
+    billing: pl.DataFrame  # the billing facts read (periods.BILLING_SCHEMA), for the purchases table
+
+
 def compute(
     events: pl.LazyFrame,
     *,
@@ -544,7 +550,7 @@ def compute(
     rates: pl.DataFrame,
     reporting: pl.DataFrame,
     as_of: datetime,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+) -> Computed:
     """`subscription_metrics` and `subscription_movements` from the canonical events, the ledger's
     grants, the apps' catalogs (published paywall offers' billing periods), the users' cohorts
     (country, campaign) and the ECB rates, as of `as_of` (the last day is the unfinished one)."""
@@ -553,4 +559,5 @@ def compute(
     billing = billing_events(events, rates, reporting).filter(pl.col("occurred_at") <= as_of).collect()
     found = periods(billing, grants, catalog)
     groups = purchase_groups(found, grants)
-    return daily(movements(found, as_of), transactions(billing), groups, users, as_of.date())
+    daily_, paired = daily(movements(found, as_of), transactions(billing), groups, users, as_of.date())
+    return Computed(daily_, paired, billing)

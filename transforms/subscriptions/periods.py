@@ -234,3 +234,49 @@ def periods(billing: pl.DataFrame, grants: pl.DataFrame, catalog: pl.DataFrame) 
 def exact_factor(name: str) -> Fraction:
     """The factor as a fraction (tests and the planted truth compute MRR with it)."""
     return parse_billing_period(name).monthly_factor
+
+
+PURCHASE_SCHEMA: Final = pl.Schema(
+    {
+        "workspace_id": pl.String(),
+        "app_id": pl.String(),
+        "store": pl.String(),
+        "purchase_key": pl.String(),
+        "user_id": pl.String(),
+        "product_id": pl.String(),
+        "kind": pl.String(),
+        "environment": pl.String(),
+        "status": pl.String(),
+        "started_at": pl.Datetime("us", "UTC"),
+        "expires_at": pl.Datetime("us", "UTC"),
+        "grace_ends_at": pl.Datetime("us", "UTC"),
+        "in_trial": pl.Boolean(),
+        "will_renew": pl.Boolean(),
+        "refunded": pl.Boolean(),
+        "refunded_at": pl.Datetime("us", "UTC"),
+        "price_amount": pl.Float64(),
+        "price_currency": pl.String(),
+        "billing_period": pl.String(),
+        "stated_at": pl.Datetime("us", "UTC"),
+    }
+)
+
+
+def purchases(ledger: pl.DataFrame, billing: pl.DataFrame) -> pl.DataFrame:
+    """One row per purchase with its latest state (the ledger's, `status` decided as the customer
+    page decides it) and when it started: its first billing event in the lake, else when the
+    ledger first heard of it. `ledger` has the grants' columns and `status`, `recorded_at`."""
+    first = billing.group_by("workspace_id", "store", "purchase_key").agg(pl.col("occurred_at").min().alias("_first"))
+    return (
+        ledger.with_columns(store_name(pl.col("source")).alias("store"), pl.col("store_key").alias("purchase_key"))
+        .join(first, on=["workspace_id", "store", "purchase_key"], how="left")
+        .with_columns(
+            pl.coalesce("_first", "recorded_at").alias("started_at"),
+            pl.col("revoked_at").is_not_null().alias("refunded"),
+            pl.col("revoked_at").alias("refunded_at"),
+            ((pl.col("auto_renew") == True) & (pl.col("kind") == "subscription")).alias("will_renew"),  # noqa: E712
+        )
+        .select(list(PURCHASE_SCHEMA))
+        .cast(PURCHASE_SCHEMA)
+        .sort("workspace_id", "started_at")
+    )

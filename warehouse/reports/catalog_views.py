@@ -5,11 +5,13 @@ from __future__ import annotations
 from transforms.reports.paywall_funnel import PAYWALL_EVENT_SCHEMA
 from transforms.reports.schemas import CLEAN_SPEND_SCHEMA, COHORT_CURVE_SCHEMA, PAYBACK_SCHEMA
 from transforms.subscriptions.metrics import DAILY_SCHEMA, PAIRED_SCHEMA
+from transforms.subscriptions.periods import PURCHASE_SCHEMA
 from warehouse.catalog import CatalogView
 from warehouse.reports.report_lake import (
     COHORT_CURVES,
     PAYBACK,
     PAYWALL_EVENTS,
+    PURCHASES,
     SPEND,
     SUBSCRIPTION_METRICS,
     SUBSCRIPTION_MOVEMENTS,
@@ -166,6 +168,42 @@ PAYWALL_EVENTS_VIEW = CatalogView(
     },
 )
 
+PURCHASES_VIEW = CatalogView(
+    name="purchases",
+    dataset=PURCHASES,
+    description=(
+        "Every purchase the entitlement ledger holds (promotional grants are not purchases), one row each, with "
+        "its latest state as of the last refresh: store, product, status, when it started and expires, trial, "
+        "refund, user and app. Production and sandbox (filter on environment)."
+    ),
+    schema=PURCHASE_SCHEMA,
+    column_comments={
+        "workspace_id": "Tenant; every query filters on it.",
+        "app_id": "The app the purchase belongs to.",
+        "store": "ios_store, android_store, payment_processor, subscription_provider_a, subscription_provider_b, "
+        "generic.",
+        "purchase_key": "Its lasting id (Apple original transaction id, Google Play first token, Stripe subscription "
+        "id, a provider's original transaction id, a generic purchase_id): the canonical events' purchase_key.",
+        "user_id": "The app's user it is linked to (null: nobody claimed it yet).",
+        "product_id": "The product of its latest statement.",
+        "kind": "subscription, lifetime or consumable.",
+        "environment": "production or sandbox.",
+        "status": "active, in_trial, in_grace, cancelled (auto-renew off, not expired), expired or refunded, at the "
+        "refresh (as the customer page decides it).",
+        "started_at": "Its first billing event in the lake, else when the ledger first heard of it.",
+        "expires_at": "When its current period ends (null: lifetime).",
+        "grace_ends_at": "Until when a billing grace period keeps access.",
+        "in_trial": "In a free trial per its latest statement.",
+        "will_renew": "A subscription with auto-renew on.",
+        "refunded": "Revoked (refunded or revoked by its store).",
+        "refunded_at": "When it was revoked.",
+        "price_amount": "Its latest paid transaction's price, in price_currency (null: none stated yet).",
+        "price_currency": "ISO 4217.",
+        "billing_period": "ISO 8601 duration, where the source states it.",
+        "stated_at": "Time of the statement its state comes from.",
+    },
+)
+
 REPORT_VIEWS = (
     PAYBACK_VIEW,
     COHORTS_VIEW,
@@ -173,4 +211,5 @@ REPORT_VIEWS = (
     SUBSCRIPTION_METRICS_VIEW,
     SUBSCRIPTION_MOVEMENTS_VIEW,
     PAYWALL_EVENTS_VIEW,
+    PURCHASES_VIEW,
 )

@@ -34,6 +34,7 @@ from transforms.reports.schemas import (
     WEEK_LOOKBACK_DAYS,
 )
 from transforms.subscriptions import metrics
+from transforms.subscriptions.periods import PURCHASE_SCHEMA
 from warehouse.events.views import CANONICAL_EVENTS_DATASET
 from warehouse.lake import Lake, Partition
 
@@ -51,6 +52,7 @@ COHORT_CURVES = "cohort_curves"
 LTV = "ltv"
 SUBSCRIPTION_METRICS = "subscription_metrics"
 PAYWALL_EVENTS = "paywall_events"
+PURCHASES = "purchases"
 SUBSCRIPTION_MOVEMENTS = "subscription_movements"
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
@@ -68,6 +70,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     LTV: LTV_SCHEMA,
     SUBSCRIPTION_METRICS: dict(metrics.DAILY_SCHEMA),
     PAYWALL_EVENTS: dict(PAYWALL_EVENT_SCHEMA),
+    PURCHASES: dict(PURCHASE_SCHEMA),
     SUBSCRIPTION_MOVEMENTS: dict(metrics.PAIRED_SCHEMA),
 }
 # Each derived daily dataset, the datasets its day D is computed from (its direct inputs, raw or

@@ -4,12 +4,15 @@ the billing period each app's published paywalls sell a product with (its catalo
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import polars as pl
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from transforms.customers import GrantState, purchase_status
+from transforms.entitlements.facts import PROMOTIONAL
 from transforms.subscriptions.periods import CATALOG_SCHEMA, GRANT_SCHEMA
 from warehouse.entitlements.tables import entitlement_grants as g
 from warehouse.paywalls.tables import paywall_configs as p
@@ -59,3 +62,34 @@ def catalog_frame(conn: Connection, workspace_id: str | None = None) -> pl.DataF
         ],
         schema=CATALOG_SCHEMA,
     )
+
+
+def ledger_purchases(conn: Connection, now: datetime) -> pl.DataFrame:
+    """Every purchase the ledger holds (promotional grants are no purchase), with its status at
+    `now` as the customer page decides it (`transforms.customers.purchase_status`)."""
+    rows = conn.execute(sa.select(g).where(g.c.source != PROMOTIONAL)).all()
+    records = [
+        {
+            "workspace_id": r.workspace_id, "app_id": r.app_id, "source": r.source, "store_key": r.store_key,
+            "user_id": r.user_id, "product_id": r.product_id, "kind": r.kind, "environment": r.environment,
+            "status": purchase_status(
+                GrantState(r.source, r.kind, r.expires_at, r.grace_ends_at, r.access_ends_at, r.revoked_at,
+                           r.in_trial, r.auto_renew),
+                now,
+            ),
+            "recorded_at": r.created_at, "expires_at": r.expires_at, "grace_ends_at": r.grace_ends_at,
+            "in_trial": r.in_trial, "auto_renew": r.auto_renew, "revoked_at": r.revoked_at,
+            "price_amount": r.price_amount, "price_currency": r.price_currency, "billing_period": r.billing_period,
+            "stated_at": r.stated_at,
+        }
+        for r in rows
+    ]  # fmt: skip
+    ts = pl.Datetime("us", "UTC")
+    schema: dict[str, pl.DataType] = {
+        "workspace_id": pl.String(), "app_id": pl.String(), "source": pl.String(), "store_key": pl.String(),
+        "user_id": pl.String(), "product_id": pl.String(), "kind": pl.String(), "environment": pl.String(),
+        "status": pl.String(), "recorded_at": ts, "expires_at": ts, "grace_ends_at": ts, "in_trial": pl.Boolean(),
+        "auto_renew": pl.Boolean(), "revoked_at": ts, "price_amount": pl.Float64(), "price_currency": pl.String(),
+        "billing_period": pl.String(), "stated_at": ts,
+    }  # fmt: skip
+    return pl.DataFrame(records, schema=schema)

@@ -24,7 +24,7 @@ def test_the_demo_truth_is_recovered_day_by_day() -> None:
     rates = rates_frame(
         pl.DataFrame([{"rate_date": d, "currency": "USD", "per_eur": 1.1} for d in days], schema=RATE_SCHEMA)
     )
-    daily, paired = metrics.compute(
+    daily, paired, _ = metrics.compute(
         data.events.lazy(),
         grants=pl.DataFrame(schema=GRANT_SCHEMA),
         catalog=pl.DataFrame(schema=CATALOG_SCHEMA),

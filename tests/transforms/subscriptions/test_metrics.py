@@ -98,7 +98,7 @@ class World:
         rate_rows = pl.DataFrame(
             [{"rate_date": d, "currency": c, "per_eur": r} for d, c, r in rows], schema=RATE_SCHEMA
         )
-        return metrics.compute(
+        daily, paired, _ = metrics.compute(
             events.lazy(),
             grants=pl.DataFrame(self.grants, schema=GRANT_SCHEMA),
             catalog=pl.DataFrame(self.catalog, schema=CATALOG_SCHEMA),
@@ -110,6 +110,7 @@ class World:
             reporting=pl.DataFrame([{"workspace_id": WS, "reporting_currency": "USD"}], schema=REPORTING_SCHEMA),
             as_of=as_of,
         )
+        return daily, paired
 
     def report(
         self, as_of: datetime, start: date, end: date, interval: str = "day", group_by: str = "none", **kw: Any
