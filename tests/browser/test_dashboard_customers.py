@@ -135,10 +135,26 @@ def test_find_a_lapsed_customer_grant_a_month_then_end_it(
     dialog.get_by_label("Product id").fill("pro_monthly")
     dialog.get_by_label("or for (ISO 8601 duration)").fill("P1M")
     dialog.get_by_label("Reason (kept in the audit log)").fill("ticket 42: paid, renewal failed")
+    # A grant is not idempotent: a second submit of the form while the first answer loads (an
+    # impatient double click on a slow network) is dropped by customers.js. Synthetic submit
+    # events run its handler without sending anything.
+    dropped = page.evaluate(
+        """() => {
+             const form = document.querySelector('#form-grant');
+             const first = new Event('submit', {bubbles: true, cancelable: true});
+             const second = new Event('submit', {bubbles: true, cancelable: true});
+             form.dispatchEvent(first);
+             form.dispatchEvent(second);
+             form.removeAttribute('data-sent');
+             return [first.defaultPrevented, second.defaultPrevented];
+           }"""
+    )
+    assert dropped == [False, True]
     dialog.get_by_role("button", name="Grant access").click()
 
     expect(page.locator("p.notice-ok")).to_contain_text("Promotional access granted")
     promo = page.locator("#entitlements tbody tr", has_text="promotional")
+    expect(promo).to_have_count(1)
     expect(promo).to_contain_text("active")
     expect(promo.get_by_role("button", name="End")).to_be_visible()
     newest = page.locator("#timeline tbody tr").first
