@@ -224,6 +224,7 @@ def _customer_page(user_id: str, status: int = 200, **extra: Any) -> Response:
         durations=DURATIONS,
         form=extra.pop("form", {"product_id": "", "expires_at": "", "duration": "", "reason": ""}),
         errors=extra.pop("errors", {}),
+        end_errors=extra.pop("end_errors", {}),
         **extra,
     )
 
@@ -251,7 +252,10 @@ def grant(user_id: str) -> ResponseReturnValue:
     if errors or ends is None:
         return _customer_page(user_id, 400, confirm="grant", form=form.values.model_dump(), errors=errors)
     with state().db.write() as conn:
-        app_id = repo.resolve_app(conn, workspace_id=g.workspace_id, app_id=request.args.get("app_id") or None)
+        try:
+            app_id = repo.resolve_app(conn, workspace_id=g.workspace_id, app_id=request.args.get("app_id") or None)
+        except Invalid as exc:  # the page's form always names the app; a hand-made address may not
+            return error_page(400, f"{exc}: open the customer from the search.")
         repo.grant_promotional(
             conn, workspace_id=g.workspace_id, app_id=app_id, user_id=user_id, product_id=form.values.product_id,
             ends_at=ends, reason=form.values.reason, actor=g.operator,
@@ -270,7 +274,7 @@ def end_grant(user_id: str, grant_id: str) -> ResponseReturnValue:
     form = read_form(EndForm)
     if form.errors:
         return _customer_page(
-            user_id, 400, confirm="end", confirm_grant=grant_id, end_reason=form.values.reason, errors=form.errors
+            user_id, 400, confirm="end", confirm_grant=grant_id, end_reason=form.values.reason, end_errors=form.errors
         )
     with state().db.write() as conn:
         # Another workspace's or another user's grant: NotFound (404 page); a store's: Conflict (409 page).

@@ -268,3 +268,35 @@ def test_the_timeline_pages_back_with_older(browser: FlaskClient, db: Database, 
     body = rest.get_data(as_text=True)
     assert 0 < len(re.findall(r'<tr class="kind-', body)) <= 2
     assert ">Newest</a>" in body and 'rel="next">Older' not in body
+
+
+def test_an_end_refusal_stays_beside_the_end_form_and_the_grant_keeps_running(
+    browser: FlaskClient, db: Database, workspace: dict
+) -> None:
+    with db.write() as conn:
+        promo = repo.grant_promotional(
+            conn, workspace_id=workspace["workspace_id"], app_id=workspace["app_id"], user_id="user-7",
+            product_id="pro", ends_at=utcnow() + timedelta(days=3), reason="vip", actor="test",
+        )  # fmt: skip
+    token = csrf_of(browser.get(customer_url(workspace, "user-7")).get_data(as_text=True))
+    # A refused grant form does not mark the End dialogs' fields.
+    refused = browser.post(f"/dashboard/customers/user-7/grant?app_id={workspace['app_id']}",
+                           data=grant_form(token, reason=""))  # fmt: skip
+    assert refused.status_code == 400
+    page = refused.get_data(as_text=True)
+    assert 'id="grant-reason-error"' in page and f'id="end-reason-{promo.id}-error"' not in page
+
+    too_long = browser.post(f"/dashboard/customers/user-7/entitlements/{promo.id}/end",
+                            data={"csrf_token": token, "reason": "x" * 2001})  # fmt: skip
+    assert too_long.status_code == 400 and too_long.mimetype == "text/html"
+    page = too_long.get_data(as_text=True)
+    found = re.search(rf'<small id="end-reason-{promo.id}-error" class="field-error">([^<]*)</small>', page)
+    assert found and found.group(1) == "A reason has at most 2000 characters."
+    assert 'id="grant-reason-error"' not in page
+    assert entitlement(browser, workspace, "user-7")["active"] is True
+
+    with db.write() as conn:
+        create_app(conn, workspace_id=workspace["workspace_id"], name="Second")
+    unnamed = browser.post("/dashboard/customers/user-7/grant", data=grant_form(token))
+    assert unnamed.status_code == 400 and "app_id is required" in text(unnamed.get_data(as_text=True))
+    assert grants_count(db) == 1
