@@ -28,10 +28,10 @@ import polars as pl
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from transforms.customers import MatchedOn, matched_on
+from transforms.customers import MatchedOn, build_customer, matched_on
 from transforms.entitlements.facts import PROMOTIONAL
 from transforms.ids import new_id
-from warehouse import audit
+from warehouse import audit, fx
 from warehouse.db import utcnow
 from warehouse.entitlements import cache
 from warehouse.entitlements.tables import entitlement_grants as g
@@ -39,8 +39,9 @@ from warehouse.entitlements.tables import store_notifications as n
 from warehouse.errors import Conflict, Invalid, NotFound
 from warehouse.events.tables import landed_events as le
 from warehouse.lake import Lake
+from warehouse.paths import DataPaths
 from warehouse.reports.report_lake import CANONICAL_EVENTS, scan_days
-from warehouse.tables import apps, audit_log
+from warehouse.tables import apps, audit_log, workspaces
 
 GRANTED = "customer.entitlement_granted"
 ENDED = "customer.entitlement_ended"
@@ -206,6 +207,39 @@ def events(conn: Connection, lake: Lake, *, workspace_id: str, user_id: str) -> 
             found[row["event_id"]] = Event(row["event_id"], row["event_type"], row["occurred_at"], row["platform"],
                                            row["country"], row["source"], props)  # fmt: skip
     return sorted(found.values(), key=lambda e: (e.occurred_at, e.event_id))
+
+
+def customer(
+    conn: Connection,
+    paths: DataPaths,
+    *,
+    workspace_id: str,
+    app_id: str,
+    user_id: str,
+    now: datetime,
+    timeline_before: datetime | None,
+    timeline_limit: int,
+) -> dict[str, Any] | None:
+    """Everything the customer page shows (`transforms.customers.build_customer`'s values), or
+    None when FloKit has never heard of the user in the app. The one read behind both surfaces,
+    `GET /v1/customers/{user_id}` and the dashboard's customer page, so they cannot disagree."""
+    found = grants(conn, app_id=app_id, user_id=user_id)
+    currency = conn.execute(
+        sa.select(workspaces.c.reporting_currency).where(workspaces.c.id == workspace_id)
+    ).scalar_one()
+    return build_customer(
+        user_id=user_id,
+        app_id=app_id,
+        grants=found,
+        events=events(conn, paths.lake(), workspace_id=workspace_id, user_id=user_id),
+        notifications=notifications(conn, workspace_id=workspace_id, user_id=user_id),
+        actions=actions(conn, workspace_id=workspace_id, grant_ids=[gr.id for gr in found]),
+        reporting_currency=str(currency),
+        rates=fx.load_rates(paths),
+        now=now,
+        timeline_before=timeline_before,
+        timeline_limit=timeline_limit,
+    )
 
 
 # The grant columns a search matches exactly, each with its own index (migration 0200), and the

@@ -44,6 +44,7 @@ def register_dashboard(app: Flask, settings: Settings) -> None:
     from api.dashboard import (  # noqa: F401  (routes register on import)
         actions,
         auth,
+        customers,
         integrations,
         keys,
         pages,

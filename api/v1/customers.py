@@ -23,10 +23,8 @@ from api.validators import Id, path_id
 from transforms import customers as rules
 from transforms.timefmt import iso_z, parse_iso8601
 from warehouse import customers as repo
-from warehouse import fx
 from warehouse.db import utcnow
 from warehouse.errors import Invalid
-from warehouse.workspaces import get_workspace
 
 PREVIEW = "Preview (issue 34): the shape may still change. "
 # A user id as the ledger and the events keep it (entitlement_grants.user_id's width).
@@ -215,19 +213,13 @@ def read_customer(user_id: str, query: CustomerQuery) -> Response:
             before = parse_iso8601(query.timeline_before)
         except ValueError as exc:
             raise ApiError(400, f"Invalid query parameter 'timeline_before': {exc}") from None
-    app, who, now = state(), principal(), utcnow()
+    app, who = state(), principal()
     with app.db.read() as conn:
         app_id = _app(conn, query.app_id)
-        grants = repo.grants(conn, app_id=app_id, user_id=user_id)
-        events = repo.events(conn, app.settings.paths.lake(), workspace_id=who.workspace_id, user_id=user_id)
-        notes = repo.notifications(conn, workspace_id=who.workspace_id, user_id=user_id)
-        actions = repo.actions(conn, workspace_id=who.workspace_id, grant_ids=[gr.id for gr in grants])
-        currency = get_workspace(conn, who.workspace_id).reporting_currency
-    customer = rules.build_customer(
-        user_id=user_id, app_id=app_id, grants=grants, events=events, notifications=notes, actions=actions,
-        reporting_currency=currency, rates=fx.load_rates(app.settings.paths), now=now, timeline_before=before,
-        timeline_limit=query.timeline_limit,
-    )  # fmt: skip
+        customer = repo.customer(
+            conn, app.settings.paths, workspace_id=who.workspace_id, app_id=app_id, user_id=user_id, now=utcnow(),
+            timeline_before=before, timeline_limit=query.timeline_limit,
+        )  # fmt: skip
     if customer is None:
         raise ApiError(404, f"No customer {user_id} in app {app_id}")
     return respond(CustomerEnvelope.model_validate({"customer": _iso(customer)}))
