@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection, Row
 from transforms.customers import MatchedOn, build_customer, matched_on
 from transforms.entitlements.facts import PROMOTIONAL
 from transforms.ids import new_id
+from transforms.timefmt import iso_z
 from warehouse import audit, fx
 from warehouse.db import utcnow
 from warehouse.entitlements import cache
@@ -109,7 +110,7 @@ def grant_promotional(
     cache.notify(conn, app_id, user_id)
     audit.record(conn, workspace_id=workspace_id, actor=actor, action=GRANTED, subject_id=grant_id,
                  detail={"user_id": user_id, "app_id": app_id, "product_id": product_id,
-                         "expires_at": ends_at.isoformat(), "reason": reason})  # fmt: skip
+                         "expires_at": iso_z(ends_at), "reason": reason})  # fmt: skip
     return conn.execute(sa.select(g).where(g.c.id == grant_id)).one()
 
 
