@@ -323,3 +323,37 @@ def test_0205_adds_the_grants_price_columns_empty_and_downgrades_keeping_the_row
         kept = conn.execute(sa.select(entitlement_grants.c.id, entitlement_grants.c.store_key))
         assert kept.all() == [("grt_1", "2000000000000001")]
     assert migrate.upgrade(db) == [migrate.head()]
+
+
+def test_0210_counts_the_grants_active_when_it_runs_and_downgrades_keeping_the_rows(db: Database) -> None:
+    """0210 adds the live stock: the grants giving paid access or a trial at the upgrade are counted
+    (an expired one and a sandbox one are not), as a recount from nothing counts them."""
+    from datetime import UTC, datetime, timedelta
+
+    from warehouse.entitlements.tables import subscription_stock
+    from warehouse.subscriptions import stock
+
+    later = datetime.now(UTC) + timedelta(days=10)
+    migrate.downgrade(db, "0205")
+    with db.engine.begin() as conn:
+        _fill(conn)
+        priced = {"price_amount": 4.99, "price_currency": "USD", "priced_at": T0, "billing_period": "P1W"}
+        conn.execute(entitlement_grants.insert(), [
+            _grant("grt_1", "ios_store", "1") | priced | {"expires_at": later, "access_ends_at": later},
+            _grant("grt_2", "ios_store", "2") | priced,  # expired at T0
+            _grant("grt_3", "ios_store", "3") | priced | {"environment": "sandbox", "access_ends_at": later},
+        ])  # fmt: skip
+    assert migrate.upgrade(db) == [migrate.head()]
+    assert migrate.drift(db) == []
+    with db.engine.connect() as conn:
+        migrated = [(r.subscriptions, r.period, r.price_amount) for r in conn.execute(sa.select(subscription_stock))]
+    assert migrated == [(1, "P1W", 4.99)]
+    with db.engine.begin() as conn:
+        stock.rebuild(conn, datetime.now(UTC))
+    with db.engine.connect() as conn:
+        assert [r.subscriptions for r in conn.execute(sa.select(subscription_stock))] == [1]
+    migrate.downgrade(db, "0205")
+    assert "stock_key" not in {c["name"] for c in sa.inspect(db.engine).get_columns("entitlement_grants")}
+    with db.engine.connect() as conn:
+        assert len(conn.execute(sa.select(entitlement_grants.c.id)).all()) == 3
+    assert migrate.upgrade(db) == [migrate.head()]

@@ -14,7 +14,6 @@ paid period's own length, rounded to the nearest standard period (`nearest_stand
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -104,13 +103,3 @@ def nearest_standard(started_at: datetime, ends_at: datetime) -> BillingPeriod:
         raise ValueError(f"a paid period must end after it starts: {started_at.isoformat()} to {ends_at.isoformat()}")
     days = (ends_at - started_at).total_seconds() / 86400
     return min(STANDARD_PERIODS, key=lambda period: (abs(period.nominal_days - days), period.nominal_days))
-
-
-def nearest_standard_bounds() -> list[tuple[float, BillingPeriod]]:
-    """`nearest_standard` as thresholds: a length of at most `bound` days (and more than the
-    previous bound) is that period; the last period takes any longer length. Ties go to the
-    shorter period, as `nearest_standard` decides them. What a database query buckets lengths
-    by, so that it returns one row per period instead of one per subscription."""
-    periods = list(STANDARD_PERIODS)
-    bounds = [((a.nominal_days + b.nominal_days) / 2, a) for a, b in itertools.pairwise(periods)]
-    return [*bounds, (float("inf"), periods[-1])]

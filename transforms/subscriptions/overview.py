@@ -12,6 +12,7 @@ rounded to a millionth once, then summed: right after a refresh the two agree to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Final
 
 import polars as pl
@@ -42,6 +43,20 @@ class Stocks:
     mrr: float
 
 
+def _rates_for(rates: pl.DataFrame, groups: pl.DataFrame, reporting: pl.DataFrame) -> pl.DataFrame:
+    """The rates `money.convert` can use for these groups: their currencies (and the reporting
+    one and the euro), from the oldest price day's look-back on; every later day kept, so the
+    rates' last day (what `convert` clamps later days to) is the same. A few hundred rows
+    instead of the whole history: the conversion then costs a millisecond, not thirty."""
+    first = groups.get_column("priced_day").min()
+    if first is None:
+        return rates.head(0)
+    wanted = {*groups.get_column("price_currency").drop_nulls().to_list()}
+    wanted |= {*reporting.get_column("reporting_currency").to_list(), money.REFERENCE_CURRENCY}
+    since = first - timedelta(days=money.MAX_RATE_AGE_DAYS)  # type: ignore[operator]
+    return rates.filter(pl.col("currency").is_in(wanted) & (pl.col("rate_date") >= since))
+
+
 def stocks(groups: pl.DataFrame, *, catalog: pl.DataFrame, rates: pl.DataFrame, reporting: pl.DataFrame) -> Stocks:
     """Actives, trials and MRR of one workspace's active purchases, grouped (`ACTIVE_GROUP_SCHEMA`)."""
     frame = groups.cast(ACTIVE_GROUP_SCHEMA)
@@ -56,6 +71,7 @@ def stocks(groups: pl.DataFrame, *, catalog: pl.DataFrame, rates: pl.DataFrame, 
         on=["workspace_id", "product_id"],
         how="left",
     ).with_columns(pl.coalesce("_catalog", "billing_period").alias("_period"))
+    rates = _rates_for(rates, named, reporting)
     converted = money.convert(
         named.lazy(),
         amount="price_amount",

@@ -39,6 +39,7 @@ from warehouse.driver import driver_statement
 from warehouse.entitlements import cache
 from warehouse.entitlements.tables import entitlement_grants as g
 from warehouse.errors import NotTheBuyer
+from warehouse.subscriptions import stock
 from warehouse.tables import apps
 
 SOURCE_NONE = "none"  # the entitlement answer's `source` when no purchase was ever linked
@@ -174,6 +175,7 @@ def apply_receipt(
     if row.user_id is not None and row.user_id != user_id:
         raise NotTheBuyer("This purchase belongs to another user of the app")
     changed = _update(conn, row, fact, user_id=user_id)
+    stock.recount(conn, row.id, now or utcnow())
     return Applied(row.id, user_id, row.user_id, created, changed or created)
 
 
@@ -188,6 +190,7 @@ def apply_statement(
     if fact.user_hint and (user is None or (fact.transfer and fact.stated_at >= row.stated_at)):
         user = fact.user_hint
     changed = _update(conn, row, fact, user_id=user)
+    stock.recount(conn, row.id, now or utcnow())
     return Applied(row.id, user, row.user_id, created, changed or created)
 
 

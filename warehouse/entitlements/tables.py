@@ -95,6 +95,10 @@ entitlement_grants = sa.Table(
     sa.Column("price_currency", sa.String(3), nullable=True),
     sa.Column("priced_at", UTCDateTime(), nullable=True),
     sa.Column("billing_period", sa.String(32), nullable=True),
+    # The live stock (`warehouse.subscriptions.stock`): the `subscription_stock` key this grant is
+    # counted under and until when (NULL: not counted). Last, as migration 0210 added them.
+    sa.Column("stock_key", sa.String(40), nullable=True),
+    sa.Column("stock_ends_at", UTCDateTime(), nullable=True),
     sa.UniqueConstraint("app_id", "source", "store_key"),
     sa.Index("ix_entitlement_grants_app_user", "app_id", "user_id"),
     # The customer search's exact matches (`warehouse.customers.search`), one index per id kind:
@@ -103,6 +107,8 @@ entitlement_grants = sa.Table(
     sa.Index("ix_entitlement_grants_current_token", "current_token"),
     sa.Index("ix_entitlement_grants_transaction_id", "transaction_id"),
     sa.Index("ix_entitlement_grants_customer_id", "customer_id"),
+    # The overview's sweep: the counted grants whose access ended since (`stock.sweep`).
+    sa.Index("ix_entitlement_grants_stock_ends", "workspace_id", "stock_ends_at"),
     sa.CheckConstraint(one_of("source", GRANT_SOURCES), name="source"),
     sa.CheckConstraint(one_of("kind", KINDS), name="kind"),
     sa.CheckConstraint(one_of("channel", CHANNELS), name="channel"),
@@ -134,4 +140,20 @@ store_notifications = sa.Table(
     sa.Index("ix_store_notifications_workspace_user", "workspace_id", "user_id"),
     sa.CheckConstraint(one_of("provider", NOTIFICATION_PROVIDERS), name="provider"),
     sa.CheckConstraint(one_of("status", NOTIFICATION_STATUSES), name="status"),
+)
+
+# Per workspace, how many grants count under each key (`transforms.subscriptions.stock`): kept in
+# the transaction that changes a grant, swept of the ended ones by the overview.
+subscription_stock = sa.Table(
+    "subscription_stock",
+    metadata,
+    sa.Column("workspace_id", IdString, sa.ForeignKey("workspaces.id"), primary_key=True),
+    sa.Column("stock_key", sa.String(40), primary_key=True),
+    sa.Column("in_trial", sa.Boolean, nullable=False),
+    sa.Column("price_amount", sa.Float, nullable=True),
+    sa.Column("price_currency", sa.String(3), nullable=True),
+    sa.Column("priced_day", sa.String(10), nullable=True),
+    sa.Column("period", sa.String(32), nullable=True),
+    sa.Column("product_id", sa.String(200), nullable=True),
+    sa.Column("subscriptions", sa.Integer, nullable=False),
 )

@@ -101,17 +101,3 @@ def test_a_renewal_a_day_late_still_reads_as_its_month() -> None:
 def test_a_period_that_does_not_end_after_it_starts_is_refused() -> None:
     with pytest.raises(ValueError, match="must end after it starts"):
         nearest_standard(START, START)
-
-
-def test_the_bounds_bucket_lengths_as_nearest_standard_does() -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from transforms.subscriptions.billing import nearest_standard, nearest_standard_bounds
-
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    bounds = nearest_standard_bounds()
-    for thousandths in range(1, 400_000, 997):
-        days = thousandths / 1000
-        bucket = next(period for bound, period in bounds if days <= bound)
-        assert bucket == nearest_standard(start, start + timedelta(days=days)), days
-    assert [b for b, _ in bounds][:2] == [4.0, 10.5]

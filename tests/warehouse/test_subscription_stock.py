@@ -1,0 +1,78 @@
+"""The live stock the ledger keeps (`warehouse.subscriptions.stock`), on both databases: what a
+statement adds and moves, what time takes out (the overview's sweep), and that the kept counts
+always equal a recount from nothing, also when sweepers race."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from tests.support import run_together
+from tests.support.entitlements import fact, statement
+from warehouse.db import Database
+from warehouse.entitlements.tables import entitlement_grants, subscription_stock
+from warehouse.subscriptions import stock
+
+
+def counts(db: Database, workspace_id: str) -> dict[tuple[Any, ...], int]:
+    with db.read() as conn:
+        return {
+            (bool(r.in_trial), r.price_amount, r.price_currency, r.period, r.product_id): r.subscriptions
+            for r in stock.stock_rows(conn, workspace_id)
+        }
+
+
+def rebuilt(db: Database, workspace_id: str, now: datetime) -> dict[tuple[Any, ...], int]:
+    with db.write() as conn:
+        stock.rebuild(conn, now, workspace_id)
+    return counts(db, workspace_id)
+
+
+@pytest.mark.both_backends(reason="the counts are upserts and conditional updates written per dialect")
+def test_statements_move_a_purchase_between_counts_and_time_takes_it_out(db: Database, workspace: dict) -> None:
+    ws = workspace["workspace_id"]
+    now = datetime.now(UTC)
+    paid = dict(price_amount=9.99, price_currency="EUR", priced_at=now - timedelta(days=1), billing_period="P1M")
+    statement(db, workspace, fact("k1", now=now, **paid))
+    statement(db, workspace, fact("k2", now=now, in_trial=True, expires_at=now + timedelta(seconds=2)))
+    statement(db, workspace, fact("k3", now=now, environment="sandbox", **paid))  # sandbox: never counted
+    statement(db, workspace, fact("k4", now=now, kind="lifetime", expires_at=None, **paid))  # not a subscription
+    assert counts(db, ws) == {
+        (False, 9.99, "EUR", "P1M", "pro_monthly"): 1,
+        (True, None, None, None, "pro_monthly"): 1,
+    }
+    # A renewal at a new price moves it; a refund (revocation) takes it out.
+    statement(db, workspace, fact("k1", now=now, stated_at=now, **{**paid, "price_amount": 12.99}))
+    assert counts(db, ws)[(False, 12.99, "EUR", "P1M", "pro_monthly")] == 1
+    assert (False, 9.99, "EUR", "P1M", "pro_monthly") not in counts(db, ws)
+    statement(db, workspace, fact("k5", now=now, **paid))
+    statement(db, workspace, fact("k5", now=now, stated_at=now, revoked_at=now - timedelta(seconds=1), **paid))
+    assert sum(counts(db, ws).values()) == 2
+    # The trial's access ends with no statement: the sweep takes it out, once.
+    later = now + timedelta(seconds=3)
+    assert stock.sweep(db, ws, later) == 1 and stock.sweep(db, ws, later) == 0
+    assert counts(db, ws) == {(False, 12.99, "EUR", "P1M", "pro_monthly"): 1}
+    assert counts(db, ws) == rebuilt(db, ws, later)
+
+
+@pytest.mark.both_backends(reason="racing sweepers claim each grant once through a conditional UPDATE")
+def test_racing_sweeps_take_each_ended_grant_out_once(db: Database, workspace: dict) -> None:
+    ws = workspace["workspace_id"]
+    now = datetime.now(UTC)
+    for i in range(20):
+        ends = now + timedelta(seconds=1) if i % 2 else now + timedelta(days=20)
+        statement(db, workspace, fact(f"r{i}", now=now, expires_at=ends, price_amount=4.99, price_currency="USD",
+                                      priced_at=now, billing_period="P1W"))  # fmt: skip
+    later = now + timedelta(seconds=2)
+    taken = run_together(*[lambda: stock.sweep(db, ws, later) for _ in range(4)])
+    assert sum(t for t in taken if isinstance(t, int)) == 10, taken
+    assert sum(counts(db, ws).values()) == 10 == sum(rebuilt(db, ws, later).values())
+    with db.read() as conn:
+        counted = conn.execute(
+            sa.select(sa.func.count()).where(entitlement_grants.c.stock_key.is_not(None))
+        ).scalar_one()
+        rows = conn.execute(sa.select(sa.func.count()).select_from(subscription_stock)).scalar_one()
+    assert counted == 10 and rows >= 1
