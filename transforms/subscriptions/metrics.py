@@ -185,7 +185,7 @@ def movements(periods: pl.DataFrame, as_of: datetime) -> pl.DataFrame:
             trial_conversions=pl.col("converted").cast(pl.Int64),
             pair_at=pl.col("_heals"),
         ),
-        _moves(lapses, "seg_end", d_active=-one, d_mrr=-pl.col("last_mrr"), lapses=one, **_pair_of(lapses)),
+        _moves(lapses, "seg_end", d_active=-one, d_mrr=-pl.col("last_mrr"), lapses=one, **_LAPSE_PAIR),
         _moves(trials, "started_at", d_trial=one, new_trials=one),
         _moves(trials, "_trial_end", d_trial=-one),
     ]
@@ -209,12 +209,8 @@ def movements(periods: pl.DataFrame, as_of: datetime) -> pl.DataFrame:
     return frame.filter(pl.col("at") <= as_of).cast(MOVEMENT_SCHEMA)
 
 
-def _pair_of(lapses: pl.DataFrame) -> dict[str, pl.Expr]:
-    return {
-        "pair_at": pl.col("pair_at"),
-        "pair_store": pl.col("pair_store"),
-        "pair_purchase_key": pl.col("pair_purchase_key"),
-    }
+# A lapse's pair: the return that healed it (joined onto the lapses as these columns).
+_LAPSE_PAIR: Final = {name: pl.col(name) for name in ("pair_at", "pair_store", "pair_purchase_key")}
 
 
 def purchase_groups(periods: pl.DataFrame, grants: pl.DataFrame) -> pl.DataFrame:
