@@ -43,6 +43,7 @@ def url(directory: Path) -> str:
 DAYS = 21
 LAST = START + timedelta(days=DAYS - 1)
 DAILY = [report_lake.ACQUISITIONS, report_lake.SUBSCRIPTION_EVENTS, report_lake.ACTIVE_DAYS, report_lake.SPEND]
+DAILY += [report_lake.PAYWALL_EVENTS]
 DAILY += [report_lake.PAYBACK_DAILY, report_lake.COHORT_ACTIVITY]
 
 
@@ -125,6 +126,7 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
         report_lake.ACQUISITIONS: [late_day],
         report_lake.SUBSCRIPTION_EVENTS: [late_day],
         report_lake.ACTIVE_DAYS: [late_day],
+        report_lake.PAYWALL_EVENTS: [late_day],
         report_lake.SPEND: [],
         report_lake.PAYBACK_DAILY: [late_day],
         report_lake.COHORT_ACTIVITY: week,  # the weekly activity of D..D+6 looks back at D
@@ -134,6 +136,7 @@ def test_a_late_install_on_an_old_day_rewrites_that_day_and_what_reads_it(
         "acquisitions": 1,
         "subscription_events": 1,
         "active_days": 1,
+        "paywall_events": 1,
         "payback_daily": 1,
         "cohort_activity": 7,
     }  # spend is not in the run: no spend was delivered

@@ -28,11 +28,13 @@ from tests.support.reports import START, refresh
 from transforms.demo import DemoConfig, generate
 from transforms.timefmt import iso_z
 from warehouse.db import Database, utcnow
+from warehouse.entitlements.tables import entitlement_grants, subscription_stock
 from warehouse.lake import Lake, LocalLake
+from warehouse.paywalls.tables import paywall_configs
 from warehouse.reports import demo, report_lake, serving
 from warehouse.reports.tables import payback_notified_digests
 from warehouse.settings import Settings
-from warehouse.tables import workspaces
+from warehouse.tables import apps, metadata, workspaces
 from warehouse.webhooks import endpoints
 from warehouse.webhooks.payback_updates import notify_payback_updates
 from warehouse.webhooks.tables import webhook_deliveries, webhook_events
@@ -196,14 +198,14 @@ def test_an_announcement_lost_after_the_swap_is_made_once_by_the_sensor_or_the_n
     assert first is not None and first.success and len(events(db)) == 1
     assert isinstance(tick(data_dir, database_url), dg.SkipReason)  # all announced
 
-    # A run publishes, then cannot reach the outbox (here: a database holding only the
-    # workspaces, which the report assets read): the new store is live, the run fails, and no
-    # event exists.
+    # A run publishes, then cannot reach the outbox (here: a database holding only what the report
+    # assets read: the workspaces, and the ledger and paywalls subscription metrics read): the new
+    # store is live, the run fails, and no event exists.
     history = generated.events.sort("occurred_at")
     renewals = history.filter(pl.col("event_type") == "renewal").height
     unreachable = f"sqlite:///{tmp_path / 'workspaces_only.db'}"
     engine = sa.create_engine(unreachable)
-    workspaces.create(engine)
+    metadata.create_all(engine, tables=[workspaces, apps, entitlement_grants, subscription_stock, paywall_configs])
     with engine.begin() as conn:
         conn.execute(
             workspaces.insert().values(id=ws, name=ws, reporting_currency="USD", timezone="UTC", created_at=utcnow())

@@ -12,7 +12,7 @@ rounded to a millionth once, then summed: right after a refresh the two agree to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Final
 
 import polars as pl
@@ -49,11 +49,14 @@ def _rates_for(rates: pl.DataFrame, groups: pl.DataFrame, reporting: pl.DataFram
     rates' last day (what `convert` clamps later days to) is the same. A few hundred rows
     instead of the whole history: the conversion then costs a millisecond, not thirty."""
     first = groups.get_column("priced_day").min()
-    if first is None:
-        return rates.head(0)
+    last = rates.get_column("rate_date").max()
+    if not isinstance(first, date) or not isinstance(last, date):
+        return rates
     wanted = {*groups.get_column("price_currency").drop_nulls().to_list()}
     wanted |= {*reporting.get_column("reporting_currency").to_list(), money.REFERENCE_CURRENCY}
-    since = first - timedelta(days=money.MAX_RATE_AGE_DAYS)  # type: ignore[operator]
+    # `convert` looks a day up at the rates' last day when it is later (a stale rates file): keep
+    # the look-back of whichever is earlier.
+    since = min(first, last) - timedelta(days=money.MAX_RATE_AGE_DAYS)
     return rates.filter(pl.col("currency").is_in(wanted) & (pl.col("rate_date") >= since))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 
 import duckdb
 
@@ -30,7 +30,7 @@ def subscriptions_answer(
     if cur is not None and generated_at is not None:
         end = min(query.end_date, generated_at.date())
         if end >= query.start_date:
-            first = query.start_date - timedelta(days=1)
+            first = query.start_date - timedelta(days=1) if query.start_date > date.min else date.min
             params = {"ws": workspace_id, "first": first, "last": end}
             daily = cur.sql(_DAILY_SQL, params=params).pl().cast(metrics.DAILY_SCHEMA)
             params["first"] = query.start_date
