@@ -1,7 +1,7 @@
 """The live overview's stock figures from the ledger: active subscriptions and trials and MRR now
 (`GET /v1/subscriptions/overview`; docs/metrics.md). Pure: the ledger's active purchases arrive
 already grouped by what decides their MRR (price, currency, the price's day, billing period,
-product, the standard period nearest an unnamed period's length), so a workspace of 100 000
+product; an unnamed period already resolved by the kept counts), so a workspace of 100 000
 subscriptions is a few thousand rows here.
 
 MRR is computed as the report computes it (`transforms.subscriptions.periods`): each
@@ -29,8 +29,6 @@ ACTIVE_GROUP_SCHEMA: Final = pl.Schema(
         "priced_day": pl.Date(),
         "billing_period": pl.String(),
         "product_id": pl.String(),
-        # Without a named billing period: the standard period nearest its length (else null).
-        "length_period": pl.String(),
         "subscriptions": pl.Int64(),
     }
 )
@@ -86,15 +84,10 @@ def stocks(groups: pl.DataFrame, *, catalog: pl.DataFrame, rates: pl.DataFrame, 
         eur="_eur",
         reason="_unconvertible",
     ).collect()
-    named_periods = converted.get_column("_period").unique().to_list()
-    factors = monthly_factors(named_periods + converted.get_column("length_period").unique().to_list())
+    factors = monthly_factors(converted.get_column("_period").unique().to_list())
     usable = pl.col("_value").is_finite() & ~money.out_of_bounds(pl.col("_eur"))
     value = pl.when(usable).then(pl.col("_value")).otherwise(0.0).fill_null(0.0)
-    factor = (
-        pl.coalesce("_period", "length_period")
-        .replace_strict(factors, default=None, return_dtype=pl.Float64)
-        .fill_null(0.0)
-    )
+    factor = pl.col("_period").replace_strict(factors, default=None, return_dtype=pl.Float64).fill_null(0.0)
     micros = (value * factor * MICROS).round(0).cast(pl.Int64) * pl.col("subscriptions")
     total = int(converted.select(micros.sum()).item() or 0)
     return Stocks(int(paid["subscriptions"].sum()), trials, total / MICROS)

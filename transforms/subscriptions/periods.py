@@ -17,7 +17,6 @@ day's billing retry, is a lapse and a return.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from fractions import Fraction
 from typing import Final
 
 import polars as pl
@@ -229,11 +228,6 @@ def periods(billing: pl.DataFrame, grants: pl.DataFrame, catalog: pl.DataFrame) 
         "mrr_micros",
         "segment",
     )
-
-
-def exact_factor(name: str) -> Fraction:
-    """The factor as a fraction (tests and the planted truth compute MRR with it)."""
-    return parse_billing_period(name).monthly_factor
 
 
 PURCHASE_SCHEMA: Final = pl.Schema(

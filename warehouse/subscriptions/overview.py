@@ -47,7 +47,6 @@ def active_groups(db: Database, workspace_id: str, now: datetime) -> pl.DataFram
             "priced_day": date.fromisoformat(r.priced_day) if r.priced_day else None,
             "billing_period": r.period,
             "product_id": r.product_id,
-            "length_period": None,
             "subscriptions": r.subscriptions,
         }
         for r in rows
