@@ -8,7 +8,8 @@
    grants and promotional grants beside them (what the query must leave out).
    Each grant is counted in the live stock as the ledger's writes count it (`subscription_stock`).
 2. measure, in one process, on warm caches: `warehouse.subscriptions.overview.live_stocks` (the
-   sweep of the grants whose access ended, the kept counts and the MRR they feed), then
+   sweep of the grants whose access ended, the kept counts and the MRR they feed), the same with
+   every count's value converted anew (a fresh process, a new rates file or catalog), then
    `GET /v1/subscriptions/overview` through the real Flask app, against the baseline of the same
    run: an authenticated `GET /v1/workspace`.
 
@@ -132,6 +133,7 @@ def measure(db: Any, workspace: dict[str, Any], data_dir: Path, database_url: st
     from api.app import create_app
     from warehouse import fx
     from warehouse.settings import Settings
+    from warehouse.subscriptions import overview
     from warehouse.subscriptions.inputs import catalog_frame
     from warehouse.subscriptions.overview import live_stocks
 
@@ -145,8 +147,13 @@ def measure(db: Any, workspace: dict[str, Any], data_dir: Path, database_url: st
     def stocks() -> Any:
         return live_stocks(db, ws, datetime.now(UTC), catalog=catalog, rates=rates, reporting="USD")
 
+    def cold() -> Any:
+        overview._values.clear()  # as in a fresh process, or after a new rates file or catalog
+        return live_stocks(db, ws, datetime.now(UTC), catalog=catalog, rates=rates, reporting="USD")
+
     results["figures"] = stocks()
     results["stocks"] = _timed(stocks)
+    results["cold"] = _timed(cold)
     client = create_app(settings).test_client()
     auth = {"Authorization": f"Bearer {workspace['api_key_read_only']}"}
 
@@ -185,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for label, name in (
         ("live stocks (warehouse)", "stocks"),
+        ("live stocks, every key new", "cold"),
         ("overview over HTTP", "http_overview"),
         ("baseline: GET /v1/workspace", "http_baseline"),
     ):

@@ -7,14 +7,18 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import polars as pl
 import pytest
 import sqlalchemy as sa
 
 from tests.support import run_together
 from tests.support.entitlements import fact, statement
+from tests.support.money import LATEST, RATES, reporting
+from transforms.subscriptions.overview import stocks
+from transforms.subscriptions.periods import CATALOG_SCHEMA
 from warehouse.db import Database
 from warehouse.entitlements.tables import entitlement_grants, subscription_stock
-from warehouse.subscriptions import stock
+from warehouse.subscriptions import overview, stock
 
 
 def counts(db: Database, workspace_id: str) -> dict[tuple[Any, ...], int]:
@@ -76,3 +80,36 @@ def test_racing_sweeps_take_each_ended_grant_out_once(db: Database, workspace: d
         ).scalar_one()
         rows = conn.execute(sa.select(sa.func.count()).select_from(subscription_stock)).scalar_one()
     assert counted == 10 and rows >= 1
+
+
+def test_the_values_a_process_keeps_follow_new_prices_the_catalog_the_currency_and_the_rates(
+    db: Database, workspace: dict
+) -> None:
+    """`live_stocks` converts only keys it has not valued; after every change that moves a value
+    its MRR still equals a conversion of every kept count from nothing (`stocks`)."""
+    ws = workspace["workspace_id"]
+    now = datetime.now(UTC)
+    day = datetime.combine(RATES["rate_date"].max(), datetime.min.time(), tzinfo=UTC)
+    price = dict(price_amount=10.0, price_currency="USD", priced_at=day, billing_period="P1M")
+    statement(db, workspace, fact("v1", now=now, **price))
+    statement(db, workspace, fact("v2", now=now, in_trial=True))
+    no_catalog = pl.DataFrame(schema=CATALOG_SCHEMA)
+
+    def live(catalog: pl.DataFrame = no_catalog, rates: pl.DataFrame = RATES, currency: str = "USD") -> float:
+        figures = overview.live_stocks(db, ws, now, catalog=catalog, rates=rates, reporting=currency)
+        with db.read() as conn:
+            groups = overview.stock_groups(stock.stock_rows(conn, ws), ws)
+        fresh = stocks(groups, catalog=catalog, rates=rates, reporting=reporting(ws, currency=currency))
+        assert figures == fresh and (figures.active_subscriptions, figures.active_trials) == (1, 1)
+        return figures.mrr
+
+    assert live() == 10.0
+    yearly = pl.DataFrame([{"workspace_id": ws, "product_id": "pro_monthly", "billing_period": "P1Y"}])
+    assert live(yearly) == pytest.approx(10 / 12, abs=1e-6)  # the catalog's period wins
+    assert live() == 10.0
+    euros = live(currency="EUR")
+    assert euros == pytest.approx(10.0 * LATEST["EUR"] / LATEST["USD"], abs=1e-6)
+    dearer = RATES.with_columns(pl.when(pl.col("currency") == "USD").then(pl.col("per_eur") * 2).otherwise("per_eur"))
+    assert live(rates=dearer, currency="EUR") == pytest.approx(euros / 2, abs=1e-6)  # a new rates file
+    statement(db, workspace, fact("v1", now=now, stated_at=now, **{**price, "price_amount": 12.0}))
+    assert live() == 12.0  # a renewal at a new price: a key not valued yet

@@ -11,6 +11,7 @@ rounded to a millionth once, then summed: right after a refresh the two agree to
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Final
@@ -23,6 +24,7 @@ from transforms.subscriptions.periods import CATALOG_SCHEMA, MICROS, monthly_fac
 ACTIVE_GROUP_SCHEMA: Final = pl.Schema(
     {
         "workspace_id": pl.String(),
+        "stock_key": pl.String(),
         "in_trial": pl.Boolean(),
         "price_amount": pl.Float64(),
         "price_currency": pl.String(),
@@ -58,13 +60,16 @@ def _rates_for(rates: pl.DataFrame, groups: pl.DataFrame, reporting: pl.DataFram
     return rates.filter(pl.col("currency").is_in(wanted) & (pl.col("rate_date") >= since))
 
 
-def stocks(groups: pl.DataFrame, *, catalog: pl.DataFrame, rates: pl.DataFrame, reporting: pl.DataFrame) -> Stocks:
-    """Actives, trials and MRR of one workspace's active purchases, grouped (`ACTIVE_GROUP_SCHEMA`)."""
-    frame = groups.cast(ACTIVE_GROUP_SCHEMA)
-    trials = int(frame.filter(pl.col("in_trial"))["subscriptions"].sum())
-    paid = frame.filter(~pl.col("in_trial"))
+def monthly_values(
+    groups: pl.DataFrame, *, catalog: pl.DataFrame, rates: pl.DataFrame, reporting: pl.DataFrame
+) -> dict[str, int]:
+    """Per paid group (`stock_key`), one subscription's MRR in millionths of the reporting
+    currency; 0 for a price that cannot be converted or a period without a factor (as the report
+    counts them). A pure function of the group's own fields, the catalog and the rates, so a
+    caller may keep the answers while those stay the same."""
+    paid = groups.cast(ACTIVE_GROUP_SCHEMA).filter(~pl.col("in_trial"))
     if paid.is_empty():
-        return Stocks(0, trials, 0.0)
+        return {}
     named = paid.join(
         catalog.cast(CATALOG_SCHEMA)
         .rename({"billing_period": "_catalog"})
@@ -88,6 +93,25 @@ def stocks(groups: pl.DataFrame, *, catalog: pl.DataFrame, rates: pl.DataFrame, 
     usable = pl.col("_value").is_finite() & ~money.out_of_bounds(pl.col("_eur"))
     value = pl.when(usable).then(pl.col("_value")).otherwise(0.0).fill_null(0.0)
     factor = pl.col("_period").replace_strict(factors, default=None, return_dtype=pl.Float64).fill_null(0.0)
-    micros = (value * factor * MICROS).round(0).cast(pl.Int64) * pl.col("subscriptions")
-    total = int(converted.select(micros.sum()).item() or 0)
-    return Stocks(int(paid["subscriptions"].sum()), trials, total / MICROS)
+    micros = (value * factor * MICROS).round(0).cast(pl.Int64).alias("micros")
+    return dict(converted.select("stock_key", micros).iter_rows())
+
+
+def tally(counts: Iterable[tuple[str, bool, int]], values: Mapping[str, int]) -> Stocks:
+    """Actives, trials and MRR from the kept counts (key, in trial, subscriptions) and each paid
+    key's `monthly_values`. A paid key without a value is a caller's bug: KeyError."""
+    actives = trials = micros = 0
+    for key, in_trial, subscriptions in counts:
+        if in_trial:
+            trials += subscriptions
+        else:
+            actives += subscriptions
+            micros += values[key] * subscriptions
+    return Stocks(actives, trials, micros / MICROS)
+
+
+def stocks(groups: pl.DataFrame, *, catalog: pl.DataFrame, rates: pl.DataFrame, reporting: pl.DataFrame) -> Stocks:
+    """Actives, trials and MRR of one workspace's active purchases, grouped (`ACTIVE_GROUP_SCHEMA`)."""
+    frame = groups.cast(ACTIVE_GROUP_SCHEMA)
+    values = monthly_values(frame, catalog=catalog, rates=rates, reporting=reporting)
+    return tally(frame.select("stock_key", "in_trial", "subscriptions").iter_rows(), values)

@@ -10,12 +10,13 @@ sweep racing a statement, cannot both take a grant out). `rebuild` recounts a wo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 
 from transforms.subscriptions.stock import StockEntry, counted_until, stock_entry
 from warehouse.db import Database
@@ -120,12 +121,27 @@ def rebuild(conn: Connection, now: datetime, workspace_id: str | None = None) ->
         recount(conn, grant_id, now)
 
 
-def stock_rows(conn: Connection, workspace_id: str) -> list[Any]:
-    """The workspace's counts (those above zero)."""
-    return list(
-        conn.execute(
-            sa.select(s.c.in_trial, s.c.price_amount, s.c.price_currency, s.c.priced_day, s.c.period,
-                      s.c.product_id, s.c.subscriptions)
-            .where(s.c.workspace_id == workspace_id, s.c.subscriptions > 0)
+STOCK_COLUMNS = (
+    "stock_key", "in_trial", "price_amount", "price_currency", "priced_day", "period", "product_id", "subscriptions"
+)  # fmt: skip
+IN_CHUNK = 500  # keys per `IN (...)`: under SQLite's and PostgreSQL's parameter limits
+
+
+def stock_counts(conn: Connection, workspace_id: str) -> Sequence[Row[str, bool, int]]:
+    """The workspace's counts above zero: (stock_key, in_trial, subscriptions)."""
+    return conn.execute(
+        sa.select(s.c.stock_key, s.c.in_trial, s.c.subscriptions).where(
+            s.c.workspace_id == workspace_id, s.c.subscriptions > 0
         )
-    )  # fmt: skip
+    ).all()
+
+
+def stock_rows(conn: Connection, workspace_id: str, keys: Sequence[str] | None = None) -> Sequence[Row[Any]]:
+    """The workspace's counts above zero (or those of `keys`), in `STOCK_COLUMNS`' order."""
+    select = sa.select(*(s.c[name] for name in STOCK_COLUMNS)).where(s.c.workspace_id == workspace_id)
+    if keys is None:
+        return conn.execute(select.where(s.c.subscriptions > 0)).all()
+    rows: list[Row[Any]] = []
+    for i in range(0, len(keys), IN_CHUNK):
+        rows.extend(conn.execute(select.where(s.c.stock_key.in_(keys[i : i + IN_CHUNK]))).all())
+    return rows
