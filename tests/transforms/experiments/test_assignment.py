@@ -1,0 +1,44 @@
+"""First assignment: uniform, independent across experiments (salts) and across purposes."""
+
+from __future__ import annotations
+
+import pytest
+
+from transforms.experiments.assignment import HOLDOUT, Weighted, draw, expected_shares, first_assignment, pick
+
+USERS = [f"user-{i}" for i in range(20_000)]
+
+
+def test_the_split_follows_the_weights_and_the_holdout() -> None:
+    variants = [Weighted("a", 1), Weighted("b", 3), Weighted("off", 0)]
+    got = [first_assignment(b"salt-1", variants, 10, u) for u in USERS]
+    share = {k: got.count(k) / len(got) for k in ("a", "b", "off", HOLDOUT)}
+    expected = expected_shares(variants, 10)
+    assert expected == pytest.approx({"a": 0.225, "b": 0.675, "off": 0.0, HOLDOUT: 0.1})
+    for cell, p in expected.items():
+        se = (p * (1 - p) / len(USERS)) ** 0.5
+        assert abs(share[cell] - p) <= 4 * se + 1e-12, (cell, share[cell], p)
+
+
+def test_two_experiments_on_one_paywall_bucket_users_independently() -> None:
+    """The old per-paywall hash put the users of "b" in "b" again; per-experiment salts do not."""
+    halves = [Weighted("a", 1), Weighted("b", 1)]
+    first = [first_assignment(b"salt-1", halves, 0, u) for u in USERS]
+    second = [first_assignment(b"salt-2", halves, 0, u) for u in USERS]
+    same = sum(x == y for x, y in zip(first, second, strict=True)) / len(USERS)
+    assert abs(same - 0.5) <= 4 * (0.25 / len(USERS)) ** 0.5
+
+
+def test_a_holdout_change_moves_no_variant_user_between_variants() -> None:
+    halves = [Weighted("a", 1), Weighted("b", 1)]
+    before = {u: first_assignment(b"s", halves, 20, u) for u in USERS}
+    after = {u: first_assignment(b"s", halves, 5, u) for u in USERS}
+    assert all(after[u] == v for u, v in before.items() if v != HOLDOUT)
+
+
+def test_draws_are_stable_and_pick_refuses_no_traffic() -> None:
+    assert draw(b"s", "variant", "u") == draw(b"s", "variant", "u") != draw(b"s", "holdout", "u")
+    assert pick([Weighted("a", 0), Weighted("b", 2)], 0.0) == "b"
+    assert pick([Weighted("a", 1)], 0.9999999999) == "a"
+    with pytest.raises(ValueError, match="weight above 0"):
+        pick([Weighted("a", 0)], 0.5)
