@@ -439,6 +439,8 @@ def _header_attributes(raw: str | None) -> dict[str, AttributeValue]:
         parsed = json.loads(_utf8(raw), parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
     except ValueError as e:  # json.JSONDecodeError, and our refusals of NaN and repeated keys
         raise InvalidContext(f"{where}: not a JSON object ({e})") from None
+    except RecursionError:  # 2 KB of "[" nests deeper than the decoder's recursion limit
+        raise InvalidContext(f"{where}: nested too deeply; attributes are one flat JSON object") from None
     try:
         return checked_attributes(parsed, drop_nulls=True)
     except ValueError as e:

@@ -283,6 +283,8 @@ def test_an_unparsable_app_version_is_kept_and_fails_version_conditions_only() -
         ({}, {"x-flokit-attributes": json.dumps({"s": "x" * 101})}, '"s": 101 characters, at most 100'),
         ({}, {"x-flokit-attributes": json.dumps({f"k{i}": i for i in range(21)})}, "21 attributes, at most 20"),
         ({}, {"x-flokit-attributes": json.dumps({"s": "x" * 2100})}, "bytes, at most 2048"),
+        ({}, {"x-flokit-attributes": "[" * 2000}, "nested too deeply"),
+        ({}, {"x-flokit-attributes": '{"a": [[[1]]]}'}, '"a" must be a string, number or boolean'),
     ],
 )
 def test_a_malformed_context_value_is_a_clear_refusal(
