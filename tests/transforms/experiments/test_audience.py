@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from werkzeug.test import EnvironBuilder
+from werkzeug.wrappers import Request
 
 from transforms.experiments.audience import (
     ENTITLEMENT,
@@ -24,6 +26,7 @@ from transforms.experiments.audience import (
     needs,
     parse_audience,
 )
+from transforms.experiments.versions import parse_range, version_key
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 DE_IOS = UserContext(country="DE", platform="ios", app_version="2.3.1", locale="de-DE", attributes={"plan": "pro"})
@@ -351,3 +354,94 @@ def test_evaluation_is_cheap_enough_for_the_config_read() -> None:
         matches(a, ctx, NOW)
     per_call = (time.perf_counter() - started) / runs
     assert per_call < 50e-6, f"{per_call * 1e6:.1f} µs per call"
+
+
+def test_the_context_reads_werkzeugs_own_request_structures() -> None:
+    """What the gateway passes: a MultiDict of query parameters and a WSGI environ's headers,
+    which are case-insensitive and carry header bytes as Latin-1 text."""
+    environ = EnvironBuilder(
+        path="/api/paywall/config",
+        query_string="platform=ios&platform=web&country=",
+        headers={"X-Country": "at", "X-Locale": "de_AT"},
+    ).get_environ()
+    environ["HTTP_X_FLOKIT_ATTRIBUTES"] = (
+        json.dumps({"city": "Wien-Döbling"}, ensure_ascii=False).encode().decode("latin-1")
+    )
+    request = Request(environ)
+    ctx = context_from(request.args, request.headers)
+    assert (ctx.country, ctx.platform, ctx.locale) == ("AT", "ios", "de-AT")  # the first of repeated parameters
+    assert ctx.attributes == {"city": "Wien-Döbling"}
+
+
+# A small universe, so that random audiences and contexts often meet.
+COUNTRY_CODES = ["DE", "AT", "FR"]
+PLATFORMS = ["ios", "android", "web"]
+RANGES = [">=2", "<2.5", ">=1.0.0 <2.0.0", "!=2.3.1", "=2.3"]
+APP_VERSIONS = ["1.9.9", "2.0.0-beta", "2.3", "2.3.1", "3.0", "2.3.1 (45)"]
+LOCALE_CONDITIONS = ["en", "en-US", "de", "de-AT"]
+LOCALES = ["en", "en-US", "en-GB", "de", "de-AT", "de-DE", "fr"]
+ATTRIBUTE_VALUES = st.sampled_from(["pro", "free", 1, 2.0, True, False])
+
+
+def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), strategy)
+
+
+raw_audiences = st.fixed_dictionaries(
+    {
+        "country": maybe(st.lists(st.sampled_from(COUNTRY_CODES), min_size=1, max_size=3)),
+        "platform": maybe(st.lists(st.sampled_from(PLATFORMS), min_size=1, max_size=2)),
+        "app_version": maybe(st.sampled_from(RANGES)),
+        "locale": maybe(st.lists(st.sampled_from(LOCALE_CONDITIONS), min_size=1, max_size=2)),
+        "days_since_first_seen": maybe(
+            st.sampled_from([{"gte": 0}, {"lte": 0}, {"gte": 1, "lte": 7}, {"gte": 7}, {"lte": 30}])
+        ),
+        "has_active_entitlement": maybe(st.booleans()),
+        "attributes": maybe(st.dictionaries(st.sampled_from(["plan", "level"]), ATTRIBUTE_VALUES, max_size=2)),
+    }
+)
+contexts = st.builds(
+    UserContext,
+    country=maybe(st.sampled_from(COUNTRY_CODES)),
+    platform=maybe(st.sampled_from(PLATFORMS)),
+    app_version=maybe(st.sampled_from(APP_VERSIONS)),
+    locale=maybe(st.sampled_from(LOCALES)),
+    attributes=st.dictionaries(st.sampled_from(["plan", "level", "other"]), ATTRIBUTE_VALUES, max_size=3),
+    first_seen_at=maybe(st.integers(0, 40 * 24).map(lambda hours: NOW - timedelta(hours=hours))),
+    has_active_entitlement=maybe(st.booleans()),
+)
+
+
+def reference(raw: dict[str, Any], ctx: UserContext) -> bool:
+    """The documented rules read literally, condition by condition, from the raw audience."""
+    checks = []
+    if raw["country"] is not None:
+        checks.append(ctx.country in raw["country"])
+    if raw["platform"] is not None:
+        checks.append(ctx.platform in raw["platform"])
+    if raw["app_version"] is not None:
+        checks.append(parse_range(raw["app_version"]).admits(version_key(ctx.app_version or "")))
+    if raw["locale"] is not None:
+        tag = (ctx.locale or "").lower()
+        checks.append(any(tag == c.lower() or tag.startswith(c.lower() + "-") for c in raw["locale"]))
+    if raw["days_since_first_seen"] is not None:
+        days = 0 if ctx.first_seen_at is None else (NOW - ctx.first_seen_at).days
+        bounds = raw["days_since_first_seen"]
+        checks.append(bounds.get("gte", 0) <= days <= bounds.get("lte", 10**9))
+    if raw["has_active_entitlement"] is not None:
+        checks.append(ctx.has_active_entitlement is raw["has_active_entitlement"])
+    for key, value in (raw["attributes"] or {}).items():
+        got = ctx.attributes.get(key)
+        same_kind = isinstance(got, bool) == isinstance(value, bool) and isinstance(got, str) == isinstance(value, str)
+        checks.append(key in ctx.attributes and same_kind and got == value)
+    return all(checks)
+
+
+@given(raw_audiences, contexts)
+def test_matches_follows_the_documented_rules(raw: dict[str, Any], ctx: UserContext) -> None:
+    a = parse_audience(raw)
+    assert matches(a, ctx, NOW) == reference(raw, ctx)
+    wanted = {FIRST_SEEN} if raw["days_since_first_seen"] else set()
+    if raw["has_active_entitlement"] is not None:
+        wanted.add(ENTITLEMENT)
+    assert needs(a) == wanted
