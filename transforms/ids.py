@@ -15,7 +15,7 @@ import secrets
 ID_MAX_LENGTH = 40
 
 PREFIXES = frozenset(
-    {"ws", "key", "app", "act", "int", "sync", "evt", "dlv", "whe", "req", "grt", "ntf", "adacct", "adsync"}
+    {"ws", "key", "app", "act", "int", "sync", "evt", "dlv", "whe", "req", "grt", "ntf", "adacct", "adsync", "exp"}
 )
 
 

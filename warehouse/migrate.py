@@ -36,6 +36,7 @@ TABLE_MODULES = (
     "warehouse.adaccounts.tables",
     "warehouse.dashboard.tables",
     "warehouse.events.tables",
+    "warehouse.experiments.tables",
     "warehouse.ingest.tables",
     "warehouse.integrations.tables",
     "warehouse.paywalls.tables",

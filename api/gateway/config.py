@@ -11,21 +11,27 @@ import threading
 import time
 from collections.abc import Callable
 
-from flask import Response, current_app
+from flask import Response, current_app, request
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.context import state
 from api.gateway import blueprint
 from api.gateway.auth import require_user
+from api.gateway.experiments import choose, live_experiments
 from api.openapi import operation
 from api.ratelimits import count_app_client, takes_no_credentials
 from api.responses import respond
 from api.validators import Id
 from transforms import paywall
+from transforms.experiments.serving import served_variant
 from warehouse.db import Database
 from warehouse.paywalls import configs
 
 CACHE = "flokit.paywall_configs"
+# What a config answer varies by besides its URL: the identity, and while an experiment with an
+# audience runs on the paywall, the user context the audience reads.
+IDENTITY: tuple[str, ...] = ("x-user-id",)
+CONTEXT: tuple[str, ...] = ("x-country", "x-platform", "x-app-version", "x-locale", "x-flokit-attributes")
 _MAX_ENTRIES = 10_000  # app ids come from clients: a flood of made-up ones must not grow it forever
 
 
@@ -104,13 +110,29 @@ class PaywallConfig(BaseModel):
 def paywall_config(query: ConfigQuery) -> Response:
     count_app_client(query.app_id)
     user = require_user(query.userId, query.anonymousId)  # spec: the header takes precedence
-    live = _live_configs().get(state().db, query.app_id, query.paywall_id)
+    db = state().db
+    live = _live_configs().get(db, query.app_id, query.paywall_id)
+    vary = IDENTITY
     if live is None:
         body = paywall.fallback(query.paywall_id)
     else:
-        variant = paywall.assign_variant(live.document, app_id=query.app_id, paywall_id=query.paywall_id, identity=user)
+        found = live_experiments().for_paywall(db, query.app_id, query.paywall_id)
+        if found.any:  # the experiments split, not the document's experiment_active switch
+            assigned = choose(db, found, app_id=query.app_id, user=user)
+            if any(audience is not None for _, audience in found.running):
+                vary = IDENTITY + CONTEXT
+            variant = served_variant(live.document, assigned)
+        else:
+            variant = paywall.assign_variant(
+                live.document, app_id=query.app_id, paywall_id=query.paywall_id, identity=user
+            )
         body = paywall.served(query.paywall_id, live.version, variant)
-    # The variant depends on the x-user-id header, which is not part of the URL.
-    return respond(
-        PaywallConfig.model_validate(body), headers={"Cache-Control": paywall.CACHE_CONTROL, "Vary": "x-user-id"}
+    # The variant depends on the x-user-id header (not part of the URL) and, for an audience, on the
+    # context headers. The ETag is the body's: a client holding it gets a 304 (RFC 9110 §13.1.2).
+    response = respond(
+        PaywallConfig.model_validate(body),
+        headers={"Cache-Control": paywall.CACHE_CONTROL, "Vary": ", ".join(vary)},
     )
+    response.add_etag()
+    response.make_conditional(request)  # 304 (no body) when If-None-Match holds this ETag
+    return response

@@ -9,6 +9,7 @@ from api.v1 import (  # noqa: E402,F401
     actions,
     customers,
     events,
+    experiments,
     integrations,
     reports,
     subscriptions,

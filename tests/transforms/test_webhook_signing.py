@@ -227,7 +227,7 @@ def test_envelope_is_frozen_compact_and_ordered() -> None:
         event_id="e", event_type="integration.error", created_at=created, workspace_id="w", data={}, test=True
     )
     assert test_env["test"] is True
-    assert len(EVENT_TYPES) == 6
+    assert len(EVENT_TYPES) == 9  # the spec's six and issue 35's experiment.started, stopped, srm_detected
     with pytest.raises(UnknownEventType):
         envelope(event_id="e", event_type="action.deleted", created_at=created, workspace_id="w", data={})
 

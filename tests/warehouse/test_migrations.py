@@ -357,3 +357,50 @@ def test_0210_counts_the_grants_active_when_it_runs_and_downgrades_keeping_the_r
     with db.engine.connect() as conn:
         assert len(conn.execute(sa.select(entitlement_grants.c.id)).all()) == 3
     assert migrate.upgrade(db) == [migrate.head()]
+
+
+def test_0215_turns_live_experiment_active_documents_into_running_experiments_whose_users_keep_their_variant(
+    db: Database,
+) -> None:
+    """Each paywall whose live document has `experiment_active` (two variants or more) becomes a
+    running experiment with its weights and no salt (the document's buckets); an older version's
+    switch, a single variant and a switch that is off do not; the downgrade drops the tables."""
+    from tests.support.paywalls import document
+    from transforms import paywall
+    from transforms.experiments.serving import first_variant
+    from warehouse.experiments import repository
+
+    migrate.downgrade(db, "0210")
+    with db.engine.begin() as conn:
+        _fill(conn)  # paywall "main": an empty document (no switch)
+        docs = [
+            ("onboarding", 1, document([1, 1], active=False)),
+            ("onboarding", 2, document([30, 70, 0], active=True)),  # live: migrated
+            ("settings", 1, document([1, 1], active=True)),
+            ("settings", 2, document([1, 1], active=False)),  # live, off: not migrated
+            ("solo", 1, document([1], active=True)),  # one variant: nothing to test
+        ]
+        for paywall_id, version, doc in docs:
+            conn.execute(paywall_configs.insert().values(
+                app_id="app_1", paywall_id=paywall_id, version=version, workspace_id="ws_1",
+                document=doc.model_dump(mode="json"), published_by="t", published_at=T0,
+            ))  # fmt: skip
+    assert migrate.upgrade(db) == [migrate.head()]
+    assert migrate.drift(db) == []
+    with db.engine.connect() as conn:
+        found = repository.listed(conn, "ws_1")
+        split = repository.versions(conn, found[0].id)
+    assert [(x.paywall_id, x.status, x.salt, x.holdout_pct, x.audience) for x in found] == [
+        ("onboarding", "running", None, 0.0, None)
+    ]
+    migrated = found[0]
+    assert [(v.variant_id, v.weight) for v in migrated.variants] == [("v0", 30.0), ("v1", 70.0), ("v2", 0.0)]
+    assert migrated.started_at == T0 and split == {1: (migrated.variants, 0.0)}
+    live = document([30, 70, 0], active=True)
+    for user in (f"user-{i}" for i in range(500)):
+        before = paywall.assign_variant(live, app_id="app_1", paywall_id="onboarding", identity=user).variant_id
+        after = first_variant(None, migrated.variants, 0, app_id="app_1", paywall_id="onboarding", identity=user)
+        assert after == before
+    migrate.downgrade(db, "0210")
+    assert "experiments" not in sa.inspect(db.engine).get_table_names()
+    assert migrate.upgrade(db) == [migrate.head()]

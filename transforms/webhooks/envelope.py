@@ -23,6 +23,9 @@ EVENT_TYPES: tuple[str, ...] = (
     "guardrail.triggered",
     "report.payback_updated",
     "integration.error",
+    "experiment.started",
+    "experiment.stopped",
+    "experiment.srm_detected",
 )
 
 

@@ -147,6 +147,35 @@ class IntegrationErrorData(TypedDict):
     last_error: str | None  # "HTTP 500", or why no answer came ("timeout: ReadTimeout")
 
 
+class ExperimentSummary(TypedDict):
+    """An experiment as its events carry it (issue 35, preview)."""
+
+    id: str
+    app_id: str
+    paywall_id: str
+    name: str
+    status: str
+    primary_metric: str
+    started_at: str | None
+    stopped_at: str | None
+    shipped_variant_id: str | None
+
+
+class SrmData(TypedDict):
+    p_value: float
+    threshold: float
+    observed: dict[str, int]
+    expected: dict[str, float]
+
+
+class ExperimentEventData(TypedDict):
+    """`experiment.started`, `experiment.stopped` (srm null) and `experiment.srm_detected`: the
+    split of the exposures differs from the configured one beyond chance (sent once per experiment)."""
+
+    experiment: ExperimentSummary
+    srm: SrmData | None
+
+
 PAYLOAD_TYPES: dict[str, type] = {
     "action.created": ActionEventData,
     "action.approved": ActionEventData,
@@ -154,6 +183,9 @@ PAYLOAD_TYPES: dict[str, type] = {
     "guardrail.triggered": GuardrailTriggeredData,
     "report.payback_updated": PaybackUpdatedData,
     "integration.error": IntegrationErrorData,
+    "experiment.started": ExperimentEventData,
+    "experiment.stopped": ExperimentEventData,
+    "experiment.srm_detected": ExperimentEventData,
 }
 
 PAYBACK_REPORT = "payback"
@@ -314,6 +346,29 @@ def ad_account_sync_failed(*, ad_account_id: str, platform: str, error_code: str
     }
 
 
+def experiment_summary(
+    *,
+    id: str,
+    app_id: str,
+    paywall_id: str,
+    name: str,
+    status: str,
+    primary_metric: str,
+    started_at: datetime | None,
+    stopped_at: datetime | None,
+    shipped_variant_id: str | None,
+) -> ExperimentSummary:
+    return {
+        "id": id, "app_id": app_id, "paywall_id": paywall_id, "name": name, "status": status,
+        "primary_metric": primary_metric, "started_at": iso_z(started_at), "stopped_at": iso_z(stopped_at),
+        "shipped_variant_id": shipped_variant_id,
+    }  # fmt: skip
+
+
+def experiment_event(experiment: ExperimentSummary, srm: SrmData | None = None) -> ExperimentEventData:
+    return {"experiment": experiment, "srm": srm}
+
+
 def _iso(value: datetime) -> str:
     text = iso_z(value)
     assert text is not None
@@ -357,6 +412,14 @@ def _sample_action(status: str, *, approved: bool, action_type: str = "budget_sh
     )
 
 
+def _sample_experiment(status: str, shipped: str | None = None) -> ExperimentSummary:
+    return experiment_summary(
+        id="exp_sample", app_id="app_sample", paywall_id="onboarding", name="Sample experiment", status=status,
+        primary_metric="paid_conversion_rate", started_at=_SAMPLE_TIME,
+        stopped_at=_SAMPLE_TIME if status == "stopped" else None, shipped_variant_id=shipped,
+    )  # fmt: skip
+
+
 SAMPLE_DATA: dict[str, Mapping[str, object]] = {
     "action.created": action_event(_sample_action("ready", approved=False)),
     "action.approved": action_event(_sample_action("approved", approved=True)),
@@ -373,6 +436,17 @@ SAMPLE_DATA: dict[str, Mapping[str, object]] = {
     ),
     "report.payback_updated": payback_updated(
         refreshed_at=_SAMPLE_TIME, cohort_start=date(2025, 12, 1), cohort_end=date(2025, 12, 31)
+    ),
+    "experiment.started": experiment_event(_sample_experiment("running")),
+    "experiment.stopped": experiment_event(_sample_experiment("stopped", shipped="annual_first")),
+    "experiment.srm_detected": experiment_event(
+        _sample_experiment("running"),
+        {
+            "p_value": 0.00002,
+            "threshold": 0.001,
+            "observed": {"control": 1210, "annual_first": 1012},
+            "expected": {"control": 1111.0, "annual_first": 1111.0},
+        },
     ),
     "integration.error": integration_sync_failed(
         integration_id="int_sample",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.paywalls import document
+from transforms import paywall
 from transforms.experiments.assignment import HOLDOUT, Weighted, draw, expected_shares, first_assignment, pick
+from transforms.experiments.serving import first_variant
 
 USERS = [f"user-{i}" for i in range(20_000)]
 
@@ -42,3 +45,12 @@ def test_draws_are_stable_and_pick_refuses_no_traffic() -> None:
     assert pick([Weighted("a", 1)], 0.9999999999) == "a"
     with pytest.raises(ValueError, match="weight above 0"):
         pick([Weighted("a", 0)], 0.5)
+
+
+def test_a_migrated_experiment_keeps_the_documents_buckets() -> None:
+    """No salt: the variant is the one `experiment_active` gave the user before the migration."""
+    doc = document([1, 2, 0, 1])
+    weights = [Weighted(v.variant_id, v.traffic_weight) for v in doc.variants]
+    for user in USERS[:2000]:
+        before = paywall.assign_variant(doc, app_id="app_1", paywall_id="onboarding", identity=user).variant_id
+        assert first_variant(None, weights, 0, app_id="app_1", paywall_id="onboarding", identity=user) == before

@@ -1,0 +1,40 @@
+"""What the paywall gateway serves a user while a paywall has experiments (pure rules).
+
+- The running experiments are tried in priority order; the first whose audience holds decides.
+- A user's first exposure draws a variant (`assignment.first_assignment`); a recorded exposure
+  wins for the experiment's life.
+- The holdout, a user matching no experiment, and a variant the live document no longer has are
+  all served the paywall's default configuration: the document's first variant. A paywall that has
+  experiments no longer splits by the document's `experiment_active` weights: its experiments do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from transforms import paywall
+from transforms.experiments.assignment import Weighted, first_assignment, pick
+
+
+def first_variant(
+    salt: bytes | None, variants: Sequence[Weighted], holdout_pct: float, *, app_id: str, paywall_id: str, identity: str
+) -> str:
+    """The variant of a user's first exposure. An experiment without a salt was migrated from an
+    `experiment_active` document: it keeps that document's buckets of (app, paywall, user), so a
+    user sees what they saw before the migration."""
+    if salt is None:
+        return pick(variants, paywall.bucket(app_id, paywall_id, identity))
+    return first_assignment(salt, variants, holdout_pct, identity)
+
+
+def default_variant(document: paywall.PaywallDocument) -> paywall.Variant:
+    return document.variants[0]
+
+
+def served_variant(document: paywall.PaywallDocument, variant_id: str | None) -> paywall.Variant:
+    """The live document's variant `variant_id`, else the default (holdout, no experiment, or a
+    variant removed from the document since)."""
+    for variant in document.variants:
+        if variant.variant_id == variant_id:
+            return variant
+    return default_variant(document)
