@@ -49,6 +49,10 @@ CI_LEVEL: Final = 0.95
 # a few large purchases as signal, and the pooled prior steadies it. 100 users is little beside the
 # thousands an arm a revenue test needs, so it costs little power there.
 REVENUE_PRIOR_USERS: Final = 100.0
+# The revenue model's levels are capped (see `_coarsen`) and drawn in chunks, so that memory stays
+# about chunk × levels × 8 bytes (20 MB) whatever the data.
+MAX_REVENUE_LEVELS: Final = 256
+_CHUNK: Final = 10_000
 # The sample-ratio check: the issue's alarm level, the looks it is corrected for (a refresh every 6 h
 # for 28 days) and the minimum expected users per cell before it may flag (design note §0.2).
 SRM_ALPHA: Final = 0.001
@@ -199,13 +203,40 @@ def revenue_figures(
         return _empty(variant_ids)
     values = np.array(sorted({v for h in levels for v in h}), dtype=np.float64)
     counts = np.array([[h.get(float(v), 0) for v in values] for h in levels], dtype=np.float64)
+    values, counts = _coarsen(values, counts, MAX_REVENUE_LEVELS)
     pooled = counts.sum(axis=0) / counts.sum()
     rng = np.random.default_rng(seed)
     columns = []
     for row in counts:
-        gamma = rng.standard_gamma(row + prior_users * pooled, size=(draws, values.size))
-        columns.append((gamma @ values) / gamma.sum(axis=1))
+        shape = row + prior_users * pooled
+        chunks = []
+        for start in range(0, draws, _CHUNK):
+            gamma = rng.standard_gamma(shape, size=(min(_CHUNK, draws - start), values.size))
+            chunks.append((gamma @ values) / gamma.sum(axis=1))
+        columns.append(np.concatenate(chunks))
     return _from_draws(variant_ids, np.column_stack(columns))
+
+
+def _coarsen(values: FloatArray, counts: FloatArray, max_levels: int) -> tuple[FloatArray, FloatArray]:
+    """At most `max_levels` levels: neighbouring levels merged into groups of about equal pooled
+    users, each valued at its pooled users' mean (so the pooled ARPU is unchanged).
+
+    Why: amounts converted into the reporting currency at daily rates spread a few prices over
+    hundreds of cent values, and the draws cost draws × levels; a paywall's own price points stay
+    apart (each holds many users), only sparse neighbours merge."""
+    if values.size <= max_levels:
+        return values, counts
+    pooled = counts.sum(axis=0)
+    before = np.cumsum(pooled) - pooled
+    group = np.floor(before / pooled.sum() * max_levels).astype(np.int64)
+    _, group = np.unique(group, return_inverse=True)
+    size = int(group.max()) + 1
+    weight = np.bincount(group, weights=pooled, minlength=size)
+    merged_values = np.asarray(np.bincount(group, weights=pooled * values, minlength=size) / weight, dtype=np.float64)
+    merged_counts = np.asarray(
+        np.stack([np.bincount(group, weights=row, minlength=size) for row in counts]), dtype=np.float64
+    )
+    return merged_values, merged_counts
 
 
 # ---------------------------------------------------------------- sample-ratio mismatch

@@ -128,3 +128,19 @@ def test_no_exposures_is_not_a_mismatch() -> None:
     check = sample_ratio({}, {})
     assert check.p_value == 1.0 and not check.flagged
     assert np.isfinite(check.chi2)
+
+
+def test_revenue_in_many_converted_amounts_is_merged_into_few_levels_with_the_same_mean() -> None:
+    # 3 000 users in each arm, a tenth of them paying ~9.99 converted at slightly different rates.
+    rng = np.random.default_rng(5)
+    arms = []
+    for _ in range(2):
+        paid = np.round(9.99 * rng.uniform(0.9, 1.1, 300), 2).tolist()
+        arms.append(revenue_levels([0.0] * 2700 + paid))
+    assert sum(len(h) for h in arms) > 256
+    figures = revenue_figures(["a", "b"], arms, seed=1, draws=20_000)
+    assert figures[1].chance_to_beat_control is not None and 0.05 < figures[1].chance_to_beat_control < 0.95
+    lift = figures[1].lift_vs_control
+    assert lift is not None
+    means = [sum(v * c for v, c in h.items()) / sum(h.values()) for h in arms]
+    assert lift.ci_low < means[1] / means[0] - 1 < lift.ci_high
