@@ -162,3 +162,40 @@ def test_a_variant_nobody_saw_yet_has_zero_counts_and_no_figures() -> None:
 def test_an_unknown_primary_metric_is_refused() -> None:
     with pytest.raises(ValueError, match="primary_metric"):
         definition("arpu")
+
+
+def test_a_users_first_exposure_counts_and_none_after_the_as_of() -> None:
+    (result,) = experiment_results(
+        [definition()],
+        exposures(
+            ("u1", "b", day(3)),
+            ("u1", "a", day(2)),  # u1's first exposure: a
+            ("u2", "b", AS_OF + timedelta(hours=1)),  # after the as-of
+        ),
+        billing(("u1", "purchase", day(4), 3.0), ("u2", "purchase", AS_OF + timedelta(hours=2), 3.0)),
+        AS_OF,
+    )
+    a, b = result.variants
+    assert (a.exposed_users, a.paid_conversions, b.exposed_users) == (1, 1, 0)
+    assert result.srm.observed == {"a": 1, "b": 0}
+
+
+def test_three_variants_share_the_chance_to_be_best() -> None:
+    defn = ExperimentDefinition(
+        experiment_id="exp_3",
+        variant_ids=("a", "b", "c"),
+        primary_metric="trial_start_rate",
+        started_at=START,
+        versions={1: VersionWeights((Weighted("a", 1), Weighted("b", 1), Weighted("c", 1)))},
+    )
+    rows = [(f"u{i}", "abc"[i % 3], day(1)) for i in range(900)]
+    trials = [(f"u{i}", "trial_start", day(2), 0.0) for i in range(900) if (i % 3 == 2 and i % 4 == 0) or i % 7 == 0]
+    frame = exposures(*rows).with_columns(pl.lit("exp_3").alias("experiment_id"))
+    (result,) = experiment_results([defn], frame, billing(*trials), AS_OF, draws=20_000)
+    best = [v.figures.chance_to_be_best for v in result.variants]
+    loss = [v.figures.expected_loss for v in result.variants]
+    assert None not in best and None not in loss
+    assert sum(b for b in best if b is not None) == pytest.approx(1.0)
+    assert max(range(3), key=lambda i: best[i] or 0.0) == 2  # c has the most trials …
+    assert loss[2] == min(x for x in loss if x is not None)  # … and is the cheapest to ship
+    assert all(x is not None and x >= 0 for x in loss)
