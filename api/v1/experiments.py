@@ -24,7 +24,9 @@ from transforms.experiments.assignment import Weighted
 from transforms.experiments.model import MAX_VARIANTS, MIN_VARIANTS, NAME_MAX, DefinitionProblem, Metric, Status
 from transforms.timefmt import iso_z
 from warehouse.experiments import repository as repo
+from warehouse.experiments import results as experiment_store
 from warehouse.experiments.repository import Experiment
+from warehouse.experiments.results import Stored
 from warehouse.paywalls.configs import MAX_PAYWALL_ID
 
 PREVIEW = "Preview (issue 35): the shape may still change. "
@@ -95,8 +97,11 @@ class VariantResult(BaseModel):
 
 
 class Srm(BaseModel):
-    p_value: float | None
-    flagged: bool
+    p_value: float | None = Field(description="Corrected for the refreshes' repeated looks (docs/metrics.md).")
+    flagged: bool = Field(description="p_value below 0.001 with at least 100 expected users in every cell.")
+    raw_p_value: float | None = Field(description="The χ² test's own p-value at this look (preview extension).")
+    observed: dict[str, int] = Field(description="Exposed users per cell, the holdout included (extension).")
+    expected: dict[str, float | None] = Field(description="Expected under the weights of each exposure's version.")
 
 
 class Results(BaseModel):
@@ -132,15 +137,21 @@ class ExperimentList(BaseModel):
     experiments: list[ExperimentBody]
 
 
-def _body(x: Experiment) -> dict[str, Any]:
+def _body(x: Experiment, results: Stored | None = None) -> dict[str, Any]:
     return {
         "id": x.id, "app_id": x.app_id, "paywall_id": x.paywall_id, "name": x.name, "status": x.status,
         "variants": [{"variant_id": v.variant_id, "weight": v.weight} for v in x.variants],
         "holdout_pct": x.holdout_pct, "primary_metric": x.primary_metric, "audience": x.audience,
         "priority": x.priority, "version": x.version, "created_at": iso_z(x.created_at),
         "started_at": iso_z(x.started_at), "stopped_at": iso_z(x.stopped_at),
-        "shipped_variant_id": x.shipped_variant_id, "results": None,
+        "shipped_variant_id": x.shipped_variant_id, "results": results.results if results else None,
     }  # fmt: skip
+
+
+def _envelope(conn: Any, x: Experiment) -> ExperimentEnvelope:
+    """The experiment with the last refresh's results."""
+    results = experiment_store.stored(conn, [x.id]).get(x.id)
+    return ExperimentEnvelope.model_validate({"experiment": _body(x, results)})
 
 
 def _audience(raw: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -201,7 +212,8 @@ def list_experiments(query: ListQuery) -> Response:
         found = repo.listed(
             conn, principal().workspace_id, app_id=query.app_id, paywall_id=query.paywall_id, status=query.status
         )
-    return respond(ExperimentList.model_validate({"experiments": [_body(x) for x in found]}))
+        results = experiment_store.stored(conn, [x.id for x in found])
+    return respond(ExperimentList.model_validate({"experiments": [_body(x, results.get(x.id)) for x in found]}))
 
 
 @blueprint.get("/experiments/<experiment_id>")
@@ -215,8 +227,8 @@ def list_experiments(query: ListQuery) -> Response:
 )
 def read_experiment(experiment_id: str) -> Response:
     with state().db.read() as conn:
-        found = repo.get(conn, principal().workspace_id, experiment_id)
-    return respond(ExperimentEnvelope.model_validate({"experiment": _body(found)}))
+        answer = _envelope(conn, repo.get(conn, principal().workspace_id, experiment_id))
+    return respond(answer)
 
 
 @blueprint.patch("/experiments/<experiment_id>")
@@ -244,16 +256,18 @@ def update_experiment(experiment_id: str, body: PatchBody) -> Response:
                 variants=_weights(body.variants) if body.variants is not None else None, priority=body.priority,
                 **changes,
             )  # fmt: skip
+            answer = _envelope(conn, updated)
     except DefinitionProblem as exc:
         raise _refused(exc) from None
-    return respond(ExperimentEnvelope.model_validate({"experiment": _body(updated)}))
+    return respond(answer)
 
 
 def _transition(experiment_id: str, action: Literal["start", "stop"]) -> Response:
     who = principal()
     with state().db.write() as conn:
         moved = repo.transition(conn, who.workspace_id, experiment_id, action, actor=who.key_id)
-    return respond(ExperimentEnvelope.model_validate({"experiment": _body(moved)}))
+        answer = _envelope(conn, moved)
+    return respond(answer)
 
 
 @blueprint.post("/experiments/<experiment_id>/start")
@@ -301,9 +315,11 @@ def ship_experiment(experiment_id: str, body: ShipBody) -> Response:
     who = principal()
     try:
         with state().db.write() as conn:
+            results = experiment_store.stored(conn, [experiment_id]).get(experiment_id)
             shipped, _ = repo.ship(
-                conn, who.workspace_id, experiment_id, body.variant_id, actor=who.key_id, evidence={"results": None}
-            )
+                conn, who.workspace_id, experiment_id, body.variant_id, actor=who.key_id,
+                evidence=results.results if results else {},
+            )  # fmt: skip
     except DefinitionProblem as exc:
         raise _refused(exc) from None
-    return respond(ExperimentEnvelope.model_validate({"experiment": _body(shipped)}))
+    return respond(ExperimentEnvelope.model_validate({"experiment": _body(shipped, results)}))

@@ -22,6 +22,7 @@ from dagster import AssetExecutionContext
 from orchestration.metadata import ANALYTICS_TEAM, DUCKDB_KINDS, LAKE_KINDS, asset_tags, frame_metadata
 from orchestration.partitions import STALE_DAYS_ONLY_TAG, daily_partitions, run_days
 from orchestration.resources import DatabaseResource, DataDirResource
+from transforms.experiments import results as experiment_model
 from transforms.reports import lifecycle, paywall_funnel
 from transforms.reports import ltv as ltv_model
 from transforms.reports import payback as payback_model
@@ -30,6 +31,7 @@ from transforms.reports.schemas import SIGNAL_WINDOW_DAYS, WEEK_LOOKBACK_DAYS
 from transforms.subscriptions import metrics as subscription_model
 from transforms.subscriptions import periods as subscription_periods
 from warehouse import fx
+from warehouse.experiments import results as experiment_store
 from warehouse.lake import Lake
 from warehouse.reports import published, report_lake, serving
 from warehouse.subscriptions import inputs as subscription_inputs
@@ -386,6 +388,57 @@ def subscription_metrics(data_dir: DataDirResource, database: DatabaseResource) 
 
 
 @dg.asset(
+    **_common("derived"),
+    deps=[dg.AssetKey(report_lake.CANONICAL_EVENTS)],
+    description=(
+        "Each started paywall experiment's results (issue 35): exposures joined with the users' billing "
+        "facts after exposure; per variant the counts, revenue per user at D7/D14/D30 (matured users only), "
+        "chance to beat control and to be best, the lift's interval, expected loss, and the sample-ratio "
+        "check; stored for the API and the dashboard, experiment.srm_detected announced once."
+    ),
+)
+def experiment_results(data_dir: DataDirResource, database: DatabaseResource) -> dg.MaterializeResult:
+    """Idempotent: recomputed whole from every exposure and billing fact as of now; the stored
+    results of each experiment are replaced (an SRM alarm is announced only the first time)."""
+    db = database.database()
+    with db.read() as conn:
+        found = experiment_store.analysed(conn)
+        exposures = experiment_store.exposures_frame(conn, [a.experiment for a in found])
+    if not found:
+        return dg.MaterializeResult(metadata={"experiments": 0, "exposures": 0})
+    rates, reporting = _money(database, data_dir)
+    as_of = datetime.now(UTC)
+    workspaces = sorted({a.experiment.workspace_id for a in found})
+    events = report_lake.scan_days(data_dir.paths.lake(), report_lake.CANONICAL_EVENTS).filter(
+        pl.col("workspace_id").is_in(workspaces)
+    )
+    billing = subscription_periods.billing_events(events, rates, reporting).filter(pl.col("occurred_at") <= as_of)
+    billing_frame = billing.collect()
+    announced = 0
+    for workspace_id in workspaces:
+        mine = [a for a in found if a.experiment.workspace_id == workspace_id]
+        ids = [a.experiment.id for a in mine]
+        results = experiment_model.experiment_results(
+            [a.definition for a in mine],
+            exposures.lazy().filter(pl.col("experiment_id").is_in(ids)),
+            billing_frame.lazy().filter(pl.col("workspace_id") == workspace_id),
+            as_of,
+        )
+        with db.write() as conn:
+            for analysed, result in zip(mine, results, strict=True):
+                announced += experiment_store.store(conn, analysed.experiment, result)
+    return dg.MaterializeResult(
+        metadata={
+            "as_of": as_of.isoformat(),
+            "experiments": len(found),
+            "exposures": exposures.height,
+            "srm_announced": announced,
+            "dagster/row_count": len(found),
+        }
+    )
+
+
+@dg.asset(
     **_common("published"),
     deps=[payback, cohort_curves, ltv, subscription_metrics],
     description=(
@@ -426,5 +479,5 @@ DAILY_ASSETS = [
     cohort_activity,
     action_signals,
 ]
-TABLE_ASSETS = [payback, cohort_curves, ltv, subscription_metrics, published_reports]
+TABLE_ASSETS = [payback, cohort_curves, ltv, subscription_metrics, experiment_results, published_reports]
 ASSETS = [*DAILY_ASSETS, *TABLE_ASSETS]
