@@ -13,11 +13,13 @@ import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from api.app import create_app
+from api.gateway.experiments import flush_exposures
 from tests.support import bearer, run_together
 from tests.support.paywalls import document
 from transforms.webhooks import payloads
 from warehouse import audit
-from warehouse.db import Database
+from warehouse.db import Database, utcnow
+from warehouse.experiments import repository
 from warehouse.experiments.tables import experiment_exposures
 from warehouse.paywalls import configs
 from warehouse.settings import Settings
@@ -72,7 +74,9 @@ def config(client: FlaskClient, app_id: str, user: str, **headers: str) -> Any:
     )
 
 
-def exposures(db: Database) -> dict[str, str]:
+def exposures(client: FlaskClient, db: Database) -> dict[str, str]:
+    """The recorded exposures, once the app has written what it queued."""
+    flush_exposures(client.application)
     with db.read() as conn:
         rows = conn.execute(sa.select(experiment_exposures.c.user_id, experiment_exposures.c.variant_id)).all()
     return dict(rows)  # type: ignore[arg-type]
@@ -162,7 +166,7 @@ def test_exposed_users_keep_their_variant_when_weights_change_and_stopping_retur
     first = {f"u{i}": config(client, app_id, f"u{i}").json["variant"]["variant_id"] for i in range(300)}
     split = Counter(first.values())
     assert split["v0"] > 100 and split["v1"] > 100  # 50/50
-    assert exposures(db) == first  # recorded as served
+    assert exposures(client, db) == first  # recorded as served
     changed = client.patch(
         f"/v1/experiments/{experiment['id']}",
         json={"variants": [{"variant_id": "v0", "weight": 0}, {"variant_id": "v1", "weight": 1}]},
@@ -205,6 +209,7 @@ def test_the_first_matching_experiment_by_priority_decides_and_others_get_the_de
         CONFIG, query_string={"app_id": app_id, "paywall_id": "onboarding", "country": "DE"}, headers={"x-user-id": "d"}
     )
     assert via_query.json["variant"]["variant_id"] == "v1"
+    flush_exposures(client.application)
     with db.read() as conn:
         rows = conn.execute(sa.select(experiment_exposures.c.user_id, experiment_exposures.c.experiment_id)).all()
     assert sorted(rows) == [("a", german["id"]), ("b", ios["id"]), ("d", german["id"])]
@@ -261,4 +266,24 @@ def test_racing_first_exposures_record_one_variant_per_user(client: FlaskClient,
     publish(db, app_id, [1, 1])
     started(client, workspace)
     answers = run_together(*[lambda: config(client, app_id, "racer").json["variant"]["variant_id"]] * 4)
-    assert len(set(answers)) == 1 and exposures(db) == {"racer": answers[0]}
+    assert len(set(answers)) == 1 and exposures(client, db) == {"racer": answers[0]}
+
+
+def test_a_first_exposure_another_host_recorded_first_wins_once_written(
+    client: FlaskClient, db: Database, workspace: dict
+) -> None:
+    """This worker answers its own draw at once and queues it; when the write finds another
+    host's exposure for the user, the recorded one is what every later answer serves."""
+    app_id = workspace["app_id"]
+    publish(db, app_id, [1, 1])
+    experiment = started(client, workspace)
+    drawn = config(client, app_id, "u1").json["variant"]["variant_id"]
+    other = "v1" if drawn == "v0" else "v0"
+    with db.write() as conn:  # another host, first
+        repository.record_exposures(conn, [{
+            "experiment_id": experiment["id"], "user_id": "u1", "variant_id": other, "experiment_version": 1,
+            "exposed_at": utcnow(),
+        }])  # fmt: skip
+    assert flush_exposures(client.application) == 1
+    assert exposures(client, db) == {"u1": other}
+    assert config(client, app_id, "u1").json["variant"]["variant_id"] == other

@@ -2,8 +2,10 @@
 
     scripts/with-postgres.sh .venv/bin/python -m tests.bench.gateway [--duration 24] [--backends sqlite,postgres]
 
-Per backend: a fresh database, a bootstrapped workspace, a published two-variant experiment
-(`onboarding`) and 2 000 users with a purchase in the ledger (a third active, the rest lapsed);
+Per backend: a fresh database, a bootstrapped workspace, a published two-variant paywall
+(`onboarding`) with a running experiment for the audience `country: DE` (5 % holdout; every request
+says `x-country: DE`, so each config read evaluates the audience and serves the user's exposure,
+recorded on its first read) and 2 000 users with a purchase in the ledger (a third active, the rest lapsed);
 gunicorn started exactly as `flokit up` starts it, serving only the gateway surface; then `wrk`
 (16 connections) alternates slices of GET /healthz (the ceiling: the same server answering without any work,
 asked with the reads' own scripted requests and headers; the bare /healthz too), GET
@@ -25,10 +27,12 @@ from tests.bench.ingest import SLICES, Load, combine, database, ensure_wrk, guni
 from tests.support import free_port
 from tests.support.paywalls import document
 from transforms.entitlements.facts import StoreFact
+from transforms.experiments.assignment import Weighted
 from warehouse import migrate
 from warehouse.bootstrap import bootstrap
 from warehouse.db import close_database, database_for
 from warehouse.entitlements import ledger
+from warehouse.experiments import repository as experiments
 from warehouse.paywalls import configs
 from warehouse.settings import Settings
 
@@ -42,7 +46,8 @@ end
 function init(args) n = 0 end
 function request()
   n = n + 1
-  local headers = {["x-user-id"] = string.format("user-%d", (n * 7 + id * 13) % USERS), ["x-app-key"] = APP_KEY}
+  local headers = {["x-user-id"] = string.format("user-%d", (n * 7 + id * 13) % USERS), ["x-app-key"] = APP_KEY,
+                   ["x-country"] = "DE"}
   return wrk.format("GET", PATH, headers)
 end
 """
@@ -62,6 +67,14 @@ def prepare(url: str) -> dict[str, str]:
         configs.publish(
             conn, app_id=boot["app_id"], paywall_id="onboarding", document=document([50, 50]), actor="bench"
         )
+        # A running experiment with an audience (issue 35): every config read evaluates it against the
+        # request's context and serves the user's sticky exposure, read (and first written) per worker.
+        made = experiments.create(
+            conn, workspace_id=boot["workspace_id"], app_id=boot["app_id"], paywall_id="onboarding",
+            name="bench", variants=[Weighted("v0", 1), Weighted("v1", 1)], holdout_pct=5.0,
+            primary_metric="paid_conversion_rate", audience={"country": ["DE"]}, priority=0, actor="bench",
+        )  # fmt: skip
+        experiments.transition(conn, boot["workspace_id"], made.id, "start", actor="bench")
         now = datetime.now(UTC)
         for i in range(USERS):  # a third active, the rest lapsed a day ago
             fact = StoreFact(

@@ -18,6 +18,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
+from api.gateway.experiments import flush_exposures
 from tests.support import bearer
 from tests.support.cli import flokit_in_process
 from tests.support.notifications import SUBSCRIPTION, iso, post
@@ -102,6 +103,7 @@ def test_an_experiment_for_germany_finds_the_planted_lift_and_ships_the_winner(
     split = Counter(variant for country, variant in served.values() if country == "DE")
     assert set(split) == {"monthly_first", "annual_first"}
 
+    flush_exposures(client.application)  # what the worker's thread writes within 50 ms
     done = flokit_in_process({**os.environ, **settings.child_env()}, "refresh", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     read = client.get(f"/v1/experiments/{experiment_id}", headers=bearer(workspace["api_key_read_only"]))

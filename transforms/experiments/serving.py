@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from transforms import paywall
 from transforms.experiments.assignment import Weighted, first_assignment, pick
@@ -25,6 +26,24 @@ def first_variant(
     if salt is None:
         return pick(variants, paywall.bucket(app_id, paywall_id, identity))
     return first_assignment(salt, variants, holdout_pct, identity)
+
+
+def settled_draw(
+    salt: bytes | None,
+    current: tuple[Sequence[Weighted], float],
+    splits: Sequence[tuple[Sequence[Weighted], float]],
+    *,
+    app_id: str,
+    paywall_id: str,
+    identity: str,
+) -> str | None:
+    """The user's variant when it does not depend on which version recorded their exposure: every
+    split the experiment has had (and the current one) draws the same variant for them, so a
+    recorded exposure holds that variant too and none needs reading. None when the versions
+    disagree: then only the recorded exposure (if any) can say."""
+    draw = partial(first_variant, salt, app_id=app_id, paywall_id=paywall_id, identity=identity)
+    variant = draw(*current)
+    return variant if all(draw(variants, holdout) == variant for variants, holdout in splits) else None
 
 
 def default_variant(document: paywall.PaywallDocument) -> paywall.Variant:

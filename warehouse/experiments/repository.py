@@ -333,20 +333,28 @@ def exposure(conn: Connection, experiment_id: str, user_id: str) -> Exposure | N
     return None if row is None else Exposure(row.variant_id, row.experiment_version, row.exposed_at)
 
 
-def record_exposure(
-    conn: Connection, experiment_id: str, user_id: str, variant_id: str, version: int, at: datetime
-) -> Exposure:
-    """The user's first exposure, unless one is already recorded: then that one (which wins)."""
+def record_exposures(conn: Connection, rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """Record first exposures (experiment_id, user_id, variant_id, experiment_version, exposed_at),
+    each unless the user already has one; returns every pair's recorded variant (the earlier one
+    where it existed: it wins)."""
+    if not rows:
+        return {}
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(
-        dialect.insert(ex)
-        .values(experiment_id=experiment_id, user_id=user_id, variant_id=variant_id, experiment_version=version,
-                exposed_at=at)
-        .on_conflict_do_nothing(index_elements=["experiment_id", "user_id"])
-    )  # fmt: skip
-    found = exposure(conn, experiment_id, user_id)
-    assert found is not None  # inserted or already there, in this transaction
-    return found
+    for i in range(0, len(rows), 500):
+        conn.execute(
+            dialect.insert(ex).on_conflict_do_nothing(index_elements=["experiment_id", "user_id"]), rows[i : i + 500]
+        )
+    pairs = sorted({(r["experiment_id"], r["user_id"]) for r in rows})
+    recorded: dict[tuple[str, str], str] = {}
+    for i in range(0, len(pairs), 400):
+        chunk = pairs[i : i + 400]
+        found = conn.execute(
+            sa.select(ex.c.experiment_id, ex.c.user_id, ex.c.variant_id).where(
+                sa.tuple_(ex.c.experiment_id, ex.c.user_id).in_(chunk)
+            )
+        )
+        recorded |= {(r.experiment_id, r.user_id): r.variant_id for r in found}
+    return recorded
 
 
 def exposures(conn: Connection, experiment_ids: Sequence[str]) -> list[Any]:

@@ -54,3 +54,24 @@ def test_a_migrated_experiment_keeps_the_documents_buckets() -> None:
     for user in USERS[:2000]:
         before = paywall.assign_variant(doc, app_id="app_1", paywall_id="onboarding", identity=user).variant_id
         assert first_variant(None, weights, 0, app_id="app_1", paywall_id="onboarding", identity=user) == before
+
+
+def test_a_draw_is_settled_only_when_every_version_gives_the_same_variant() -> None:
+    """The gateway skips reading the recorded exposure exactly when it cannot differ from the draw."""
+    from transforms.experiments.serving import settled_draw
+
+    v1 = ([Weighted("a", 1), Weighted("b", 1)], 0.0)
+    v2 = ([Weighted("a", 0), Weighted("b", 1)], 0.0)
+    where = {"app_id": "app_1", "paywall_id": "onboarding"}
+    settled = unsettled = 0
+    for user in USERS[:2000]:
+        first = first_assignment(b"s", v1[0], 0, user)
+        assert settled_draw(b"s", v1, [v1], identity=user, **where) == first  # one version: always settled
+        got = settled_draw(b"s", v2, [v1, v2], identity=user, **where)
+        if first == "b":
+            assert got == "b"  # b under both splits
+            settled += 1
+        else:
+            assert got is None  # a under the first, b now: only the record can say
+            unsettled += 1
+    assert settled > 800 and unsettled > 800
