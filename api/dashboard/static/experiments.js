@@ -63,6 +63,8 @@
     var labels = data.series.map(function (s) {
       return s.label;
     });
+    // One bar per treatment, each readable: the box grows with them (CSSOM, which the CSP allows).
+    canvas.parentNode.style.height = Math.max(10, 5 + 3 * labels.length) + "rem";
     return new Chart(canvas, {
       data: {
         labels: labels,
@@ -81,8 +83,9 @@
           {
             type: "scatter",
             label: "Posterior mean",
+            // {x, y} on the category axis: a bare number would be read as an index, not a lift.
             data: data.series.map(function (s) {
-              return s.mean;
+              return { x: s.mean, y: s.label };
             }),
             backgroundColor: PALETTE[7],
             borderColor: PALETTE[7],
@@ -101,7 +104,7 @@
             callbacks: {
               label: function (item) {
                 if (Array.isArray(item.raw)) return "95 %: " + percent(item.raw[0], true) + " to " + percent(item.raw[1], true);
-                return "mean " + percent(item.raw, true);
+                return "mean " + percent(item.raw.x, true);
               },
             },
           },
