@@ -128,7 +128,7 @@ def test_the_page_draws_its_charts_and_ship_with_the_srm_confirmation_makes_the_
     assert config["version"] == 2 and config["variant"]["variant_id"] == "annual"
 
 
-def test_the_page_is_accessible_and_shot_without_experiments(
+def test_the_page_without_experiments_and_a_confirmation_page_without_javascript(
     page: Any, flokit_server: GunicornServer, db: Database, workspace: dict
 ) -> None:
     publish(db, workspace["app_id"])
@@ -140,3 +140,15 @@ def test_the_page_is_accessible_and_shot_without_experiments(
     assert_accessible(page)
     check_at_phone_width(page, "experiments-empty")
     shoot(page, "experiments-paywall-empty")
+
+    # The page a Start trigger leads to without JavaScript: the same form, then the experiment runs.
+    draft = create(db, workspace, "Annual first", audience={"platform": ["ios"]})
+    page.goto(f"{flokit_server.base}/dashboard/experiments/{draft.id}/start")
+    confirm = page.locator("section.confirm")
+    expect(confirm).to_contain_text("users who match its audience (platform is ios)")
+    assert_accessible(page)
+    shoot(page, "experiments-confirm-start")
+    confirm.get_by_role("button", name="Start").click()
+    expect(page.locator(".success")).to_contain_text("Started “Annual first”")
+    with db.read() as conn:
+        assert repo.get(conn, workspace["workspace_id"], draft.id).status == "running"
