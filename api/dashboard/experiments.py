@@ -276,9 +276,10 @@ def _chart(x: Experiment, results: dict[str, Any] | None) -> tuple[dict[str, Any
 
 def _controls(x: Experiment, live: configs.Published | None, words: list[str], results: Stored | None) -> list[Control]:
     who = f"users who match its audience ({'; '.join(words)})" if words else "every user"
+    # A paywall with experiments no longer splits by its document's weights (transforms/experiments/
+    # serving.py): whoever no experiment takes gets the live document's first variant.
     default = (
-        f"the paywall's default (live version {live.version}, variant {live.document.variants[0].variant_id} "
-        "unless its own experiment_active splits it)"
+        f"the paywall's default (live version {live.version}, variant {live.document.variants[0].variant_id})"
         if live
         else "the paywall's default"
     )

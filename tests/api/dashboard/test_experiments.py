@@ -92,7 +92,7 @@ def test_audiences_in_the_gateways_order_with_their_conditions_in_words(
         'attribute plan is "free"'
     ) in order
     assert "Everyone else (priority 5) : everyone" in order
-    assert "Everyone else: the paywall's default, live version 1." in page
+    assert "Everyone else: the paywall's default, variant control of live version 1." in page
     # the sections: running in that order, then the draft, with their status badges
     assert page.index("German iOS running") < page.index("Everyone else running") < page.index("Not yet draft")
     assert "Tried 1st of the running experiments" in page and "Tried 2nd of the running experiments" in page
