@@ -45,6 +45,7 @@ def register_dashboard(app: Flask, settings: Settings) -> None:
         actions,
         auth,
         customers,
+        experiments,
         integrations,
         keys,
         pages,
