@@ -26,6 +26,7 @@ from api.dashboard.pages import error_page, is_htmx, page
 from transforms import paywall
 from transforms.timefmt import iso_z
 from warehouse.errors import NotFound, UnknownApp
+from warehouse.experiments import repository as experiment_repo
 from warehouse.paywalls import configs, history
 
 # The largest document the form takes (a paywall of 20 variants with a few offers each is ~10 KB).
@@ -138,6 +139,7 @@ def _detail(
         app = _app(conn, app_id)
         live = configs.live(conn, app_id=app_id, paywall_id=paywall_id)
         versions = _version_rows(conn, app_id, paywall_id)
+        experimented = experiment_repo.for_paywall(conn, app_id, paywall_id)
     return page(
         "dashboard/paywalls/detail.html",
         status,
@@ -146,6 +148,8 @@ def _detail(
         app=app,
         paywall_id=paywall_id,
         live=live,
+        experiments_running=len(experimented.running),
+        experimented=experimented.any,
         live_at=iso_z(live.published_at) if live else None,
         live_variants=_variant_rows(live.document) if live else [],
         versions=versions,

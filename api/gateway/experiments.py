@@ -20,7 +20,6 @@ from datetime import datetime
 from typing import Any, cast
 
 from flask import Flask, current_app, request
-from sqlalchemy.engine import Connection
 
 from api.context import state
 from api.errors import ApiError
@@ -49,9 +48,8 @@ class Running:
     splits: dict[str, tuple[tuple[tuple[Weighted, ...], float], ...]]
 
 
-def _running(conn: Connection, found: PaywallExperiments) -> Running:
-    splits = {x.id: tuple(experiments.versions(conn, x.id).values()) for x in found.running}
-    return Running(tuple((x, audiences.parse_audience(x.audience)) for x in found.running), found.any, splits)
+def _running(found: PaywallExperiments) -> Running:
+    return Running(tuple((x, audiences.parse_audience(x.audience)) for x in found.running), found.any, found.splits)
 
 
 class ExposureWriter:
@@ -142,7 +140,7 @@ class LiveExperiments:
         if hit is not None and hit[0] > now:
             return hit[1]
         with db.read() as conn:
-            found = _running(conn, experiments.for_paywall(conn, app_id, paywall_id))
+            found = _running(experiments.for_paywall(conn, app_id, paywall_id))
         if self.ttl > 0:
             with self._lock:
                 if len(self._paywalls) >= _MAX_PAYWALLS:

@@ -315,13 +315,16 @@ class PaywallExperiments:
 
     running: tuple[Experiment, ...]
     any: bool
+    # Per running experiment, the split of each of its versions (what its exposures were drawn from).
+    splits: dict[str, tuple[tuple[tuple[Weighted, ...], float], ...]]
 
 
 def for_paywall(conn: Connection, app_id: str, paywall_id: str) -> PaywallExperiments:
     rows = conn.execute(sa.select(e).where(e.c.app_id == app_id, e.c.paywall_id == paywall_id)).all()
     found = [_experiment(r) for r in rows]
     running = sorted((x for x in found if x.status == "running"), key=lambda x: (x.priority, x.created_at, x.id))
-    return PaywallExperiments(tuple(running), bool(found))
+    splits = {x.id: tuple(versions(conn, x.id).values()) for x in running}
+    return PaywallExperiments(tuple(running), bool(found), splits)
 
 
 def exposure(conn: Connection, experiment_id: str, user_id: str) -> Exposure | None:

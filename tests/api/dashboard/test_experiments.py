@@ -62,6 +62,8 @@ def test_the_way_in_nav_list_and_paywall_link_and_the_empty_state(
     assert row and text(row.group(1)).endswith("1 0 0")  # running, draft, stopped
     detail = browser.get(f"/dashboard/paywalls/{workspace['app_id']}/{PAYWALL}").get_data(as_text=True)
     assert f'href="{url(workspace)}"' in detail and "Experiments of this paywall" in detail
+    # The paywall's facts say who decides the split now: its experiments, not the document's switch.
+    assert "1 running experiment" in text(detail) and "traffic split by weight" not in detail
 
     other = browser.get(f"/dashboard/paywalls/{workspace['app_id']}/promo/experiments")
     page = text(other.get_data(as_text=True))
