@@ -5,7 +5,9 @@
 Per backend: a fresh database, a bootstrapped workspace, a published two-variant paywall
 (`onboarding`) with a running experiment for the audience `country: DE` (5 % holdout; every request
 says `x-country: DE`, so each config read evaluates the audience and serves the user's exposure,
-recorded on its first read) and 2 000 users with a purchase in the ledger (a third active, the rest lapsed);
+recorded on its first read), the same paywall as `plain` without one (`config_plain`, the
+config read as it was before experiments) and 2 000 users with a purchase in the ledger (a third
+active, the rest lapsed);
 gunicorn started exactly as `flokit up` starts it, serving only the gateway surface; then `wrk`
 (16 connections) alternates slices of GET /healthz (the ceiling: the same server answering without any work,
 asked with the reads' own scripted requests and headers; the bare /healthz too), GET
@@ -67,6 +69,9 @@ def prepare(url: str) -> dict[str, str]:
         configs.publish(
             conn, app_id=boot["app_id"], paywall_id="onboarding", document=document([50, 50]), actor="bench"
         )
+        configs.publish(  # the same paywall without experiments: the config read as the spec has it
+            conn, app_id=boot["app_id"], paywall_id="plain", document=document([50, 50]), actor="bench"
+        )
         # A running experiment with an audience (issue 35): every config read evaluates it against the
         # request's context and serves the user's sticky exposure, read (and first written) per worker.
         made = experiments.create(
@@ -110,6 +115,7 @@ def bench(backend: str, duration: int, wrk: str, work: Path) -> dict[str, object
         )
         reads = {
             "config": f"/api/paywall/config?app_id={boot['app_id']}&paywall_id=onboarding",
+            "config_plain": f"/api/paywall/config?app_id={boot['app_id']}&paywall_id=plain",
             "entitlement": "/api/paywall/entitlement",
         }
         scripts = {name: script(work, name, path, boot["app_key"]) for name, path in reads.items()}
@@ -117,7 +123,7 @@ def bench(backend: str, duration: int, wrk: str, work: Path) -> dict[str, object
         # headers. wrk shares the 2 cores with gunicorn and a scripted request costs it (and
         # gunicorn's header parsing) more than a bare one, which is not the read's work.
         ceiling = script(work, "ceiling", "/healthz", boot["app_key"])
-        slices: dict[str, list[Load]] = {"bare": [], "ceiling": [], "config": [], "entitlement": []}
+        slices: dict[str, list[Load]] = {"bare": [], "ceiling": [], **{name: [] for name in reads}}
         with gunicorn(settings, work / f"{backend}.log") as (base, _pid):
             run_wrk(wrk, f"{base}/healthz", 2)  # warm-up: workers imported, connections open
             for name, file in scripts.items():
@@ -158,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         for backend in args.backends.split(","):
             result = bench(backend, args.duration, wrk, Path(tmp))
             print(json.dumps(result), flush=True)
-            failed |= any(result[name]["non_2xx"] for name in ("config", "entitlement"))  # type: ignore[index]
+            failed |= any(result[name]["non_2xx"] for name in ("config", "config_plain", "entitlement"))  # type: ignore[index]
     return 1 if failed else 0
 
 
