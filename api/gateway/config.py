@@ -77,6 +77,11 @@ class ConfigQuery(BaseModel):
     paywall_id: str = Field(min_length=1, max_length=configs.MAX_PAYWALL_ID)
     userId: str | None = Field(None, max_length=200, description="Identity when x-user-id is not sent.")
     anonymousId: str | None = Field(None, max_length=200, description="Identity when neither is sent.")
+    # The user context an experiment's audience reads (issue 35); also as headers, see the description.
+    country: str | None = Field(None, max_length=64, description="ISO 3166-1 alpha-2 (x-country wins).")
+    platform: str | None = Field(None, max_length=64, description="ios, android, web… (or x-platform).")
+    app_version: str | None = Field(None, max_length=64, description="e.g. 2.4.1 (or x-app-version).")
+    locale: str | None = Field(None, max_length=64, description="BCP 47, e.g. pt-BR (or x-locale).")
 
 
 class ServedVariant(BaseModel):
@@ -101,10 +106,15 @@ class PaywallConfig(BaseModel):
     description="The live configuration of the paywall with the user's variant: deterministic per user and "
     "paywall, split by traffic_weight while an experiment is active. With no published configuration: "
     "version 0, variant control, empty offers, fallbackUsed true (do not show the paywall). Cacheable for "
-    "60 s (stale for 300 s more), varying by x-user-id.",
+    "60 s (stale for 300 s more), varying by x-user-id; an ETag, and 304 to a matching If-None-Match. "
+    "Preview (issue 35): a paywall with experiments (/v1/experiments) is split by them: the first running one "
+    "whose audience holds serves the user's sticky variant, read from the user's context: the query "
+    "parameters country, platform, app_version, locale or the headers x-country, x-platform, x-app-version, "
+    "x-locale, and x-flokit-attributes (a JSON object of custom attributes, at most 2 KB); a malformed context "
+    "an audience must read is 400.",
     query=ConfigQuery,
     responses={200: PaywallConfig},
-    errors=(401,),
+    errors=(400, 401),
     tags=["paywall"],
 )
 def paywall_config(query: ConfigQuery) -> Response:
