@@ -227,6 +227,8 @@ def test_the_config_carries_an_etag_and_answers_304_to_it(client: FlaskClient, d
     assert again.status_code == 304 and again.data == b""
     assert again.headers["Cache-Control"] == "public, max-age=60, stale-while-revalidate=300"
     assert again.headers["ETag"] == tag
+    assert config(client, app_id, "u1", **{"If-None-Match": f'"a", W/{tag}'}).status_code == 304  # a list, weak
+    assert config(client, app_id, "u1", **{"If-None-Match": "*"}).status_code == 304
     other = config(client, app_id, "u2", **{"If-None-Match": '"something-else"'})
     assert other.status_code == 200 and other.json["paywall_id"] == "onboarding"
 
