@@ -21,7 +21,15 @@ from api.v1 import blueprint
 from api.validators import Id, path_id
 from transforms.experiments import audience as audiences
 from transforms.experiments.assignment import Weighted
-from transforms.experiments.model import MAX_VARIANTS, MIN_VARIANTS, NAME_MAX, DefinitionProblem, Metric, Status
+from transforms.experiments.model import (
+    MAX_VARIANTS,
+    MAX_WEIGHT,
+    MIN_VARIANTS,
+    NAME_MAX,
+    DefinitionProblem,
+    Metric,
+    Status,
+)
 from transforms.timefmt import iso_z
 from warehouse.experiments import repository as repo
 from warehouse.experiments import results as experiment_store
@@ -37,18 +45,18 @@ class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")  # typed as sent, unknown fields refused
 
 
-class VariantWeight(_Body):
+class ExperimentVariantWeight(_Body):
     variant_id: str = Field(
         min_length=1, max_length=100, description="A variant of the paywall's published configuration."
     )
-    weight: float = Field(ge=0, description="Relative: 50/50 and 1/1 split alike; 0 admits no new user.")
+    weight: float = Field(ge=0, le=MAX_WEIGHT, description="Relative: 50/50 and 1/1 split alike; 0 admits no new user.")
 
 
-class CreateBody(_Body):
+class ExperimentCreateBody(_Body):
     app_id: Id
     paywall_id: str = Field(min_length=1, max_length=MAX_PAYWALL_ID)
     name: str = Field(min_length=1, max_length=NAME_MAX)
-    variants: list[VariantWeight] = Field(
+    variants: list[ExperimentVariantWeight] = Field(
         min_length=MIN_VARIANTS, max_length=MAX_VARIANTS, description="The first is the control."
     )
     holdout_pct: float = Field(0.0, ge=0, le=90, description="Percent of entrants served the paywall's default.")
@@ -57,30 +65,30 @@ class CreateBody(_Body):
     priority: int = Field(0, ge=-1_000_000, le=1_000_000, description="Lower is tried first.")
 
 
-class PatchBody(_Body):
+class ExperimentPatchBody(_Body):
     name: str | None = Field(None, min_length=1, max_length=NAME_MAX)
-    variants: list[VariantWeight] | None = Field(None, min_length=MIN_VARIANTS, max_length=MAX_VARIANTS)
+    variants: list[ExperimentVariantWeight] | None = Field(None, min_length=MIN_VARIANTS, max_length=MAX_VARIANTS)
     audience: dict[str, Any] | None = None
     priority: int | None = Field(None, ge=-1_000_000, le=1_000_000)
 
 
-class ShipBody(_Body):
+class ExperimentShipBody(_Body):
     variant_id: str = Field(min_length=1, max_length=100)
 
 
-class ListQuery(BaseModel):
+class ExperimentListQuery(BaseModel):
     app_id: Id | None = None
     paywall_id: str | None = Field(None, max_length=MAX_PAYWALL_ID)
     status: Status | None = None
 
 
-class Lift(BaseModel):
+class ExperimentLift(BaseModel):
     mean: float | None
     ci_low: float | None
     ci_high: float | None
 
 
-class VariantResult(BaseModel):
+class ExperimentVariantResult(BaseModel):
     variant_id: str
     exposed_users: int
     trial_starts: int
@@ -90,13 +98,13 @@ class VariantResult(BaseModel):
     revenue_per_user_d14: float | None
     revenue_per_user_d30: float | None
     primary_metric_value: float | None
-    lift_vs_control: Lift | None
+    lift_vs_control: ExperimentLift | None
     chance_to_beat_control: float | None
     chance_to_be_best: float | None
     expected_loss: float | None
 
 
-class Srm(BaseModel):
+class ExperimentSrm(BaseModel):
     p_value: float | None = Field(description="Corrected for the refreshes' repeated looks (docs/metrics.md).")
     flagged: bool = Field(description="p_value below 0.001 with at least 100 expected users in every cell.")
     raw_p_value: float | None = Field(description="The χ² test's own p-value at this look (preview extension).")
@@ -104,10 +112,10 @@ class Srm(BaseModel):
     expected: dict[str, float | None] = Field(description="Expected under the weights of each exposure's version.")
 
 
-class Results(BaseModel):
+class ExperimentResults(BaseModel):
     as_of: Timestamp
-    srm: Srm
-    variants: list[VariantResult]
+    srm: ExperimentSrm
+    variants: list[ExperimentVariantResult]
 
 
 class ExperimentBody(BaseModel):
@@ -116,7 +124,7 @@ class ExperimentBody(BaseModel):
     paywall_id: str
     name: str
     status: Status
-    variants: list[VariantWeight]
+    variants: list[ExperimentVariantWeight]
     holdout_pct: float
     primary_metric: Metric
     audience: dict[str, Any] | None
@@ -126,7 +134,9 @@ class ExperimentBody(BaseModel):
     started_at: Timestamp | None
     stopped_at: Timestamp | None
     shipped_variant_id: str | None
-    results: Results | None = Field(description="As of the last refresh; null before one has seen the experiment.")
+    results: ExperimentResults | None = Field(
+        description="As of the last refresh; null before one has seen the experiment."
+    )
 
 
 class ExperimentEnvelope(BaseModel):
@@ -163,7 +173,7 @@ def _audience(raw: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if parsed is None else parsed.model_dump(mode="json", exclude_none=True)
 
 
-def _weights(variants: list[VariantWeight]) -> list[Weighted]:
+def _weights(variants: list[ExperimentVariantWeight]) -> list[Weighted]:
     return [Weighted(v.variant_id, v.weight) for v in variants]
 
 
@@ -178,11 +188,12 @@ def _refused(exc: DefinitionProblem) -> ApiError:
     description=PREVIEW
     + "The variant_ids name variants of the paywall's published configuration; the first is the control. "
     "Created in draft with its own random salt, so it buckets users independently of earlier experiments.",
-    body=CreateBody,
+    body=ExperimentCreateBody,
     responses={201: ExperimentEnvelope},
+    errors=(404,),
     tags=["experiments"],
 )
-def create_experiment(body: CreateBody) -> Response:
+def create_experiment(body: ExperimentCreateBody) -> Response:
     audience = _audience(body.audience)
     who = principal()
     try:
@@ -203,11 +214,11 @@ def create_experiment(body: CreateBody) -> Response:
 @operation(
     summary="List experiments",
     description=PREVIEW + "Newest first; filtered by app, paywall and status.",
-    query=ListQuery,
+    query=ExperimentListQuery,
     responses={200: ExperimentList},
     tags=["experiments"],
 )
-def list_experiments(query: ListQuery) -> Response:
+def list_experiments(query: ExperimentListQuery) -> Response:
     with state().db.read() as conn:
         found = repo.listed(
             conn, principal().workspace_id, app_id=query.app_id, paywall_id=query.paywall_id, status=query.status
@@ -239,12 +250,12 @@ def read_experiment(experiment_id: str) -> Response:
     + "While running, new weights (and added variants) apply to users not yet exposed: an exposed user keeps "
     "their variant for the experiment's life. A running experiment keeps its variants and control (a weight of "
     "0 admits no one new); a stopped one changes only its name.",
-    body=PatchBody,
+    body=ExperimentPatchBody,
     responses={200: ExperimentEnvelope},
     path_params={"experiment_id": path_id()},
     tags=["experiments"],
 )
-def update_experiment(experiment_id: str, body: PatchBody) -> Response:
+def update_experiment(experiment_id: str, body: ExperimentPatchBody) -> Response:
     changes: dict[str, Any] = {}
     if "audience" in body.model_fields_set:
         changes["audience"] = _audience(body.audience)
@@ -305,13 +316,13 @@ def stop_experiment(experiment_id: str) -> Response:
     description=PREVIEW
     + "Publishes a new version of the paywall with the variant first (everyone's when no experiment takes "
     "them), stops the experiment, and audits it with the results at that moment. 409 unless running.",
-    body=ShipBody,
+    body=ExperimentShipBody,
     responses={200: ExperimentEnvelope},
     errors=(409,),
     path_params={"experiment_id": path_id()},
     tags=["experiments"],
 )
-def ship_experiment(experiment_id: str, body: ShipBody) -> Response:
+def ship_experiment(experiment_id: str, body: ExperimentShipBody) -> Response:
     who = principal()
     try:
         with state().db.write() as conn:

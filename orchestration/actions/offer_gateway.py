@@ -15,6 +15,7 @@ from transforms.paywall import PaywallDocument
 from warehouse.actions import executions as ledger
 from warehouse.actions import repository as repo
 from warehouse.db import Database, utcnow
+from warehouse.experiments import repository as experiments
 from warehouse.paywalls import configs
 
 
@@ -27,6 +28,14 @@ def apply_offer_test(database: Database, action: repo.Action, now: datetime) -> 
     if not live:
         return refuse(database, action, f"no app of the workspace publishes paywall {paywall_id!r}", {}, now,
                        evaluate=True)  # fmt: skip
+    with database.read() as conn:
+        experimented = [p.app_id for p in live if experiments.for_paywall(conn, p.app_id, paywall_id).any]
+    if experimented and not done:
+        # The gateway splits such a paywall by its experiments and ignores experiment_active, so the
+        # split this test would publish would never be served (issue 35: run it as an experiment).
+        return refuse(database, action, f"{', '.join(experimented)}/{paywall_id}: the paywall has experiments "
+                      "(/v1/experiments), which decide its split; run the offer test as one", {}, now,
+                      evaluate=True)  # fmt: skip
     planned: list[tuple[configs.Published, PaywallDocument]] = []
     for published in live:
         leg_no = len(planned) + 1

@@ -16,6 +16,8 @@ from api.app import create_app
 from api.gateway.experiments import flush_exposures
 from tests.support import bearer, run_together
 from tests.support.paywalls import document
+from transforms.experiments.assignment import Weighted
+from transforms.experiments.serving import settled_draw
 from transforms.webhooks import payloads
 from warehouse import audit
 from warehouse.db import Database, utcnow
@@ -274,18 +276,34 @@ def test_racing_first_exposures_record_one_variant_per_user(client: FlaskClient,
 def test_a_first_exposure_another_host_recorded_first_wins_once_written(
     client: FlaskClient, db: Database, workspace: dict
 ) -> None:
-    """This worker answers its own draw at once and queues it; when the write finds another
-    host's exposure for the user, the recorded one is what every later answer serves."""
+    """After a weight change, a user whose draw depends on the version is looked up; with nothing
+    recorded this worker answers its own draw and queues it. When the write finds that another
+    host (still on the old weights) recorded the user first, the recorded variant is what every
+    later answer serves."""
     app_id = workspace["app_id"]
     publish(db, app_id, [1, 1])
     experiment = started(client, workspace)
-    drawn = config(client, app_id, "u1").json["variant"]["variant_id"]
+    changed = client.patch(
+        f"/v1/experiments/{experiment['id']}",
+        json={"variants": [{"variant_id": "v0", "weight": 1}, {"variant_id": "v1", "weight": 3}]},
+        headers=rw(workspace),
+    )
+    assert changed.status_code == 200
+    with db.read() as conn:
+        x = repository.get(conn, workspace["workspace_id"], experiment["id"])
+    splits = (((Weighted("v0", 1), Weighted("v1", 1)), 0.0), (x.variants, 0.0))
+    user = next(
+        f"u{i}" for i in range(1000)
+        if settled_draw(x.salt, (x.variants, 0.0), splits, app_id=app_id, paywall_id="onboarding",
+                        identity=f"u{i}") is None
+    )  # fmt: skip
+    drawn = config(client, app_id, user).json["variant"]["variant_id"]
     other = "v1" if drawn == "v0" else "v0"
-    with db.write() as conn:  # another host, first
+    with db.write() as conn:  # another host, first, under version 1
         repository.record_exposures(conn, [{
-            "experiment_id": experiment["id"], "user_id": "u1", "variant_id": other, "experiment_version": 1,
+            "experiment_id": experiment["id"], "user_id": user, "variant_id": other, "experiment_version": 1,
             "exposed_at": utcnow(),
         }])  # fmt: skip
     assert flush_exposures(client.application) == 1
-    assert exposures(client, db) == {"u1": other}
-    assert config(client, app_id, "u1").json["variant"]["variant_id"] == other
+    assert exposures(client, db) == {user: other}
+    assert config(client, app_id, user).json["variant"]["variant_id"] == other

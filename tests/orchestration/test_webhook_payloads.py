@@ -25,9 +25,12 @@ from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from tests.support import WEBHOOK_KEY
 from tests.support.actions import literal_content
 from tests.support.monitor import CPI_RULE, plant, running_action, times
+from tests.support.paywalls import document
 from tests.support.reports import refresh, seed_lake
 from tests.support.webhook_receiver import Receiver, running_receiver
+from transforms.experiments.assignment import Weighted
 from transforms.integrations.kinds import validate_config
+from transforms.paywall import parse_document
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES
 from transforms.webhooks.envelope import EVENT_TYPES
 from transforms.webhooks.payloads import (
@@ -39,9 +42,12 @@ from transforms.webhooks.payloads import (
     typed_dict_hints,
 )
 from warehouse.actions import repository
-from warehouse.db import Database
+from warehouse.db import Database, utcnow
+from warehouse.experiments import repository as experiments
 from warehouse.integrations import repository as integrations_repo
 from warehouse.lake import LocalLake
+from warehouse.paywalls import configs
+from warehouse.tables import apps
 from warehouse.webhooks import endpoints
 from warehouse.webhooks.outbox import emit_test_event
 from warehouse.webhooks.tables import webhook_events
@@ -159,6 +165,9 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
         logging.getLogger("parity"),
         WEBHOOK_KEY,
     )
+    # experiment.started, then experiment.srm_detected from the refresh below (its experiment_results
+    # asset), on 700 exposures against 300 where the weights expect 500 each; experiment.stopped after.
+    experiment = _skewed_experiment(db, workspace_id)
     # report.payback_updated: a real refresh of the reports over a lake of this workspace.
     seed_lake(data_dir, workspace_id, users=200, days=20)
     with dg.DagsterInstance.ephemeral() as instance:
@@ -179,6 +188,32 @@ def produce_real_events(db: Database, workspace_id: str, receiver: Receiver, dat
     running_action(db, workspace_id, effective, [CPI_RULE])
     checks = monitor_workspace(db, monitor_lake, workspace_id, run_key="parity")
     assert [c.transition for c in checks] == ["rollback"]
+    with db.write() as conn:
+        experiments.transition(conn, workspace_id, experiment, "stop", actor="parity-test")
+
+
+def _skewed_experiment(db: Database, workspace_id: str) -> str:
+    with db.write() as conn:
+        app_id = conn.execute(sa.select(apps.c.id).where(apps.c.workspace_id == workspace_id)).scalar_one()
+        # The sample's variant ids, so that the srm counts' keys compare with the sample's.
+        doc = document([1, 1], False).model_dump(mode="json")
+        for variant, name in zip(doc["variants"], ("control", "annual_first"), strict=True):
+            variant["variant_id"] = name
+        configs.publish(conn, app_id=app_id, paywall_id="onboarding", document=parse_document(doc), actor="t")
+        made = experiments.create(
+            conn, workspace_id=workspace_id, app_id=app_id, paywall_id="onboarding", name="parity",
+            variants=[Weighted("control", 1), Weighted("annual_first", 1)], holdout_pct=0.0,
+            primary_metric="paid_conversion_rate",
+            audience=None, priority=0, actor="parity-test",
+        )  # fmt: skip
+        experiments.transition(conn, workspace_id, made.id, "start", actor="parity-test")
+        at = utcnow()
+        experiments.record_exposures(conn, [
+            {"experiment_id": made.id, "user_id": f"x{i}", "variant_id": "control" if i < 700 else "annual_first",
+             "experiment_version": 1, "exposed_at": at}
+            for i in range(1000)
+        ])  # fmt: skip
+    return made.id
 
 
 def test_every_sample_has_the_shape_of_the_real_event(

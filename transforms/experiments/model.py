@@ -17,6 +17,7 @@ MIN_VARIANTS: Final = 2
 MAX_VARIANTS: Final = 10
 MAX_HOLDOUT_PCT: Final = 90.0  # a holdout of everyone would be no experiment
 NAME_MAX: Final = 200
+MAX_WEIGHT: Final = 1_000_000.0  # weights are relative; a bound keeps their sum finite
 
 # Which transition each action is, from which status.
 TRANSITIONS: Final[dict[str, tuple[Status, Status]]] = {
@@ -44,8 +45,8 @@ def check_variants(variants: Sequence[Weighted], published: Sequence[str] | None
     if len(set(ids)) != len(ids):
         raise DefinitionProblem("variants", "variant_id values must be distinct")
     for i, v in enumerate(variants):
-        if not v.weight >= 0 or v.weight != v.weight or v.weight == float("inf"):
-            raise DefinitionProblem(f"variants.{i}.weight", "must be a finite number ≥ 0")
+        if not 0 <= v.weight <= MAX_WEIGHT:  # NaN fails too
+            raise DefinitionProblem(f"variants.{i}.weight", f"must be a number from 0 to {MAX_WEIGHT:g}")
     if not any(v.weight > 0 for v in variants):
         raise DefinitionProblem("variants", "at least one variant needs a weight above 0")
     if published is None:

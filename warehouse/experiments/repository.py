@@ -336,10 +336,12 @@ def exposure(conn: Connection, experiment_id: str, user_id: str) -> Exposure | N
     return None if row is None else Exposure(row.variant_id, row.experiment_version, row.exposed_at)
 
 
-def record_exposures(conn: Connection, rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
+def record_exposures(
+    conn: Connection, rows: Sequence[dict[str, Any]], read_back: Sequence[tuple[str, str]] | None = None
+) -> dict[tuple[str, str], str]:
     """Record first exposures (experiment_id, user_id, variant_id, experiment_version, exposed_at),
-    each unless the user already has one; returns every pair's recorded variant (the earlier one
-    where it existed: it wins)."""
+    each unless the user already has one; returns the recorded variant (the earlier one where it
+    existed: it wins) of the `read_back` pairs (default: every row's)."""
     if not rows:
         return {}
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
@@ -347,7 +349,7 @@ def record_exposures(conn: Connection, rows: Sequence[dict[str, Any]]) -> dict[t
         conn.execute(
             dialect.insert(ex).on_conflict_do_nothing(index_elements=["experiment_id", "user_id"]), rows[i : i + 500]
         )
-    pairs = sorted({(r["experiment_id"], r["user_id"]) for r in rows})
+    pairs = sorted({(r["experiment_id"], r["user_id"]) for r in rows} if read_back is None else set(read_back))
     recorded: dict[tuple[str, str], str] = {}
     for i in range(0, len(pairs), 400):
         chunk = pairs[i : i + 400]

@@ -38,6 +38,7 @@ from tests.support.engine import Campaign, signal_rows, write_lake
 from transforms.actions import ActionContent
 from transforms.actions import proposals as gen
 from transforms.adaccounts.kinds import validate_config
+from transforms.experiments.assignment import Weighted
 from transforms.paywall import parse_document
 from transforms.reports.schemas import SPEND_SCHEMA
 from transforms.webhooks.payloads import PAYLOAD_TYPES, conformance
@@ -46,6 +47,7 @@ from warehouse.actions import executions as ledger
 from warehouse.actions import repository as repo
 from warehouse.adaccounts import repository as accounts
 from warehouse.db import Database
+from warehouse.experiments import repository as experiments
 from warehouse.lake import Lake
 from warehouse.paywalls import configs
 from warehouse.reports.report_lake import write_spend_raw
@@ -637,6 +639,34 @@ def test_an_offer_test_publishes_the_split_config_and_finishing_publishes_the_co
         back = configs.live(conn, app_id=app_id, paywall_id="onboarding")
     assert [p.version for p in finished] == [3] and again == []
     assert back is not None and back.version == 3 and back.document == live
+
+
+def test_an_offer_test_on_a_paywall_with_experiments_is_refused_and_publishes_nothing(
+    db: Database, lake: Lake, workspace: dict
+) -> None:
+    """Such a paywall is split by its experiments; an experiment_active document would never be served."""
+    ws, app_id = workspace["workspace_id"], workspace["app_id"]
+    live = parse_document({"experiment_active": False, "variants": [
+        {"variant_id": "main", "layout": "standard", "offers": [offer("annual_49", 4999)], "traffic_weight": 1},
+        {"variant_id": "spare", "layout": "standard", "offers": [offer("annual_39", 3999)], "traffic_weight": 1},
+    ]})  # fmt: skip
+    with db.write() as conn:
+        configs.publish(conn, app_id=app_id, paywall_id="onboarding", document=live, actor="ops@acme")
+        experiments.create(
+            conn, workspace_id=ws, app_id=app_id, paywall_id="onboarding", name="spare vs main",
+            variants=[Weighted("main", 1), Weighted("spare", 1)], holdout_pct=0.0,
+            primary_metric="paid_conversion_rate", audience=None, priority=0, actor="ops@acme",
+        )  # fmt: skip
+    test = {"paywall_id": "onboarding", "country": "US", "control_offer": "annual_49", "treatment_offer": "annual_39"}
+    action_id = propose(db, ws, "offer_test", test)
+    with db.write() as conn:
+        repo.transition(conn, workspace_id=ws, action_id=action_id, trigger="approve", actor="ana@acme.com")
+
+    outcome = execute(db, lake, KEY, action_id=action_id, kind="apply")
+
+    assert outcome.result == "rejected" and "the paywall has experiments" in outcome.message
+    with db.read() as conn:
+        assert configs.live(conn, app_id=app_id, paywall_id="onboarding").version == 1  # type: ignore[union-attr]
 
 
 @pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: adaccounts/repository.py, adaccounts/lake.py")
