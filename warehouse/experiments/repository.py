@@ -33,6 +33,7 @@ from transforms.ids import new_id
 from transforms.webhooks import payloads
 from warehouse import audit
 from warehouse.db import utcnow
+from warehouse.entitlements.tables import entitlement_grants as g
 from warehouse.errors import NotFound, TransitionRefused
 from warehouse.experiments.tables import experiment_exposures as ex
 from warehouse.experiments.tables import experiment_versions as ev
@@ -374,8 +375,6 @@ def first_seen(conn: Connection, app_id: str, user_id: str) -> datetime | None:
     earliest of their first purchase in the ledger and their first exposure to any of the app's
     experiments (None: neither). The lake's events know more, but are not read on the gateway's
     hot path."""
-    from warehouse.entitlements.tables import entitlement_grants as g
-
     purchase = conn.execute(
         sa.select(sa.func.min(g.c.created_at)).where(g.c.app_id == app_id, g.c.user_id == user_id)
     ).scalar()
