@@ -15,6 +15,7 @@ run once per session, not once per test.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import time
 import uuid
@@ -84,6 +85,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from tests.scheduling import InterleavedLongestFirst
 
     return InterleavedLongestFirst(config, log)
+
+
+# Seconds an xdist worker may take to exit after its last test before it prints every thread's
+# stack and ends itself: a worker stuck in an exit hook (a thread's join, an atexit writer) would
+# otherwise hold the run until CI's limit with nothing to say where (stop 38's submission).
+WORKER_EXIT_S = 120
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        faulthandler.dump_traceback_later(WORKER_EXIT_S, exit=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -78,7 +79,8 @@ class ExposureWriter:
         self._db = db
         self._on_recorded = on_recorded
         self._queue: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the queue
+        self._flushing = threading.Lock()  # one write of the queue at a time
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = 0
@@ -94,24 +96,23 @@ class ExposureWriter:
             full = len(self._queue) >= self.BATCH
             if self._thread is None or self._pid != os.getpid():  # started in the worker, after a fork
                 self._pid = os.getpid()
-                self._thread = threading.Thread(target=self._run, name="flokit-exposures", daemon=True)
+                self._wake = threading.Event()  # a parent's event is not this process's to share
+                self._thread = threading.Thread(
+                    target=_write_queued, args=(weakref.ref(self), self._wake), name="flokit-exposures", daemon=True
+                )
                 self._thread.start()
-                atexit.register(self.flush)
+                _LIVE_WRITERS.add(self)
         if full:
             self._wake.set()
 
-    def _run(self) -> None:
-        while True:
-            self._wake.wait(self.FLUSH_S)
-            self._wake.clear()
-            try:
-                self.flush()
-            except Exception:  # the database away: the rows stay queued for the next round
-                log.exception("writing exposures failed; %d queued for the next attempt", len(self._queue))
-                time.sleep(1.0)
-
     def flush(self) -> int:
-        """Write what is queued now; returns how many rows were written."""
+        """Write what is queued now; returns how many rows were written. A flush begun meanwhile
+        (the thread's) is waited for first, so when this returns every exposure queued before the
+        call is recorded: what a test or an exit relies on."""
+        with self._flushing:
+            return self._write_queued()
+
+    def _write_queued(self) -> int:
         with self._lock:
             rows, self._queue = self._queue, []
         if not rows:
@@ -128,6 +129,39 @@ class ExposureWriter:
             raise
         self._on_recorded(recorded)
         return len(rows)
+
+
+def _write_queued(writer_ref: weakref.ref[ExposureWriter], wake: threading.Event) -> None:
+    """The writer's thread. It holds the writer only while writing: when the app that owns the
+    writer is gone (a test's app, a reloaded one), the thread ends instead of waking forever."""
+    while True:
+        wake.wait(ExposureWriter.FLUSH_S)
+        wake.clear()
+        writer = writer_ref()
+        if writer is None:
+            return
+        try:
+            writer.flush()
+        except Exception:  # the database away: the rows stay queued for the next round
+            log.exception("writing exposures failed; %d queued for the next attempt", len(writer._queue))
+            time.sleep(1.0)
+        del writer
+
+
+# The writers with a thread in this process, written once more when it exits (gunicorn's graceful
+# stop, `flokit up` stopping): one exit hook for all of them, holding none of them alive.
+_LIVE_WRITERS: weakref.WeakSet[ExposureWriter] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for writer in list(_LIVE_WRITERS):
+        if writer._pid != os.getpid():
+            continue  # a parent's writer: its rows are the parent's to write
+        try:
+            writer.flush()
+        except Exception as exc:  # nothing left to retry with: say what is not recorded
+            log.warning("exposures not written at exit (%d): %s", len(writer._queue), exc)
 
 
 class LiveExperiments:

@@ -17,7 +17,7 @@ from api.gateway.experiments import flush_exposures
 from tests.support import bearer, run_together
 from tests.support.paywalls import document
 from transforms.experiments.assignment import Weighted
-from transforms.experiments.serving import settled_draw
+from transforms.experiments.serving import first_variant, settled_draw
 from transforms.webhooks import payloads
 from warehouse import audit
 from warehouse.db import Database, utcnow
@@ -297,13 +297,13 @@ def test_a_first_exposure_another_host_recorded_first_wins_once_written(
         if settled_draw(x.salt, (x.variants, 0.0), splits, app_id=app_id, paywall_id="onboarding",
                         identity=f"u{i}") is None
     )  # fmt: skip
-    drawn = config(client, app_id, user).json["variant"]["variant_id"]
+    drawn = first_variant(x.salt, x.variants, x.holdout_pct, app_id=app_id, paywall_id="onboarding", identity=user)
     other = "v1" if drawn == "v0" else "v0"
-    with db.write() as conn:  # another host, first, under version 1
+    with db.write() as conn:  # another host, first, under version 1: committed after this worker drew
         repository.record_exposures(conn, [{
             "experiment_id": experiment["id"], "user_id": user, "variant_id": other, "experiment_version": 1,
             "exposed_at": utcnow(),
         }])  # fmt: skip
-    assert flush_exposures(client.application) == 1
-    assert exposures(client, db) == {user: other}
+        assert config(client, app_id, user).json["variant"]["variant_id"] == drawn  # nothing recorded it sees
+    assert exposures(client, db) == {user: other}  # this worker's insert did nothing
     assert config(client, app_id, user).json["variant"]["variant_id"] == other

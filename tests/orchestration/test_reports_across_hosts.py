@@ -4,6 +4,7 @@ the published store live in a real object store (SeaweedFS), each host keeps its
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,14 +14,14 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from tests.support import free_port
+from tests.support import free_port, wait_for
 from tests.support.money import reports_database
 from tests.support.objects import bucket_keys
 from tests.support.reports import refresh, seed_lake
 from warehouse.objects import ObjectStore
 from warehouse.paths import DataPaths
 from warehouse.reports import report_lake, serving
-from warehouse.reports.published import POINTER, ReportCopy
+from warehouse.reports.published import POINTER, Follower, ReportCopy
 from warehouse.settings import Settings
 
 
@@ -102,6 +103,19 @@ def test_a_refresh_on_a_worker_is_served_by_an_api_host_that_shares_no_disk(
     outage = ReportCopy(api_paths, dead).sync()
     assert outage.error is not None and "could not read" in outage.error and outage.version == second.version
     assert payback(api_paths.reports).height > 0
+
+    # A host's follower says so once per outage (each attempt's error text differs: it names how
+    # long the client tried), and once when the store answers again.
+    said: list[str] = []
+    follower = Follower(ReportCopy(api_paths, dead), said.append, poll_s=0.01)
+    try:
+        time.sleep(2.0)  # several failed polls (each takes the client's retries, about 0.4 s)
+        assert [line.split(":")[0] for line in said] == ["object store unreachable"]
+        follower.copy = ReportCopy(api_paths, store)
+        wait_for(lambda: len(said) == 2, 60, "the store reachable again")
+        assert said[1] == "object store reachable again"
+    finally:
+        follower.stop()
 
 
 def test_an_api_host_that_cannot_reach_the_store_and_holds_no_copy_is_not_ready(

@@ -186,8 +186,9 @@ class Follower:
         self.log = log
         self.poll_s = poll_s
         self.last = copy.sync()
-        self._said: str | None = None
+        self._in_outage = False
         self._report(self.last)
+        self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="flokit-reports-follower", daemon=True)
         self._thread.start()
 
@@ -196,17 +197,23 @@ class Follower:
         last = self.last
         return last.error if last.version is None and last.error else None
 
+    def stop(self) -> None:
+        """End the thread after its current round (for a test or a process that keeps running)."""
+        self._stopped.set()
+        self._thread.join()
+
     def _run(self) -> None:
-        while True:
-            time.sleep(self.poll_s)
+        while not self._stopped.wait(self.poll_s):
             self.last = self.copy.sync()
             self._report(self.last)
 
     def _report(self, result: SyncResult) -> None:
         if result.changed and result.version:
             self.log(f"published reports {result.version.key} ({result.bytes_downloaded} bytes) now served")
-        if result.error != self._said:  # once per outage, and once when it ends
-            self._said = result.error
+        # Once when an outage begins and once when it ends: the error's text differs from one
+        # attempt to the next (the client names how long it tried), so it is not what is compared.
+        if (result.error is not None) != self._in_outage:
+            self._in_outage = result.error is not None
             kept = f"; serving {result.version.key}" if result.version else "; no copy to serve yet"
             self.log(
                 f"object store unreachable: {result.error}{kept}" if result.error else "object store reachable again"
