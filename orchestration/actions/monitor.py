@@ -33,16 +33,26 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from orchestration.actions.offer_gateway import experiment_ids
 from orchestration.actions.offer_gateway import finish_offer_test as publish_back
 from orchestration.resources import DatabaseResource, DataDirResource
 from transforms.actions.monitoring import Outcome, evaluate, observation_over
 from transforms.actions.rules import RollbackRule, rules_from_dicts
-from transforms.actions.verdict import announce, breach_note, decide, publishes_control_back
+from transforms.actions.verdict import (
+    TestReading,
+    announce,
+    breach_note,
+    decide,
+    decide_offer_test,
+    read_experiment,
+    read_experiments,
+)
 from transforms.webhooks import payloads
 from warehouse.actions import repository
 from warehouse.actions.policy import policy_for
-from warehouse.db import Database
+from warehouse.db import Connection, Database
 from warehouse.errors import TransitionRefused
+from warehouse.experiments.results import stored as stored_results
 from warehouse.fx import reporting_currencies
 from warehouse.lake import Lake
 from warehouse.reports import report_lake
@@ -50,6 +60,7 @@ from warehouse.webhooks.outbox import emit_event
 
 ACTOR = "flokit monitor"
 GUARDRAIL = "rollback_rule"
+EXPERIMENT_RULE = "experiment"  # an offer test's evaluation of its experiments' results
 MONITOR_VERSION = "monitor-1"
 SIGNALS_KEY = dg.AssetKey(report_lake.ACTION_SIGNALS)
 # What the executor provides for offer tests (docs/actions-engine.md): publish the control (or the
@@ -72,6 +83,7 @@ class ActionCheck:
     workspace_id: str
     outcomes: dict[str, str] = field(default_factory=dict)  # rule id → pending|inconclusive|ok|breach
     transition: str | None = None  # rollback | complete
+    publish: str | None = None  # an offer test completed: what ending it publishes (control | winner)
     already_evaluated: bool = False
     webhooks: int = 0
 
@@ -123,8 +135,8 @@ def monitor_workspace(
         spend_rows = spend.filter(pl.col("spend_date") >= since).collect()
         check = _check(database, action, rules, frame, spend_rows, at, run_key, currency)
         checks.append(check)
-        if publishes_control_back(check.transition, action.type) and finish_offer_test is not None:
-            finish_offer_test(action, "control")
+        if check.publish is not None and finish_offer_test is not None:
+            finish_offer_test(action, check.publish)
     return checks
 
 
@@ -211,7 +223,15 @@ def _check(
                 check.webhooks += 1
         policy = policy_for(conn, workspace_id=action.workspace_id)
         window_over = observation_over(action.effective_at, now, policy.observation_days)
-        decision = decide([(r, d) for r, _o, d in breaches], policy, action.type, window_over)
+        stated = [(r, d) for r, _o, d in breaches]
+        publish: str | None = None
+        if action.type == "offer_test":
+            reading = _read_experiments(conn, action, run_key, now, record=not mine)
+            decision, publish = decide_offer_test(stated, policy, window_over, reading)
+            if reading is not None:
+                check.outcomes[EXPERIMENT_RULE] = reading.outcome
+        else:
+            decision = decide(stated, policy, action.type, window_over)
         if decision.trigger is not None:
             try:
                 repository.transition(
@@ -224,9 +244,32 @@ def _check(
                     at=now,
                 )
                 check.transition = decision.trigger
+                check.publish = publish
             except TransitionRefused:
                 pass  # someone (an operator's rollback) moved it since it was read: their decision stands
     return check
+
+
+def _read_experiments(
+    conn: Connection, action: repository.Action, run_key: str, now: datetime, *, record: bool
+) -> TestReading | None:
+    """What the last refresh's results of an offer test's experiments say (None: a test applied
+    before offer tests ran as experiments); recorded as the pass's `experiment` evaluation."""
+    ids = experiment_ids(conn, action.id)
+    if not ids:
+        return None
+    found = stored_results(conn, ids)
+    reading = read_experiments(
+        [read_experiment(found[i].results if i in found else None, i in found and found[i].srm_flagged) for i in ids]
+    )
+    if record:
+        repository.record_evaluation(
+            conn, action_id=action.id, workspace_id=action.workspace_id, kind="monitor", outcome=reading.outcome,
+            detail={"rule_id": EXPERIMENT_RULE, "summary": reading.summary, "experiment_ids": ids,
+                    "figures": reading.figures, "run_key": run_key},
+            engine_version=MONITOR_VERSION, data_as_of=now, at=now,
+        )  # fmt: skip
+    return reading
 
 
 # --------------------------------------------------------------------------------- Dagster

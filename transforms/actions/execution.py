@@ -19,6 +19,7 @@ only gone down.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -27,6 +28,8 @@ from typing import Any
 from transforms.actions.policy import Policy
 from transforms.adaccounts import money
 from transforms.adaccounts.entities import PlatformEntity
+from transforms.experiments.assignment import Weighted
+from transforms.experiments.model import Metric
 from transforms.paywall import PaywallDocument, Variant
 
 # Older registry rows than this are not a basis for a write (the issue: "the data is stale").
@@ -49,6 +52,7 @@ PROPAGATION: dict[tuple[str, str], timedelta] = {
 }
 # A two-arm offer test splits traffic evenly (design note §5.2, "control vs treatment 50/50").
 OFFER_TEST_SPLIT = 0.5
+_COUNTRY = re.compile(r"[A-Z]{2}")
 
 
 @dataclass(frozen=True)
@@ -311,12 +315,15 @@ def _offer(document: PaywallDocument, product_id: str) -> Any:
 def offer_test_document(
     document: PaywallDocument, *, control: str, treatment: str, action_id: str
 ) -> PaywallDocument | str:
-    """The live document turned into a two-arm test: the control variant (the one everyone sees
-    now, the first) and a treatment variant with the control offer replaced by the treatment
-    offer, at `OFFER_TEST_SPLIT`, `experiment_active`. Both offers must be in the live document:
-    FloKit knows an offer's price and terms only from there."""
+    """The live document with the offer test's treatment arm added: the control variant (the one
+    everyone sees now, the first) stays first, and so everyone's default; the treatment variant is
+    the control with the control offer replaced by the treatment offer, appended at weight 0. The
+    split is the experiment's (`offer_test_experiment`), which the gateway serves, not the
+    document's: `experiment_active` stays off, and the other variants stay, since a running
+    experiment may name them. Both offers must be in the live document: FloKit knows an offer's
+    price and terms only from there."""
     if document.experiment_active:
-        return "the paywall already runs an experiment"
+        return "the paywall already splits its traffic by experiment_active; end that split first"
     base = document.variants[0]
     control_offer, treatment_offer = _offer(document, control), _offer(document, treatment)
     if control_offer is None or all(o.product_id != control for o in base.offers):
@@ -325,11 +332,45 @@ def offer_test_document(
         return f"the treatment offer {treatment!r} is not in the live config, so its price and terms are unknown"
     offers = [treatment_offer if o.product_id == control else o for o in base.offers]
     arm = Variant(
-        variant_id=f"treatment_{action_id}"[:100],
+        variant_id=treatment_variant_id(action_id),
         layout=base.layout,
         offers=offers,
         cta_copy=base.cta_copy,
-        traffic_weight=1 - OFFER_TEST_SPLIT,
+        traffic_weight=0.0,
     )
-    control_arm = base.model_copy(update={"traffic_weight": OFFER_TEST_SPLIT})
-    return PaywallDocument(experiment_active=True, variants=[control_arm, arm])
+    return PaywallDocument(experiment_active=False, variants=[*document.variants, arm])
+
+
+def treatment_variant_id(action_id: str) -> str:
+    return f"treatment_{action_id}"[:100]
+
+
+@dataclass(frozen=True)
+class OfferTestExperiment:
+    """The experiment an approved offer test starts on each app's paywall."""
+
+    name: str
+    variants: tuple[Weighted, Weighted]  # control first
+    primary_metric: Metric
+    audience: dict[str, Any] | None
+
+
+def offer_test_experiment(
+    parameters: dict[str, Any], *, control_variant_id: str, action_id: str
+) -> OfferTestExperiment:
+    """Control against treatment at `OFFER_TEST_SPLIT`, read on revenue per user at D14 (the
+    design's `arpu_d14`, which weighs the treatment's price and its conversion together), for the
+    users of the country the test was proposed for (the audience's `country`; a test proposed for
+    no single country takes everyone)."""
+    country = str(parameters.get("country") or "")
+    control, treatment = str(parameters.get("control_offer")), str(parameters.get("treatment_offer"))
+    where = f" in {country}" if _COUNTRY.fullmatch(country) else ""
+    return OfferTestExperiment(
+        name=f"Offer test: {treatment} against {control}{where}"[:200],
+        variants=(
+            Weighted(control_variant_id, OFFER_TEST_SPLIT),
+            Weighted(treatment_variant_id(action_id), 1 - OFFER_TEST_SPLIT),
+        ),
+        primary_metric="revenue_per_user_d14",
+        audience={"country": [country]} if where else None,
+    )

@@ -21,6 +21,8 @@ from flask.testing import FlaskClient
 from clients.ad_platform import Retrier
 from orchestration.actions.executor import EXECUTOR, execute, finish_offer_test
 from orchestration.actions.jobs import execute_action_job, execute_run_config
+from orchestration.actions.monitor import ACTOR as MONITOR
+from orchestration.actions.monitor import monitor_workspace, run_key_for
 from orchestration.actions.sensors import build_execute_action_sensor, execute_action_failure_sensor
 from orchestration.adaccounts.sync import client_for, sync_accounts
 from orchestration.resources import DatabaseResource, DataDirResource, InstanceKeyResource
@@ -35,6 +37,7 @@ from tests.providers.apple_search_ads_fake import (
 from tests.providers.meta_graph_fake import ACCOUNT, TOKEN, MetaGraphFake
 from tests.support import bearer
 from tests.support.engine import Campaign, signal_rows, write_lake
+from tests.support.experiments import plant_results
 from transforms.actions import ActionContent
 from transforms.actions import proposals as gen
 from transforms.adaccounts.kinds import validate_config
@@ -42,6 +45,7 @@ from transforms.experiments.assignment import Weighted
 from transforms.paywall import parse_document
 from transforms.reports.schemas import SPEND_SCHEMA
 from transforms.webhooks.payloads import PAYLOAD_TYPES, conformance
+from warehouse import audit
 from warehouse.actions import engine_inputs
 from warehouse.actions import executions as ledger
 from warehouse.actions import repository as repo
@@ -604,69 +608,157 @@ def offer(product_id: str, price: int) -> dict[str, Any]:
             "billing_period": "yearly", "trial_days": 7}  # fmt: skip
 
 
+LIVE = {"experiment_active": False, "variants": [
+    {"variant_id": "main", "layout": "standard", "offers": [offer("annual_49", 4999)], "traffic_weight": 1},
+    {"variant_id": "spare", "layout": "standard", "offers": [offer("annual_39", 3999)], "traffic_weight": 0},
+]}  # fmt: skip
+OFFER_TEST = {"paywall_id": "onboarding", "country": "US", "control_offer": "annual_49", "treatment_offer": "annual_39"}
+
+
+def approved_offer_test(db: Database, workspace: dict) -> str:
+    with db.write() as conn:
+        configs.publish(
+            conn, app_id=workspace["app_id"], paywall_id="onboarding", document=parse_document(LIVE), actor="ops@acme"
+        )
+    action_id = propose(db, workspace["workspace_id"], "offer_test", OFFER_TEST)
+    with db.write() as conn:
+        repo.transition(
+            conn, workspace_id=workspace["workspace_id"], action_id=action_id, trigger="approve", actor="ana@acme.com"
+        )
+    return action_id
+
+
 @pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: actions/executions.py, paywalls/configs.py")
-def test_an_offer_test_publishes_the_split_config_and_finishing_publishes_the_control_back(
+def test_an_offer_test_runs_as_an_experiment_and_finishing_stops_it_and_publishes_the_control_back(
     db: Database, lake: Lake, workspace: dict
 ) -> None:
     ws, app_id = workspace["workspace_id"], workspace["app_id"]
-    live = parse_document({"experiment_active": False, "variants": [
-        {"variant_id": "main", "layout": "standard", "offers": [offer("annual_49", 4999)], "traffic_weight": 1},
-        {"variant_id": "spare", "layout": "standard", "offers": [offer("annual_39", 3999)], "traffic_weight": 0},
-    ]})  # fmt: skip
-    with db.write() as conn:
-        configs.publish(conn, app_id=app_id, paywall_id="onboarding", document=live, actor="ops@acme")
-    test = {"paywall_id": "onboarding", "country": "US", "control_offer": "annual_49", "treatment_offer": "annual_39"}
-    action_id = propose(db, ws, "offer_test", test)
-    with db.write() as conn:
-        repo.transition(conn, workspace_id=ws, action_id=action_id, trigger="approve", actor="ana@acme.com")
+    action_id = approved_offer_test(db, workspace)
 
     outcome = execute(db, lake, KEY, action_id=action_id, kind="apply")
 
     with db.read() as conn:
         published = configs.live(conn, app_id=app_id, paywall_id="onboarding")
+        running = experiments.for_paywall(conn, app_id, "onboarding").running
+        events = conn.execute(sa.select(webhook_events.c.type)).scalars().all()
     assert outcome.result == "running" and published is not None and published.version == 2
-    assert published.document.experiment_active
-    assert [(v.offers[0].product_id, v.traffic_weight) for v in published.document.variants] == [
-        ("annual_49", 0.5), ("annual_39", 0.5)]  # fmt: skip
+    # Everyone outside the test keeps the first variant; the treatment arm is added, served only by the experiment.
+    assert not published.document.experiment_active
+    assert [(v.variant_id, v.offers[0].product_id, v.traffic_weight) for v in published.document.variants] == [
+        ("main", "annual_49", 1.0), ("spare", "annual_39", 0.0),
+        (f"treatment_{action_id}", "annual_39", 0.0)]  # fmt: skip
+    [experiment] = running
+    assert experiment.name == "Offer test: annual_39 against annual_49 in US"
+    assert [(v.variant_id, v.weight) for v in experiment.variants] == [("main", 0.5), (f"treatment_{action_id}", 0.5)]
+    assert (experiment.audience, experiment.primary_metric) == ({"country": ["US"]}, "revenue_per_user_d14")
+    assert experiment.created_by == EXECUTOR and "experiment.started" in events
     [leg] = rows(db, action_id, "apply")
     assert (leg.before, leg.after, leg.state) == ({"version": 1}, {"version": 2, "split": 0.5}, "verified")
+    assert leg.last_request["experiment_id"] == experiment.id
     assert action(db, ws, action_id).status == "running"
+    again = execute(db, lake, KEY, action_id=action_id, kind="apply")  # a retried apply starts nothing more
+    with db.read() as conn:
+        assert len(experiments.listed(conn, ws, app_id=app_id, paywall_id="onboarding")) == 1
+    assert again.result in ("running", "skipped"), again
 
     finished = finish_offer_test(db, action(db, ws, action_id), publish="control")
-    again = finish_offer_test(db, action(db, ws, action_id), publish="control")  # idempotent
+    repeated = finish_offer_test(db, action(db, ws, action_id), publish="control")  # idempotent
 
     with db.read() as conn:
         back = configs.live(conn, app_id=app_id, paywall_id="onboarding")
-    assert [p.version for p in finished] == [3] and again == []
-    assert back is not None and back.version == 3 and back.document == live
+        stopped = experiments.get(conn, ws, experiment.id)
+    assert [p.version for p in finished] == [3] and repeated == []
+    assert back is not None and back.version == 3 and back.document == parse_document(LIVE)
+    assert stopped.status == "stopped" and stopped.shipped_variant_id is None
 
 
-def test_an_offer_test_on_a_paywall_with_experiments_is_refused_and_publishes_nothing(
+def test_a_won_offer_test_is_finished_by_shipping_the_treatment(db: Database, lake: Lake, workspace: dict) -> None:
+    ws, app_id = workspace["workspace_id"], workspace["app_id"]
+    action_id = approved_offer_test(db, workspace)
+    assert execute(db, lake, KEY, action_id=action_id, kind="apply").result == "running"
+    with db.read() as conn:
+        [experiment] = experiments.for_paywall(conn, app_id, "onboarding").running
+
+    [shipped] = finish_offer_test(db, action(db, ws, action_id), publish="winner")
+
+    with db.read() as conn:
+        stopped = experiments.get(conn, ws, experiment.id)
+        entries = audit.entries(conn, workspace_id=ws)
+    treatment = f"treatment_{action_id}"
+    assert shipped.version == 3 and not shipped.document.experiment_active
+    assert [v.variant_id for v in shipped.document.variants] == [treatment, "main", "spare"]
+    assert shipped.document.variants[0].offers[0].product_id == "annual_39"
+    assert (stopped.status, stopped.shipped_variant_id) == ("stopped", treatment)
+    assert any(e["action"] == "experiment.shipped" and e["subject_id"] == experiment.id for e in entries)
+
+
+@pytest.mark.both_backends(reason="the monitor reads results the refresh upserted per dialect")
+def test_the_monitor_reads_the_offer_tests_experiment_and_ships_the_treatment_that_won(
     db: Database, lake: Lake, workspace: dict
 ) -> None:
-    """Such a paywall is split by its experiments; an experiment_active document would never be served."""
     ws, app_id = workspace["workspace_id"], workspace["app_id"]
-    live = parse_document({"experiment_active": False, "variants": [
-        {"variant_id": "main", "layout": "standard", "offers": [offer("annual_49", 4999)], "traffic_weight": 1},
-        {"variant_id": "spare", "layout": "standard", "offers": [offer("annual_39", 3999)], "traffic_weight": 1},
-    ]})  # fmt: skip
+    action_id = approved_offer_test(db, workspace)
+    assert execute(db, lake, KEY, action_id=action_id, kind="apply").result == "running"
+    with db.read() as conn:
+        [experiment] = experiments.for_paywall(conn, app_id, "onboarding").running
+    treatment = f"treatment_{action_id}"
+
+    def check(run: int) -> Any:
+        [done] = monitor_workspace(
+            db, lake, ws, run_key=run_key_for(run),
+            finish_offer_test=lambda a, publish: finish_offer_test(db, a, publish=publish),
+        )  # fmt: skip
+        return done
+
+    waiting = check(1)  # no refresh has computed results yet
+    assert (waiting.outcomes, waiting.transition) == ({"experiment": "pending"}, None)
+    # 20 % against 26 % paid at 9.99, 3 000 users each, results computed 20 days in (D14 matured).
+    plant_results(db, workspace, experiment.id, {"main": (3000, 600), treatment: (3000, 780)})
+    decided = check(2)
+
+    assert (decided.outcomes, decided.transition, decided.publish) == ({"experiment": "ok"}, "complete", "winner")
+    with db.read() as conn:
+        finished = repo.get_action(conn, workspace_id=ws, action_id=action_id)
+        steps = repo.transitions(conn, workspace_id=ws, action_id=action_id)
+        shipped = experiments.get(conn, ws, experiment.id)
+        live = configs.live(conn, app_id=app_id, paywall_id="onboarding")
+        evaluations = [e for e in repo.evaluations(conn, workspace_id=ws, action_id=action_id) if e.kind == "monitor"]
+    assert finished.status == "completed" and steps[-1].actor == MONITOR
+    assert steps[-1].note is not None and steps[-1].note.startswith(
+        "Experiment results: chance the treatment beats the control 100.0% over 3,000 and 3,000 users"
+    )
+    assert (shipped.status, shipped.shipped_variant_id) == ("stopped", treatment)
+    assert live is not None and live.document.variants[0].variant_id == treatment
+    assert [e.outcome for e in evaluations] == ["pending", "ok"]
+    assert evaluations[-1].detail["experiment_ids"] == [experiment.id]
+    assert evaluations[-1].detail["figures"]["exposed_users"] == [3000, 3000]
+
+
+def test_an_offer_test_on_a_paywall_with_a_running_experiment_is_refused_and_publishes_nothing(
+    db: Database, lake: Lake, workspace: dict
+) -> None:
+    """The first running experiment whose audience holds takes a user: the test would get only what it leaves."""
+    ws, app_id = workspace["workspace_id"], workspace["app_id"]
     with db.write() as conn:
-        configs.publish(conn, app_id=app_id, paywall_id="onboarding", document=live, actor="ops@acme")
-        experiments.create(
+        configs.publish(conn, app_id=app_id, paywall_id="onboarding", document=parse_document(LIVE), actor="ops@acme")
+        other = experiments.create(
             conn, workspace_id=ws, app_id=app_id, paywall_id="onboarding", name="spare vs main",
             variants=[Weighted("main", 1), Weighted("spare", 1)], holdout_pct=0.0,
             primary_metric="paid_conversion_rate", audience=None, priority=0, actor="ops@acme",
         )  # fmt: skip
-    test = {"paywall_id": "onboarding", "country": "US", "control_offer": "annual_49", "treatment_offer": "annual_39"}
-    action_id = propose(db, ws, "offer_test", test)
+        experiments.transition(conn, ws, other.id, "start", actor="ops@acme")
+    action_id = propose(db, ws, "offer_test", OFFER_TEST)
     with db.write() as conn:
         repo.transition(conn, workspace_id=ws, action_id=action_id, trigger="approve", actor="ana@acme.com")
 
     outcome = execute(db, lake, KEY, action_id=action_id, kind="apply")
 
-    assert outcome.result == "rejected" and "the paywall has experiments" in outcome.message
+    assert outcome.result == "rejected" and f"the paywall runs experiments: {app_id}/onboarding ({other.id})" in (
+        outcome.message
+    )
     with db.read() as conn:
         assert configs.live(conn, app_id=app_id, paywall_id="onboarding").version == 1  # type: ignore[union-attr]
+        assert len(experiments.listed(conn, ws, app_id=app_id, paywall_id="onboarding")) == 1
 
 
 @pytest.mark.both_backends(reason="PostgreSQL coverage of warehouse/: adaccounts/repository.py, adaccounts/lake.py")
