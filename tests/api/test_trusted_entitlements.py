@@ -99,7 +99,7 @@ def test_a_signed_answer_verifies_against_the_pinned_root(
 def test_without_a_nonce_nothing_changes(client: FlaskClient, workspace: dict, root: bytes) -> None:
     answer = ask(client, workspace, "user-7", None)
     assert answer.status_code == 200 and answer.json == {"active": False, "source": "none"}
-    assert not [h for h in answer.headers if h.lower().startswith("x-signature")]
+    assert not [name for name, _ in answer.headers if name.lower().startswith("x-signature")]
 
 
 @pytest.mark.parametrize("bad", ["", "abc", base64.b64encode(b"x" * 8).decode(), base64.b64encode(b"x" * 40).decode()])
@@ -179,6 +179,7 @@ def test_missing_headers_are_a_forgery(client: FlaskClient, workspace: dict, roo
         check(root, nonce(), "user-7", answer)
 
 
+@pytest.mark.both_backends(reason="a rotation read back by the API process: the published set's query on each backend")
 def test_a_rotation_reaches_the_api_and_old_answers_keep_verifying(
     app: Flask, client: FlaskClient, db: Database, workspace: dict, root: bytes
 ) -> None:
