@@ -89,6 +89,8 @@ def test_a_signed_answer_verifies_against_the_pinned_root(
     chain = base64.b64decode(answer.headers["X-Signature-Intermediate"])
     assert answer.headers["X-Signature-Key-Id"] == trusted.kid(chain[:32])
     assert answer.headers["Cache-Control"] == "private, no-store"
+    vary = {v.strip().lower() for v in answer.headers["Vary"].split(",")}
+    assert {"x-app-key", "x-app-token", "x-user-id", "x-nonce"} <= vary
     # The current read, with its identity in the query and the query signed as sent.
     target = "/api/entitlements/current?userId=user-7&x=%20y"
     current = client.get(target, headers={"x-app-key": workspace["app_key"], "x-nonce": sent})
