@@ -14,6 +14,7 @@ from warehouse.db import SQLITE_FILE_MODE, Database, sqlite_files, sqlite_path
 from warehouse.durability import durability_warnings
 from warehouse.instance_key import ensure_instance_key
 from warehouse.settings import DATA_DIR_MODE, Settings, instance_key_for
+from warehouse.signing import keys as signing_keys
 from warehouse.webhooks.endpoints import seal_plaintext_secrets
 
 
@@ -35,6 +36,7 @@ def upgrade(app: App) -> None:
     tightened += secure_data_dir(settings)  # files the upgrade itself created (-wal, -shm, .writers)
     key_file = ensure_instance_key(settings)
     seal_webhook_secrets(settings, database)
+    root_kid = ensure_signing_root(settings, database)
     warnings = warn_if_not_durable(database)
     app.emit(
         {
@@ -44,6 +46,7 @@ def upgrade(app: App) -> None:
             "durability_warnings": warnings,
             "tightened": tightened,
             "instance_key": str(key_file) if key_file else "FLOKIT_SECRET_KEY",
+            "signing_root_kid": root_kid,
         },
         f"database migrated to {', '.join(after)} (was {', '.join(before) or 'empty'})",
     )
@@ -61,6 +64,23 @@ def seal_webhook_secrets(settings: Settings, database: Database) -> int:
     if count:
         click.echo(f"sealed {count} webhook signing secret(s) stored in plaintext", err=True)
     return count
+
+
+def ensure_signing_root(settings: Settings, database: Database) -> str | None:
+    """Create the root key that signs entitlement answers' intermediates when there is none
+    (issue 36); its kid. After the migrations, like the sealing above: the root is sealed with the
+    instance key, which only exists once `ensure_instance_key` ran. Apps pin its public key
+    (`flokit admin signing-keys show`), so it is created once and never replaced here."""
+    key = settings.instance_key or instance_key_for(os.environ, settings.data_dir)
+    if key is None:
+        return None
+    with database.write() as conn:
+        root, created = signing_keys.ensure_root(conn, instance_key=key)
+    if created:
+        click.echo(
+            f"created the root signing key {root.kid} (pin it in apps: flokit admin signing-keys show)", err=True
+        )
+    return root.kid
 
 
 def secure_data_dir(settings: Settings) -> list[str]:

@@ -19,6 +19,7 @@ from cli.notifications import notifications
 from cli.paywalls import paywalls
 from cli.refresh import refresh
 from cli.serve import serve
+from cli.signing import signing_keys
 from cli.up import up
 from cli.webhooks import webhooks
 
@@ -35,6 +36,7 @@ admin.add_command(apps)  # `flokit admin apps stores ...`
 admin.add_command(notifications)  # `flokit admin notifications replay ...`
 admin.add_command(actions)  # `flokit admin actions policy ...`
 admin.add_command(ad_accounts)  # `flokit admin ad-accounts ...`
+admin.add_command(signing_keys)  # `flokit admin signing-keys show|rotate`
 main.add_command(db)
 main.add_command(admin)
 main.add_command(up)

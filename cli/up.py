@@ -33,7 +33,7 @@ from cli.admin import login_url
 from cli.console import LogRotation, RunWatch, warnings_to
 from cli.context import App, pass_app
 from cli.dagster_instance import RUNNING_LOCK, InstanceBusy, InstanceDamaged, holding, prepare_instance
-from cli.db import seal_webhook_secrets, secure_data_dir, warn_if_not_durable
+from cli.db import ensure_signing_root, seal_webhook_secrets, secure_data_dir, warn_if_not_durable
 from cli.demo import UP_DAYS, UP_SEED, UP_USERS, instance_key, seed_workspace
 from cli.location import LocationWatch
 from cli.supervisor import Child, RestartPolicy, Supervisor, stop_requested
@@ -184,6 +184,7 @@ def _up(app: App, no_bootstrap: bool, workers: int, verbose: bool) -> int:
     click.echo(f"database {settings.database_url.split('@')[-1]} at revision {', '.join(applied)}")
     if instance_key(settings):  # created as `flokit db upgrade` would; signing secrets are sealed with it
         seal_webhook_secrets(settings, database)
+        ensure_signing_root(settings, database)
     warn_if_not_durable(database)
     created = None
     if not no_bootstrap:

@@ -42,6 +42,7 @@ TABLE_MODULES = (
     "warehouse.paywalls.tables",
     "warehouse.entitlements.tables",
     "warehouse.reports.tables",
+    "warehouse.signing.tables",
     "warehouse.webhooks.tables",
 )
 

@@ -4,4 +4,4 @@ from flask import Blueprint
 
 blueprint = Blueprint("gateway", __name__)
 
-from api.gateway import config, entitlements, events, token  # noqa: E402,F401  (routes register themselves on the blueprint)
+from api.gateway import config, entitlements, events, token, trusted  # noqa: E402,F401  (routes register themselves on the blueprint)

@@ -18,6 +18,7 @@ from api.context import state
 from api.errors import ApiError
 from api.gateway import blueprint
 from api.gateway.auth import require_app, require_user
+from api.gateway.trusted import NONCE_DOC, SIGNED_HEADERS_DOC, SIGNED_RESPONSE_HEADERS, requested_nonce, sign
 from api.notifications.framework import StoreTimeout, StoreUnavailable
 from api.notifications.routes import context
 from api.openapi import operation
@@ -174,29 +175,45 @@ def _entitlement(user: str) -> Response:
     return private(respond(EntitlementBody(active=found.active, source=found.source)))
 
 
+def _answer(*fallbacks: str | None) -> Response:
+    """The entitlement answer, signed when the request sent `x-nonce` (checked first: a malformed
+    nonce is a client bug whatever the identity). These reads never answer 304 (no ETag, `no-store`),
+    so a signed request always gets the full body its signature covers."""
+    nonce = requested_nonce()
+    user = require_user(*fallbacks)
+    response = _entitlement(user)
+    return response if nonce is None else sign(response, nonce=nonce, user_id=user)
+
+
 @blueprint.get("/api/paywall/entitlement")
 @operation(
     summary="The user's entitlement",
     description="x-app-key (or x-app-token) and x-user-id. active is computed now from the user's purchases in "
     "the ledger (not revoked, and before the period's end or the grace period's); source is the channel of the "
-    "purchase that decides (iap, web, promotional), none when the user has no purchase.",
+    "purchase that decides (iap, web, promotional), none when the user has no purchase." + SIGNED_HEADERS_DOC,
     responses={200: EntitlementBody},
-    errors=(401,),
+    errors=(400, 401, 503),
+    headers={"x-nonce": NONCE_DOC},
+    response_headers=SIGNED_RESPONSE_HEADERS,
     security="appKey",
     tags=["entitlements"],
 )
 def paywall_entitlement() -> Response:
-    return _entitlement(require_user())
+    return _answer()
 
 
 @blueprint.get("/api/entitlements/current")
 @operation(
     summary="The user's entitlement (identity from x-user-id, then userId)",
+    description="As GET /api/paywall/entitlement; the user is x-user-id, else the userId query parameter (the "
+    "signed message's user line is that user)." + SIGNED_HEADERS_DOC,
     query=CurrentQuery,
     responses={200: EntitlementBody},
-    errors=(401,),
+    errors=(400, 401, 503),
+    headers={"x-nonce": NONCE_DOC},
+    response_headers=SIGNED_RESPONSE_HEADERS,
     security="appKey",
     tags=["entitlements"],
 )
 def current_entitlement(query: CurrentQuery) -> Response:
-    return _entitlement(require_user(query.userId))
+    return _answer(query.userId)

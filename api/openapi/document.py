@@ -124,6 +124,10 @@ def _operation(
     ]
     if op.query is not None:
         parameters += _query_parameters(op.query, schemas)
+    parameters += [
+        {"name": name, "in": "header", "required": False, "description": text, "schema": {"type": "string"}}
+        for name, text in op.headers.items()
+    ]
     if parameters:
         item["parameters"] = parameters
     if op.body is not None:
@@ -134,6 +138,10 @@ def _operation(
     responses: dict[str, Any] = {}
     for status, answer in sorted(op.responses.items()):
         responses[str(status)] = _response(status, answer, refs)
+        if op.response_headers and status < 300:
+            responses[str(status)]["headers"] = {
+                name: {"description": text, "schema": {"type": "string"}} for name, text in op.response_headers.items()
+            }
     for status in _error_statuses(rule, op, auth, scheme):
         responses[str(status)] = {
             "description": HTTPStatus(status).phrase,

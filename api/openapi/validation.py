@@ -37,6 +37,10 @@ class Operation:
     # The route reads or writes the operational database, so it answers 503 with Retry-After
     # while the database is unavailable (warehouse/availability.py).
     database: bool = True
+    # Request headers the route reads beyond authentication (name -> description), and headers
+    # its success answers may carry (name -> description): documented, not validated here.
+    headers: dict[str, str] = field(default_factory=dict)
+    response_headers: dict[str, str] = field(default_factory=dict)
 
 
 def operation(
@@ -53,6 +57,8 @@ def operation(
     tags: Iterable[str] = (),
     path_params: dict[str, dict[str, Any]] | None = None,
     database: bool = True,
+    headers: dict[str, str] | None = None,
+    response_headers: dict[str, str] | None = None,
 ) -> Callable[[F], F]:
     """Declare a route's inputs and answers; validate them on every request.
 
@@ -74,6 +80,8 @@ def operation(
         tags=tuple(tags),
         path_params=path_params or {},
         database=database,
+        headers=headers or {},
+        response_headers=response_headers or {},
     )
 
     def decorate(view: F) -> F:

@@ -104,3 +104,22 @@ def test_action_detail_documents_typed_parameters_and_both_history_entries(clien
     evaluation = schemas["EvaluationEntry"]
     assert {"kind", "outcome", "summary", "at"} <= set(evaluation["required"])
     assert set(schemas["TransitionEntry"]["required"]) >= {"from_status", "to_status", "trigger", "actor", "note", "at"}
+
+
+def test_signed_entitlement_reads_document_the_nonce_and_the_signature_headers(client: FlaskClient) -> None:
+    """Issue 36: x-nonce is a documented header; the 200 answer lists the four signature headers."""
+    paths = client.get("/openapi.json").json["paths"]
+    for path in ("/api/paywall/entitlement", "/api/entitlements/current"):
+        op = paths[path]["get"]
+        assert {"name": "x-nonce", "in": "header"}.items() <= next(
+            p for p in op["parameters"] if p["name"] == "x-nonce"
+        ).items()
+        assert set(op["responses"]["200"]["headers"]) == {
+            "X-Signature-Time",
+            "X-Signature",
+            "X-Signature-Key-Id",
+            "X-Signature-Intermediate",
+        }
+        assert {"400", "503"} <= set(op["responses"])
+    jwks = paths["/api/paywall/keys"]["get"]
+    assert set(jwks["responses"]) >= {"200", "503"} and "pins the root" in jwks["description"]

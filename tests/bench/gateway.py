@@ -11,7 +11,9 @@ active, the rest lapsed);
 gunicorn started exactly as `flokit up` starts it, serving only the gateway surface; then `wrk`
 (16 connections) alternates slices of GET /healthz (the ceiling: the same server answering without any work,
 asked with the reads' own scripted requests and headers; the bare /healthz too), GET
-/api/paywall/config and GET /api/paywall/entitlement, each with a different user per request.
+/api/paywall/config and GET /api/paywall/entitlement, each with a different user per request, and the
+same entitlement read signed (`entitlement_signed`: its own Lua adds a fixed `x-nonce`, issue 36;
+the root key is created as `flokit db upgrade` creates it).
 Printed: req/s, p50/p99 and each read's share of the ceiling (and of the bare one); every answer must be a 200.
 The entitlement read's per-worker cache of ledger rows (`warehouse/entitlements/cache.py`) starts
 empty and fills during the run (2 000 users on each of 4 workers): its misses are in the figures.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,7 +39,8 @@ from warehouse.db import close_database, database_for
 from warehouse.entitlements import ledger
 from warehouse.experiments import repository as experiments
 from warehouse.paywalls import configs
-from warehouse.settings import Settings
+from warehouse.settings import INSTANCE_KEY_FILE, Settings
+from warehouse.signing import keys as signing_keys
 
 USERS = 2000
 LUA = r"""
@@ -50,21 +54,25 @@ function request()
   n = n + 1
   local headers = {["x-user-id"] = string.format("user-%d", (n * 7 + id * 13) % USERS), ["x-app-key"] = APP_KEY,
                    ["x-country"] = "DE"}
+  if NONCE ~= "" then headers["x-nonce"] = NONCE end
   return wrk.format("GET", PATH, headers)
 end
 """
+# The signed read's nonce: fixed, since the bench measures the signing, not the client's randomness.
+BENCH_NONCE = "AAECAwQFBgcICQoLDA0ODw=="
 
 
-def script(work: Path, name: str, path: str, app_key: str) -> Path:
+def script(work: Path, name: str, path: str, app_key: str, nonce: str = "") -> Path:
     file = work / f"{name}.lua"
-    file.write_text(f'USERS = {USERS}\nAPP_KEY = "{app_key}"\nPATH = "{path}"\n' + LUA)
+    file.write_text(f'USERS = {USERS}\nAPP_KEY = "{app_key}"\nPATH = "{path}"\nNONCE = "{nonce}"\n' + LUA)
     return file
 
 
-def prepare(url: str) -> dict[str, str]:
+def prepare(url: str, instance_key: str) -> dict[str, str]:
     db = database_for(url)
     migrate.upgrade(db)
     with db.write() as conn:
+        signing_keys.ensure_root(conn, instance_key=instance_key)  # as `flokit db upgrade` does
         boot = bootstrap(conn, name="Gateway bench")
         configs.publish(
             conn, app_id=boot["app_id"], paywall_id="onboarding", document=document([50, 50]), actor="bench"
@@ -103,7 +111,9 @@ def bench(backend: str, duration: int, wrk: str, work: Path) -> dict[str, object
     data_dir = work / backend
     data_dir.mkdir()
     with database(backend, data_dir) as url:
-        boot = prepare(url)
+        instance_key = secrets.token_urlsafe(32)
+        (data_dir / INSTANCE_KEY_FILE).write_text(instance_key + "\n")  # the gunicorn workers read it there
+        boot = prepare(url, instance_key)
         # wrk is one address sending thousands of requests a second: the per-app-and-address rate
         # is raised out of its reach (the limiter still counts every request).
         settings = Settings(
@@ -117,8 +127,12 @@ def bench(backend: str, duration: int, wrk: str, work: Path) -> dict[str, object
             "config": f"/api/paywall/config?app_id={boot['app_id']}&paywall_id=onboarding",
             "config_plain": f"/api/paywall/config?app_id={boot['app_id']}&paywall_id=plain",
             "entitlement": "/api/paywall/entitlement",
+            "entitlement_signed": "/api/paywall/entitlement",
         }
-        scripts = {name: script(work, name, path, boot["app_key"]) for name, path in reads.items()}
+        scripts = {
+            name: script(work, name, path, boot["app_key"], BENCH_NONCE if name == "entitlement_signed" else "")
+            for name, path in reads.items()
+        }
         # The ceiling is asked exactly as the reads are: the same Lua request() with the same
         # headers. wrk shares the 2 cores with gunicorn and a scripted request costs it (and
         # gunicorn's header parsing) more than a bare one, which is not the read's work.
@@ -164,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         for backend in args.backends.split(","):
             result = bench(backend, args.duration, wrk, Path(tmp))
             print(json.dumps(result), flush=True)
-            failed |= any(result[name]["non_2xx"] for name in ("config", "config_plain", "entitlement"))  # type: ignore[index]
+            failed |= any(
+                result[name]["non_2xx"] for name in ("config", "config_plain", "entitlement", "entitlement_signed")
+            )  # type: ignore[index]
     return 1 if failed else 0
 
 
