@@ -13,7 +13,9 @@ from datetime import timedelta
 
 import dagster as dg
 import pytest
+from standardwebhooks.exceptions import WebhookVerificationError
 from standardwebhooks.webhooks import Webhook
+from svix.webhooks import Webhook as SvixWebhook
 
 from orchestration.definitions import build_definitions
 from orchestration.resources import DatabaseResource, InstanceKeyResource
@@ -23,6 +25,7 @@ from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
 from tests.support import WEBHOOK_KEY
 from tests.support.webhook_receiver import Received, Receiver, running_receiver
+from transforms.webhooks.signing import new_signing_secret
 from transforms.webhooks.verify import verify
 from warehouse.db import Database
 from warehouse.settings import Settings
@@ -267,6 +270,35 @@ def test_standard_webhooks_library_verifies_a_delivery(
     payload = Webhook(secret).verify(got.body, dict(got.headers))  # real clock: offset is 0 here
     assert payload["id"] == event_id and got.header("webhook-id") == event_id
     assert verify(got.body, got.header("Service-Signature"), [secret], got.now_ms)
+
+
+def test_the_official_libraries_verify_every_delivery_during_a_rotation(
+    db: Database, workspace: dict, receiver: Receiver, pipeline: Pipeline
+) -> None:
+    """A receiver using the unmodified `standardwebhooks` or `svix` package (PyPI) verifies a real
+    delivery with either secret while a rotation overlaps (two `v1` entries in webhook-signature),
+    and refuses a body changed on the way or a secret it never had."""
+    a_id, old = add(db, workspace, receiver.url + "/std", ["action.created"], standard=True)
+    with db.write() as conn:
+        new, _ = endpoints.rotate_secret(conn, endpoint_id=a_id, instance_key=WEBHOOK_KEY, now=pipeline.queue().now())
+    event_id = emit(db, workspace, "action.created", {"n": 1})
+    pipeline.tick()
+    [got] = receiver.at("/std")
+    headers = dict(got.headers)
+    assert len(got.header("webhook-signature").split(" ")) == 2
+    for secret in (old, new):
+        assert Webhook(secret).verify(got.body, headers)["id"] == event_id  # real clock: offset is 0 here
+        assert SvixWebhook(secret).verify(got.body, headers) is None  # svix raises on any mismatch
+    forged = json.loads(got.body)
+    forged["data"]["n"] = 2
+    changed = json.dumps(forged).encode()
+    for verifier in (Webhook(old), Webhook(new), SvixWebhook(old), SvixWebhook(new)):
+        with pytest.raises(WebhookVerificationError):
+            verifier.verify(changed, headers)
+    stranger = new_signing_secret(b"s" * 32)
+    for verifier in (Webhook(stranger), SvixWebhook(stranger)):
+        with pytest.raises(WebhookVerificationError):
+            verifier.verify(got.body, headers)
 
 
 def test_unreachable_endpoint_records_a_network_error(db: Database, workspace: dict, pipeline: Pipeline) -> None:
