@@ -1,4 +1,5 @@
 """POST /v1/webhooks/test: queue a sample event (`"test": true`) to the workspace's endpoints.
+GET /v1/events: the workspace's event log, the envelopes the webhooks carry (issue 36, preview).
 
 The API only writes the outbox row (event + deliveries) and answers 202; the Dagster sensor
 delivers it like any other event, so the test exercises the real path and shows up in the
@@ -7,10 +8,11 @@ delivery history (`flokit admin webhooks deliveries`).
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
 from flask import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from api.auth import principal, require_key
 from api.context import state
@@ -20,7 +22,9 @@ from api.responses import respond
 from api.v1 import blueprint
 from api.validators import Id
 from transforms.webhooks.envelope import EVENT_TYPES
+from warehouse.db import utcnow
 from warehouse.webhooks.endpoints import get_endpoint
+from warehouse.webhooks.event_log import RETENTION, UnknownCursor, events_page
 from warehouse.webhooks.outbox import emit_test_event
 
 
@@ -82,3 +86,51 @@ def send_test_webhook(body: WebhookTestRequest) -> Response:
         ),
         202,
     )
+
+
+EventType = Literal[EVENT_TYPES]  # type: ignore[valid-type]
+
+
+class EventsQuery(BaseModel):
+    since: AwareDatetime | None = Field(
+        None,
+        description="Only events created at or after this instant (ISO 8601 with an offset: 2026-11-01T00:00:00Z).",
+    )
+    type: EventType | None = Field(None, description="Only events of this type.")
+    limit: int = Field(20, ge=1, le=100, description="Page size (default 20, max 100).")
+    starting_after: Id | None = Field(
+        None, description="An event id from the previous page (its last): the page continues after it."
+    )
+
+
+class EventLog(BaseModel):
+    events: list[dict[str, Any]] = Field(
+        description="Envelopes {id, type, created_at, workspace_id, data}, byte for byte what the webhooks carry, "
+        "newest first."
+    )
+    has_more: bool
+
+
+@blueprint.get("/events")
+@require_key()
+@operation(
+    summary="The workspace's event log (preview)",
+    description=f"The events the webhooks carry, for receivers that poll or reconcile after an outage: the last "
+    f"{RETENTION.days} days, newest first; samples from POST /v1/webhooks/test excluded. Page with limit and "
+    "starting_after (the last id of the previous page) while has_more; 400 for a starting_after that names no "
+    "event of the log.",
+    query=EventsQuery,
+    responses={200: EventLog},
+    errors=(400,),
+    tags=["webhooks"],
+)
+def list_events(query: EventsQuery) -> Response:
+    try:
+        with state().db.read() as conn:
+            bodies, more = events_page(
+                conn, workspace_id=principal().workspace_id, now=utcnow(), since=query.since,
+                event_type=query.type, limit=query.limit, starting_after=query.starting_after,
+            )  # fmt: skip
+    except UnknownCursor:
+        raise ApiError(400, f"starting_after: no event {query.starting_after} in this workspace's log") from None
+    return respond(EventLog(events=[json.loads(b) for b in bodies], has_more=more))
