@@ -24,6 +24,7 @@ from api.ratelimits import count_app_client, takes_no_credentials
 from api.responses import respond
 from api.validators import Id
 from transforms import paywall
+from transforms.experiments.audience import CONTEXT_HEADERS
 from transforms.experiments.serving import served_variant
 from warehouse.db import Database
 from warehouse.paywalls import configs
@@ -32,7 +33,7 @@ CACHE = "flokit.paywall_configs"
 # What a config answer varies by besides its URL: the identity, and while an experiment with an
 # audience runs on the paywall, the user context the audience reads.
 IDENTITY: tuple[str, ...] = ("x-user-id",)
-CONTEXT: tuple[str, ...] = ("x-country", "x-platform", "x-app-version", "x-locale", "x-flokit-attributes")
+CONTEXT: tuple[str, ...] = CONTEXT_HEADERS
 _MAX_ENTRIES = 10_000  # app ids come from clients: a flood of made-up ones must not grow it forever
 
 

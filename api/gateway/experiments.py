@@ -284,8 +284,7 @@ class _Context:
         )
 
 
-_PARAMETERS = ("country", "platform", "app_version", "locale")
-_HEADERS = ("x-country", "x-platform", "x-app-version", "x-locale", "x-flokit-attributes")
+_PARAMETERS, _HEADERS = audiences.CONTEXT_PARAMETERS, audiences.CONTEXT_HEADERS
 _MAX_CONTEXTS = 10_000  # the values come from clients: made-up ones must not grow it forever
 _contexts: dict[tuple[str | None, ...], audiences.UserContext] = {}
 
@@ -299,8 +298,8 @@ def parsed_context(query: Mapping[str, str], headers: Mapping[str, str]) -> audi
     found = _contexts.get(raw)
     if found is None:
         found = audiences.context_from(
-            {p: v for p, v in zip(_PARAMETERS, raw[:4], strict=True) if v is not None},
-            {h: v for h, v in zip(_HEADERS, raw[4:], strict=True) if v is not None},
+            {p: v for p, v in zip(_PARAMETERS, raw[: len(_PARAMETERS)], strict=True) if v is not None},
+            {h: v for h, v in zip(_HEADERS, raw[len(_PARAMETERS) :], strict=True) if v is not None},
         )
         if len(_contexts) >= _MAX_CONTEXTS:
             _contexts.clear()

@@ -362,6 +362,12 @@ def days_since(first_seen_at: datetime | None, now: datetime) -> int:
     return max(0, (now - first_seen_at) // _ONE_DAY)
 
 
+# Where a config request carries the user's context (`context_from`): the query parameters and the
+# headers, in that order; a response that depends on them varies by these headers.
+CONTEXT_PARAMETERS: tuple[str, ...] = ("country", "platform", "app_version", "locale")
+CONTEXT_HEADERS: tuple[str, ...] = ("x-country", "x-platform", "x-app-version", "x-locale", "x-flokit-attributes")
+
+
 def context_from(query: Mapping[str, str], headers: Mapping[str, str]) -> UserContext:
     """The user's context from a config request.
 
