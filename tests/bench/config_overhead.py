@@ -19,6 +19,7 @@ import argparse
 import json
 import logging
 import os
+import secrets
 import sys
 import tempfile
 import time
@@ -33,7 +34,7 @@ from warehouse.settings import Settings
 
 def measure(backend: str, rounds: int, reads: int, work: Path) -> dict[str, object]:
     with database(backend, work) as url:
-        boot = prepare(url)
+        boot = prepare(url, secrets.token_urlsafe(32))  # the signing root's sealing key: unused here
         settings = Settings(
             data_dir=work, database_url=url, surfaces=("gateway",), rate_limit_app_client="1000000/second"
         )
