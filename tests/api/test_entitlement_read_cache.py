@@ -226,3 +226,45 @@ def test_a_lost_listener_makes_reads_uncached_until_it_is_back(postgres_url: str
     assert read() == read() == {"active": True, "source": "iap"}
     statement(db, workspace, fact("2000004", stated_at=datetime.now(UTC), revoked_at=datetime.now(UTC)))
     assert read() == {"active": False, "source": "iap"}
+
+
+@pytest.mark.postgres
+def test_a_write_made_outside_flokit_reaches_every_worker_at_once(postgres_url: str, tmp_path: Path) -> None:
+    """An operator's SQL (no FloKit code, so no application-sent notification) refunds a purchase,
+    then revokes the app's key by hand: the database's triggers (migration 0235) tell every
+    worker, so the next reads answer the change instead of cached rows up to `MAX_AGE_S` old."""
+    db = database_for(postgres_url)
+    with db.write() as conn:
+        workspace = bootstrap(conn, name="Acme Fitness")
+    settings = Settings(data_dir=tmp_path / "data", database_url=postgres_url)
+    receipt(db, workspace, "payer", fact("2000005"))
+    active, refunded = {"active": True, "source": "iap"}, {"active": False, "source": "iap"}
+    libpq = postgres_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    with gunicorn_server({**os.environ, **settings.child_env()}, workers=2, log_dir=tmp_path) as server:
+        assert answers(server.base, workspace, "payer") == [active] * READS  # every worker has the rows now
+        with psycopg.connect(libpq, autocommit=True) as operator:
+            operator.execute(
+                "UPDATE entitlement_grants SET revoked_at = now() AT TIME ZONE 'UTC', revocation_reason = 'refunded'"
+                " WHERE app_id = %s AND user_id = %s",
+                (workspace["app_id"], "payer"),
+            )
+        next_reads(server.base, workspace, "payer", refunded, settings)
+        with psycopg.connect(libpq, autocommit=True) as operator:
+            operator.execute(
+                "UPDATE apps SET revoked_at = now() AT TIME ZONE 'UTC' WHERE id = %s", (workspace["app_id"],)
+            )
+        next_reads(server.base, workspace, "payer", 401, settings)
+
+
+@pytest.mark.postgres
+def test_a_truncated_ledger_empties_every_workers_cache(postgres_url: str, tmp_path: Path) -> None:
+    db = database_for(postgres_url)
+    with db.write() as conn:
+        workspace = bootstrap(conn, name="Acme Fitness")
+    client = create_app(Settings(data_dir=tmp_path / "data", database_url=postgres_url)).test_client()
+    receipt(db, workspace, "payer", fact("2000006"))
+    read = lambda: client.get("/api/paywall/entitlement", headers=headers(workspace, "payer")).json  # noqa: E731
+    assert read() == read() == {"active": True, "source": "iap"}
+    with psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True) as admin:
+        admin.execute("TRUNCATE entitlement_grants CASCADE")
+    wait_for(lambda: read() == {"active": False, "source": "none"}, 1, "the truncation to reach the cache")

@@ -6,9 +6,11 @@ What is cached per (publishable key, user) is the key's app and the user's purch
 never cached: a period that ends reads inactive at that moment, with no write. A cached entry is
 only ever trusted while the worker can prove nothing changed it since it was read:
 
-- PostgreSQL: every ledger write and every app revocation sends `pg_notify(CHANNEL,
-  '<app_id>:<user_id>')` (or `'<app_id>:*'`) in its own transaction, delivered to listeners at
-  commit. Each worker keeps one listening connection and drains it, without blocking, before
+- PostgreSQL: every write to the ledger's rows and every change of an app's key sends
+  `pg_notify(CHANNEL, '<app_id>:<user_id>')` (or `'<app_id>:*'`, or `':*'` for a TRUNCATE) in
+  its own transaction, delivered to listeners at commit. The database sends them, from triggers
+  (migration 0235), so a write made outside FloKit's code (an operator's SQL) reaches every
+  worker too. Each worker keeps one listening connection and drains it, without blocking, before
   every read. A read that misses records the generation before it reads the rows and stores them
   only if no notification arrived meanwhile, so rows read before a change are never kept after
   it. A lost listening connection drops the cache and bypasses it (every read goes to the
@@ -55,7 +57,10 @@ from warehouse.tables import apps
 CHANNEL = "flokit_entitlements"
 ALL_USERS = "*"
 MAX_ENTRIES = 100_000  # per worker; the oldest entry goes first beyond it
-MAX_AGE_S = 60.0  # defence in depth against a write made outside FloKit's code (no notification)
+# Defence in depth only: every write notifies (triggers), so an entry is never stale for want of a
+# notification that FloKit's code forgot. It was 60 s before the triggers; at that age the share of
+# reads that miss grew as the host served fewer reads a second (docs/benchmarks.md).
+MAX_AGE_S = 900.0
 DRAIN_ROUNDS = 8  # a socket still readable after this many is at its EOF (or flooded: dropped too)
 RECONNECT_EVERY_S = 1.0  # a lost listener is retried at most this often, on the read path
 PENDING_S = 5.0  # how long a change written here waits for its notification (a rollback sends none)
@@ -339,13 +344,14 @@ def reads_for(db: Database) -> PostgresReads | SqliteReads:
 
 
 def notify(conn: Connection, app_id: str, user_id: str | None) -> None:
-    """Tell every worker's cache that the rows of (app, user) changed, at this transaction's
-    commit (PostgreSQL; SQLite's readers notice any commit by themselves). `user_id` None: the
-    whole app (its key was revoked)."""
+    """This process is changing the rows of (app, user) in this transaction (`user_id` None: the
+    whole app, its key was revoked). The database's triggers tell every worker's cache at commit
+    (PostgreSQL; SQLite's readers notice any commit by themselves); what is left to do here is
+    this process's own cache, which must not serve the rows before the change while that
+    notification is on its way back."""
     if conn.dialect.name != "postgresql":
         return
     payload = f"{app_id}:{ALL_USERS if user_id is None else user_id}"
-    conn.execute(sa.select(sa.func.pg_notify(CHANNEL, payload)))
     pid = os.getpid()
     for owner, reads in list(_READS.values()):
         if owner == pid and isinstance(reads, PostgresReads):
