@@ -251,7 +251,9 @@ def gunicorn(settings: Settings, log: Path, worker_class: str | None = None) -> 
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=sink, start_new_session=True)
         base = f"http://127.0.0.1:{settings.api_port}"
         try:
-            wait_for(http_ok(f"{base}/healthz"), 30, "gunicorn", proc)
+            wait_for(
+                http_ok(f"{base}/healthz"), 120, "gunicorn", proc
+            )  # 4 workers import ~4 s each: minutes on a busy host
             yield base, proc.pid
         finally:
             proc.terminate()
