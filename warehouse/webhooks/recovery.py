@@ -25,10 +25,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from transforms.timefmt import iso_z
+from transforms.webhooks.recovery import resend_fallback
 from warehouse import audit
 from warehouse.errors import Conflict, NotFound
 from warehouse.webhooks.endpoints import get_endpoint
-from warehouse.webhooks.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
+from warehouse.webhooks.tables import (
+    DELIVERY_STATUSES,
+    webhook_attempts,
+    webhook_deliveries,
+    webhook_endpoints,
+    webhook_events,
+)
 
 
 class UnknownDeliveryCursor(LookupError):
@@ -113,7 +120,7 @@ def _made_due(now: datetime) -> dict[str, object]:
     (`transforms.webhooks.recovery.resend_fallback`, in SQL so the change stays one statement);
     a resend already waiting keeps its fallback."""
     d = webhook_deliveries.c
-    fallback = sa.case((d.status == "delivering", "pending"), else_=d.status)
+    fallback = sa.case(*((d.status == status, resend_fallback(status)) for status in DELIVERY_STATUSES))
     return {
         "status": "pending",
         "next_attempt_at": now,
