@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from flask import Response
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from api.auth import principal, require_key
 from api.context import state
@@ -335,6 +335,14 @@ class RecoverRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     since: AwareDatetime = Field(description="ISO 8601 with an offset: events created at or after it.")
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _text(cls, since: object) -> object:
+        """ISO 8601 text only: pydantic would also read a number as Unix time."""
+        if not isinstance(since, str):
+            raise ValueError("since: an ISO 8601 date and time with an offset, e.g. 2026-11-28T00:00:00Z")
+        return since
 
 
 @blueprint.post("/webhooks/endpoints/<endpoint_id>/recover")

@@ -280,6 +280,7 @@ def test_recover_refusals(api: FlaskClient, db: Database, workspace: dict[str, A
     for bad in (
         {"since": "2026-11-29T10:00:00"},
         {"since": "yesterday"},
+        {"since": 1764410400},
         {},
         {"since": "2026-11-29T10:00:00Z", "x": 1},
     ):
