@@ -1,5 +1,7 @@
 """Webhook endpoints from a browser (Svix-like): list, add, send a test event, the delivery
-history and each delivery's attempts and frozen body, re-enable, rotate the signing secret.
+history and each delivery's attempts and frozen body, re-enable, rotate the signing secret, and
+(issue 36 part 4) resend a delivery, recover everything not delivered since a time, switch the
+Standard Webhooks headers.
 
 The same `warehouse.webhooks` functions as `flokit admin webhooks` and `POST /v1/webhooks/test`,
 with the signed-in operator's email as the audit actor; every endpoint id and delivery id from the
@@ -7,12 +9,13 @@ address is looked up within the operator's workspace first (another workspace's 
 An endpoint's URL is checked as the CLI checks it: HTTPS to public addresses, unless the instance
 allows private addresses (FLOKIT_WEBHOOKS_ALLOW_PRIVATE). A test event is only queued here; the
 Dagster sensor sends it like any other, so it shows up in the history. A new signing secret is
-shown once, in the answer to the POST (pages are `no-store`).
+shown once, in the answer to the POST (pages are `no-store`). Resend and recover are v1's
+(`warehouse.webhooks.recovery`): they make deliveries due now and the drain sends them.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from flask import Response, g, redirect, request, url_for
@@ -29,17 +32,34 @@ from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES, RETRY_DELAYS_S
 from transforms.webhooks.envelope import EVENT_TYPES
 from transforms.webhooks.urls import InvalidUrl
 from warehouse.db import utcnow
-from warehouse.webhooks import delivery_history, endpoints
+from warehouse.webhooks import delivery_history, endpoints, recovery
 from warehouse.webhooks.endpoints import ROTATION_OVERLAP, Endpoint
 from warehouse.webhooks.outbox import emit_test_event
 from warehouse.webhooks.tables import DELIVERY_STATUSES
 
 PAGE_SIZE = 25
 MAX_PAGE = 100
-VERBS = {"test": "Send test event", "enable": "Re-enable", "rotate-secret": "Rotate signing secret"}
+VERBS = {
+    "test": "Send test event",
+    "enable": "Re-enable",
+    "rotate-secret": "Rotate signing secret",
+    "recover": "Recover since…",
+    "standard-webhooks": "Standard Webhooks headers…",
+}
+# The view each verb's form posts to.
+ACTIONS = {
+    "test": "dashboard.send_test",
+    "enable": "dashboard.enable_endpoint",
+    "rotate-secret": "dashboard.rotate_endpoint_secret",
+    "recover": "dashboard.recover_endpoint",
+    "standard-webhooks": "dashboard.switch_standard_webhooks",
+}
 NOTICES = {
     "enabled": "Endpoint enabled: its failure count is back to 0 and its waiting deliveries are sent again.",
     "test": "Test event queued: it is sent within seconds and appears in the history below.",
+    "standard-on": "Standard Webhooks headers on: every send from now on carries them, retries included.",
+    "standard-off": "Standard Webhooks headers off: sends from now on carry Service-Signature only.",
+    "resent": "Resend queued: it is sent within seconds and appears in the attempts below.",
 }
 
 
@@ -100,6 +120,34 @@ class TestEventForm(DashboardForm):
         if checking(info) and event_type not in EVENT_TYPES:
             raise refuse("Choose one of the event types.")
         return event_type
+
+
+class RecoverForm(DashboardForm):
+    """The recover form: from when (a browser's date-time field, read as UTC, or ISO 8601 with an offset)."""
+
+    since: Stripped = ""
+
+    @field_validator("since")
+    @classmethod
+    def _instant(cls, since: str, info: ValidationInfo) -> str:
+        if checking(info) and _since(since) is None:
+            raise refuse("Give the time as YYYY-MM-DD HH:MM (UTC).")
+        return since
+
+
+def _since(text: str) -> datetime | None:
+    """The instant a recover form names: a time without an offset is UTC (the page says so)."""
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at
+
+
+class StandardWebhooksForm(DashboardForm):
+    """The switch: ticked sends the Standard Webhooks headers too."""
+
+    standard_webhooks: Checkbox = False
 
 
 def _hm(at: datetime | None) -> str:
@@ -212,6 +260,9 @@ def _detail(endpoint_id: str, status: int = 200, **extra: Any) -> Response:
         statuses=DELIVERY_STATUSES,
         event_types=EVENT_TYPES,
         verbs=VERBS,
+        actions=ACTIONS,
+        # The recover form's default: a day back, as a browser's date-time field writes it.
+        recover_default=f"{utcnow() - timedelta(days=1):%Y-%m-%dT%H:%M}",
         # The dialog says until when both secrets would sign if the operator confirmed now.
         overlap_until=iso_z(utcnow() + ROTATION_OVERLAP),
         overlap_hours=int(ROTATION_OVERLAP.total_seconds() // 3600),
@@ -222,9 +273,15 @@ def _detail(endpoint_id: str, status: int = 200, **extra: Any) -> Response:
 @blueprint.get("/webhooks/<endpoint_id>")
 def webhook(endpoint_id: str) -> Response:
     done = request.args.get("done", "")
-    return _detail(
-        endpoint_id, notice=NOTICES.get(done), queued=request.args.get("delivery") if done == "test" else None
-    )
+    notice = NOTICES.get(done)
+    if done == "recovered":
+        count = request.args.get("count", "0")
+        notice = (
+            f"Recovery queued: {count} deliver{'y' if count == '1' else 'ies'} not delivered since "
+            f"{request.args.get('since', '')} will be sent within seconds, once each"
+            + ("." if request.args.get("waiting") != "1" else ", when the endpoint is re-enabled.")
+        )
+    return _detail(endpoint_id, notice=notice, queued=request.args.get("delivery") if done == "test" else None)
 
 
 @blueprint.get("/webhooks/<endpoint_id>/confirm/<verb>")
@@ -276,15 +333,78 @@ def rotate_endpoint_secret(endpoint_id: str) -> Response:
     return _detail(endpoint_id, new_secret=secret, shown_because="rotated", previous_expires=iso_z(expires))
 
 
-@blueprint.get("/webhooks/<endpoint_id>/deliveries/<delivery_id>")
-def delivery(endpoint_id: str, delivery_id: str) -> Response:
+@blueprint.post("/webhooks/<endpoint_id>/recover")
+def recover_endpoint(endpoint_id: str) -> ResponseReturnValue:
+    """Everything not delivered since the time given, sent now once each (v1's recover)."""
+    form = read_form(RecoverForm)
+    with state().db.write() as conn:
+        endpoint = endpoints.get_endpoint(conn, workspace_id=g.workspace_id, endpoint_id=endpoint_id)  # 404 first
+        since = None if form.errors else _since(form.values.since)
+        if since is not None:
+            ids = recovery.recover(
+                conn, workspace_id=g.workspace_id, endpoint_id=endpoint_id, since=since, now=utcnow(), actor=g.operator
+            )
+    if since is None:
+        return _detail(endpoint_id, 400, confirm="recover", form_error=form.errors.get("since"))
+    return redirect(
+        url_for(
+            "dashboard.webhook",
+            endpoint_id=endpoint_id,
+            done="recovered",
+            count=len(ids),
+            since=f"{since.astimezone(UTC):%Y-%m-%d %H:%M} UTC",
+            waiting="1" if endpoint.status != "enabled" else None,
+        ),
+        303,
+    )
+
+
+@blueprint.post("/webhooks/<endpoint_id>/standard-webhooks")
+def switch_standard_webhooks(endpoint_id: str) -> ResponseReturnValue:
+    form = read_form(StandardWebhooksForm)
+    on = form.values.standard_webhooks
+    with state().db.write() as conn:
+        endpoints.update_endpoint(
+            conn,
+            workspace_id=g.workspace_id,
+            endpoint_id=endpoint_id,
+            standard_webhooks=on,
+            allow_private=state().settings.webhooks_allow_private,
+            actor=g.operator,
+        )  # another workspace's endpoint: NotFound, 404
+    return redirect(
+        url_for("dashboard.webhook", endpoint_id=endpoint_id, done="standard-on" if on else "standard-off"), 303
+    )
+
+
+def _delivery_page(endpoint_id: str, delivery_id: str, status: int = 200, **extra: Any) -> Response:
     with state().db.read() as conn:
         endpoint = endpoints.get_endpoint(conn, workspace_id=g.workspace_id, endpoint_id=endpoint_id)  # 404
         found = delivery_history.delivery_detail(conn, endpoint_id=endpoint_id, delivery_id=delivery_id)  # 404
     return page(
         "dashboard/webhooks/delivery.html",
+        status,
         title=f"Delivery {delivery_id}",
         section="webhooks",
         endpoint=endpoint,
         d=found,
+        **extra,
     )
+
+
+@blueprint.get("/webhooks/<endpoint_id>/deliveries/<delivery_id>")
+def delivery(endpoint_id: str, delivery_id: str) -> Response:
+    return _delivery_page(endpoint_id, delivery_id, notice=NOTICES.get(request.args.get("done", "")))
+
+
+@blueprint.post("/webhooks/<endpoint_id>/deliveries/<delivery_id>/resend")
+def resend_delivery(endpoint_id: str, delivery_id: str) -> ResponseReturnValue:
+    """One more send of this delivery now (v1's resend); 409 while a drain is sending it."""
+    try:
+        with state().db.write() as conn:
+            endpoints.get_endpoint(conn, workspace_id=g.workspace_id, endpoint_id=endpoint_id)  # 404
+            delivery_history.delivery_detail(conn, endpoint_id=endpoint_id, delivery_id=delivery_id)  # 404
+            recovery.resend(conn, workspace_id=g.workspace_id, delivery_id=delivery_id, now=utcnow(), actor=g.operator)
+    except recovery.SendUnderWay as exc:
+        return _delivery_page(endpoint_id, delivery_id, 409, notice=str(exc) + ".", notice_is_error=True)
+    return redirect(url_for("dashboard.delivery", endpoint_id=endpoint_id, delivery_id=delivery_id, done="resent"), 303)

@@ -13,6 +13,7 @@ from api.v1 import (  # noqa: E402,F401
     integrations,
     reports,
     subscriptions,
+    webhook_endpoints,
     webhooks,
     workspace,
 )

@@ -123,3 +123,26 @@ def test_signed_entitlement_reads_document_the_nonce_and_the_signature_headers(c
         assert {"400", "503"} <= set(op["responses"])
     jwks = paths["/api/paywall/keys"]["get"]
     assert set(jwks["responses"]) >= {"200", "503"} and "pins the root" in jwks["description"]
+
+
+def test_the_webhook_recovery_operations_are_described(client: FlaskClient) -> None:
+    """Issue 36 part 4: every new webhook operation, its success status, errors and key scope."""
+    paths = client.get("/openapi.json").json["paths"]
+    expected = {
+        ("post", "/v1/webhooks/endpoints"): "201",
+        ("get", "/v1/webhooks/endpoints"): "200",
+        ("get", "/v1/webhooks/endpoints/{endpoint_id}"): "200",
+        ("patch", "/v1/webhooks/endpoints/{endpoint_id}"): "200",
+        ("delete", "/v1/webhooks/endpoints/{endpoint_id}"): "200",
+        ("post", "/v1/webhooks/endpoints/{endpoint_id}/rotate-secret"): "200",
+        ("get", "/v1/webhooks/endpoints/{endpoint_id}/deliveries"): "200",
+        ("post", "/v1/webhooks/deliveries/{delivery_id}/resend"): "202",
+        ("post", "/v1/webhooks/endpoints/{endpoint_id}/recover"): "202",
+    }
+    for (method, path), success in expected.items():
+        op = paths[path][method]
+        assert success in op["responses"] and op["security"] == [{"bearerAuth": []}], (method, path)
+        assert ("403" in op["responses"]) == (method != "get"), (method, path)
+    assert "409" in paths["/v1/webhooks/deliveries/{delivery_id}/resend"]["post"]["responses"]
+    params = {p["name"]: p for p in paths["/v1/webhooks/endpoints/{endpoint_id}/deliveries"]["get"]["parameters"]}
+    assert set(params["status"]["schema"]["enum"]) == {"pending", "delivered", "failed"}

@@ -295,3 +295,53 @@ def test_the_add_form_shows_its_errors_beside_the_fields(
     expect(url).to_have_value("ftp://" + receiver.url.removeprefix("http://") + "/hook")
     assert_accessible(page)
     shoot(page, "webhooks-add-errors")
+
+
+def test_resend_recover_and_the_standard_webhooks_switch(
+    page: Any, flokit_server: GunicornServer, db: Database, receiver: Receiver
+) -> None:
+    """Issue 36 part 4: a receiver that was down gets its events back from the dashboard."""
+    from playwright.sync_api import expect
+
+    with db.write() as conn:
+        workspace = bootstrap(conn, name="Recovery Co")
+        endpoint, secret = endpoints.create_endpoint(
+            conn, workspace_id=workspace["workspace_id"], url=receiver.url + "/down", events=["action.approved"],
+            allow_private=True, instance_key=WEBHOOK_KEY,
+        )  # fmt: skip
+        emit_event(conn, workspace_id=workspace["workspace_id"], event_type="action.approved", data={"n": 1})
+    receiver.status["/down"] = 500
+    send_due(db)  # fails: the retry waits 30 s
+    receiver.status["/down"] = 200
+    sign_in(page, flokit_server, db, workspace["workspace_id"])
+    page.goto(f"{flokit_server.base}/dashboard/webhooks/{endpoint.id}")
+    settle(page)
+
+    page.get_by_role("button", name="Recover since…").click()
+    recover = page.locator("dialog[id^=dialog-recover-]")
+    expect(recover).to_contain_text("sent now, once each")
+    recover.get_by_label("Since (UTC)").fill("2020-01-01T00:00")
+    recover.get_by_role("button", name="Recover").click()
+    expect(page.locator("p.notice-ok")).to_contain_text("Recovery queued: 1 delivery not delivered since 2020-01-01")
+    assert_accessible(page)
+    shoot(page, "webhooks-recovered")
+    send_due(db)
+    assert len(receiver.at("/down")) == 2
+
+    page.get_by_role("button", name="Standard Webhooks headers…").click()
+    switch = page.locator("dialog[id^=dialog-standard-webhooks-]")
+    switch.get_by_label("Send the Standard Webhooks headers").check()
+    switch.get_by_role("button", name="Save").click()
+    expect(page.locator("p.notice-ok")).to_contain_text("Standard Webhooks headers on")
+
+    page.locator("tbody tr").first.get_by_role("link").click()
+    settle(page)
+    page.get_by_role("button", name="Resend").click()
+    expect(page.locator("p.notice-ok")).to_contain_text("Resend queued")
+    assert_accessible(page)
+    shoot(page, "webhooks-delivery-resent")
+    send_due(db)
+    last = receiver.at("/down")[-1]
+    assert last.header("Service-Attempt") == "3" and last.body == receiver.at("/down")[0].body
+    assert verify(last.body, last.all("Service-Signature"), [secret], last.now_ms).reason == "ok"
+    assert last.all("webhook-signature") != []  # the switch is on

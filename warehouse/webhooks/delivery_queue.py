@@ -52,6 +52,9 @@ class Claimed:
     secrets: tuple[str, ...]
     standard_webhooks: bool
     lease_token: str
+    # Set when this send is a resend or recovery (`recovery.py`): the status the delivery goes
+    # back to if it fails. Such a send is left out of the endpoint's failure streak.
+    resend_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def claim(
         webhook_deliveries.update()
         .where(d.id.in_(picked))
         .values(status="delivering", lease_until=now + lease, lease_token=token, claims=d.claims + 1)
-        .returning(d.id, d.event_id, d.endpoint_id, d.workspace_id, d.attempt)
+        .returning(d.id, d.event_id, d.endpoint_id, d.workspace_id, d.attempt, d.resend_from)
     ).all()
     if not rows:
         return []
@@ -164,6 +167,7 @@ def claim(
             secrets=tuple(secrets[r.endpoint_id]),
             standard_webhooks=bool(endpoints[r.endpoint_id].standard_webhooks),
             lease_token=token,
+            resend_from=r.resend_from,
         )
         for r in sorted(rows, key=lambda r: r.id)
     ]
@@ -220,7 +224,9 @@ def record_batch(
     however the sends are grouped into transactions. On the fifth the endpoint is disabled and
     an `integration.error` event goes to the workspace's other enabled endpoints. Successes
     (the common case) are written with a few set-based statements, not one per send, which
-    matters on PostgreSQL where every statement is a round trip. A send whose lease was lost
+    matters on PostgreSQL where every statement is a round trip. A resend (`Claimed.resend_from`)
+    counts in no streak, and when it fails the delivery goes back to the status it had (see
+    `transforms.webhooks.recovery`). A send whose lease was lost
     (another run took the delivery over and records its own send) changes nothing but its
     attempt row. Outcomes come back in the order of `sends`."""
     if not sends:
@@ -244,7 +250,8 @@ def record_batch(
     for c, r in sends:
         if not r.ok and (status := _record_failure(conn, c, r, backoff_scale)) is not None:
             held[c.delivery_id] = status
-    alerts = _update_streaks(conn, [(c, r) for c, r in sends if c.delivery_id in held])
+    # Resends and recoveries are the client's own probes: left out of the streak both ways.
+    alerts = _update_streaks(conn, [(c, r) for c, r in sends if c.delivery_id in held and c.resend_from is None])
     return [
         Recorded(c.delivery_id, held.get(c.delivery_id, "lost"), c.delivery_id in alerts, alerts.get(c.delivery_id))
         for c, _ in sends
@@ -271,6 +278,7 @@ def _record_successes(conn: Connection, sends: Sequence[tuple[Claimed, SendResul
                 last_status_code=status_code,
                 last_error=None,
                 completed_at=max(r.finished_at for _, r in items),
+                resend_from=None,
             )
             .returning(d.id)
         ).scalars():
@@ -291,20 +299,30 @@ def _record_failure(conn: Connection, claimed: Claimed, result: SendResult, back
     """Schedule the retry (`pending`) or fail the delivery for good (`failed`); None if the
     lease was lost."""
     d = webhook_deliveries.c
-    retry_at = next_attempt_at(claimed.attempt, result.finished_at, backoff_scale)
-    status = "pending" if retry_at is not None else "failed"
+    values: dict[str, Any]
+    if claimed.resend_from in ("succeeded", "failed"):
+        # A resend of a finished delivery: one send, no automatic retries; a delivered one keeps
+        # the time it was delivered.
+        status = claimed.resend_from
+        values = {"next_attempt_at": None}
+        if status == "failed":
+            values["completed_at"] = result.finished_at
+    else:
+        retry_at = next_attempt_at(claimed.attempt, result.finished_at, backoff_scale)
+        status = "pending" if retry_at is not None else "failed"
+        values = {"next_attempt_at": retry_at, "completed_at": None if retry_at is not None else result.finished_at}
     held = conn.execute(
         webhook_deliveries.update()
         .where(d.id == claimed.delivery_id, d.lease_token == claimed.lease_token, d.status == "delivering")
         .values(
             status=status,
             attempt=claimed.attempt,
-            next_attempt_at=retry_at,
             lease_until=None,
             lease_token=None,
             last_status_code=result.status_code,
             last_error=_error(result),
-            completed_at=None if retry_at is not None else result.finished_at,
+            resend_from=None,
+            **values,
         )
         .returning(d.id)
     ).first()

@@ -28,7 +28,7 @@ from transforms.webhooks.urls import Resolver, check_form, public_addresses
 from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.errors import NotFound
-from warehouse.webhooks.tables import webhook_endpoints, webhook_secrets
+from warehouse.webhooks.tables import webhook_deliveries, webhook_endpoints, webhook_secrets
 from warehouse.workspaces import get_workspace
 
 # Spec: "for 24 hours both the active and retiring secrets sign".
@@ -76,6 +76,7 @@ class Endpoint:
     consecutive_failures: int
     created_at: datetime
     disabled_at: datetime | None
+    deleted_at: datetime | None = None
 
 
 def _endpoint(row: sa.Row) -> Endpoint:
@@ -146,13 +147,16 @@ def create_endpoint(
 
 
 def get_endpoint(conn: Connection, *, workspace_id: str, endpoint_id: str) -> Endpoint:
-    """The workspace's endpoint; another workspace's is NotFound, as an unknown one."""
-    return _one(conn, endpoint_id, webhook_endpoints.c.workspace_id == workspace_id)
+    """The workspace's endpoint; another workspace's is NotFound, as an unknown or deleted one."""
+    return _one(
+        conn, endpoint_id, webhook_endpoints.c.workspace_id == workspace_id, webhook_endpoints.c.deleted_at.is_(None)
+    )
 
 
 def endpoint_for_operator(conn: Connection, endpoint_id: str) -> Endpoint:
     """Any workspace's endpoint, for the operator's commands (`flokit admin webhooks`), which
-    administer every workspace. Never called with an id a request sent: that is `get_endpoint`."""
+    administer every workspace (a deleted one too: its history stays readable). Never called with
+    an id a request sent: that is `get_endpoint`."""
     return _one(conn, endpoint_id)
 
 
@@ -166,14 +170,15 @@ def _one(conn: Connection, endpoint_id: str, *where: sa.ColumnElement[bool]) -> 
 def list_endpoints(conn: Connection, workspace_id: str) -> list[Endpoint]:
     rows = conn.execute(
         webhook_endpoints.select()
-        .where(webhook_endpoints.c.workspace_id == workspace_id)
+        .where(webhook_endpoints.c.workspace_id == workspace_id, webhook_endpoints.c.deleted_at.is_(None))
         .order_by(webhook_endpoints.c.created_at, webhook_endpoints.c.id)
     )
     return [_endpoint(r) for r in rows]
 
 
 def set_enabled(conn: Connection, *, endpoint_id: str, enabled: bool, actor: str = "cli") -> Endpoint:
-    """Enable (failure count back to 0, paused deliveries resume) or disable an endpoint."""
+    """Enable (failure count back to 0, paused deliveries resume) or disable an endpoint. A
+    deleted endpoint is NotFound: nothing is sent to it again."""
     values = (
         {"status": "enabled", "consecutive_failures": 0, "disabled_at": None}
         if enabled
@@ -181,7 +186,7 @@ def set_enabled(conn: Connection, *, endpoint_id: str, enabled: bool, actor: str
     )
     row = conn.execute(
         webhook_endpoints.update()
-        .where(webhook_endpoints.c.id == endpoint_id)
+        .where(webhook_endpoints.c.id == endpoint_id, webhook_endpoints.c.deleted_at.is_(None))
         .values(**values)
         .returning(webhook_endpoints.c.workspace_id)
     ).first()
@@ -250,3 +255,94 @@ def signing_secrets(
     for r in rows:  # 'active' sorts before 'retiring'
         out.setdefault(r.endpoint_id, []).append(open_secret(instance_key, r.endpoint_id, r.secret))
     return out
+
+
+def update_endpoint(
+    conn: Connection,
+    *,
+    workspace_id: str,
+    endpoint_id: str,
+    url: str | None = None,
+    events: Sequence[str] | None = None,
+    standard_webhooks: bool | None = None,
+    enabled: bool | None = None,
+    allow_private: bool,
+    actor: str,
+    resolver: Resolver | None = None,
+) -> Endpoint:
+    """Change what is given (PATCH /v1/webhooks/endpoints/{id}); NotFound for another workspace's.
+
+    The URL is checked as `create_endpoint` checks it. `enabled=True` is `set_enabled` (failure
+    count back to 0, as `flokit admin webhooks enable`, even when already enabled);
+    `enabled=False` disables an enabled endpoint (an already disabled one keeps its reason and
+    time). The other changes are audited together as `webhook_endpoint.updated`, naming the new
+    values; deliveries already queued are sent to the new URL with the new headers."""
+    endpoint = get_endpoint(conn, workspace_id=workspace_id, endpoint_id=endpoint_id)
+    changes: dict[str, object] = {}
+    if url is not None and url != endpoint.url:
+        host, port = check_form(url, allow_private=allow_private)
+        if resolver is not None and not allow_private:
+            public_addresses(host, port, resolver)
+        changes["url"] = url
+    if events is not None and (chosen := parse_events(events)) != endpoint.events:
+        changes["events"] = list(chosen)
+    if standard_webhooks is not None and standard_webhooks != endpoint.standard_webhooks:
+        changes["standard_webhooks"] = standard_webhooks
+    if changes:
+        conn.execute(webhook_endpoints.update().where(webhook_endpoints.c.id == endpoint_id).values(**changes))
+        audit.record(
+            conn,
+            workspace_id=workspace_id,
+            actor=actor,
+            action="webhook_endpoint.updated",
+            subject_id=endpoint_id,
+            detail=changes,
+        )
+    if enabled or (enabled is False and endpoint.status == "enabled"):
+        set_enabled(conn, endpoint_id=endpoint_id, enabled=enabled, actor=actor)
+    return get_endpoint(conn, workspace_id=workspace_id, endpoint_id=endpoint_id)
+
+
+def delete_endpoint(conn: Connection, *, workspace_id: str, endpoint_id: str, now: datetime, actor: str) -> int:
+    """Delete the workspace's endpoint for its clients (DELETE /v1/webhooks/endpoints/{id}); how
+    many queued deliveries were stopped.
+
+    The rows stay: the audit log, the delivery history and its attempts refer to them, and the
+    operator's commands still read them. What changes: `deleted_at` is set (v1, the dashboard and
+    the endpoint lists no longer see it; enabling it is NotFound), it is disabled (no drain claims
+    it again), its subscriptions are emptied (the outbox queues nothing new for it; the audit
+    entry keeps the list), and its deliveries still waiting (pending, or leased by a run that
+    died) are failed for good with the error "endpoint deleted". A send already under way when
+    the endpoint is deleted completes and is recorded; nothing follows it."""
+    endpoint = get_endpoint(conn, workspace_id=workspace_id, endpoint_id=endpoint_id)
+    e, d = webhook_endpoints.c, webhook_deliveries.c
+    conn.execute(
+        webhook_endpoints.update()
+        .where(e.id == endpoint_id)
+        .values(deleted_at=now, status="disabled", disabled_at=sa.func.coalesce(e.disabled_at, now), events=[])
+    )
+    stopped = conn.execute(
+        webhook_deliveries.update()
+        .where(
+            d.endpoint_id == endpoint_id,
+            sa.or_(d.status == "pending", sa.and_(d.status == "delivering", d.lease_until < now)),
+        )
+        .values(
+            status="failed",
+            next_attempt_at=None,
+            lease_until=None,
+            lease_token=None,
+            last_error="endpoint deleted",
+            completed_at=now,
+            resend_from=None,
+        )
+    ).rowcount
+    audit.record(
+        conn,
+        workspace_id=workspace_id,
+        actor=actor,
+        action="webhook_endpoint.deleted",
+        subject_id=endpoint_id,
+        detail={"url": endpoint.url, "events": list(endpoint.events), "stopped_deliveries": stopped},
+    )
+    return stopped

@@ -9,6 +9,8 @@
   `status` is `pending` (due at `next_attempt_at`), `delivering` (leased until `lease_until` by
   `lease_token`), `succeeded` or `failed` (retries exhausted). `claims` counts leases taken, so
   a crashed run's rows look different to the sensor once their lease expires.
+  `resend_from` is set while a resend or recovery waits (`recovery.py`). Endpoints deleted over
+  v1 keep their rows (`deleted_at`).
 - `webhook_attempts`: one row per physical send: status code or error, the start of the
   receiver's answer, start and end.
 """
@@ -43,6 +45,9 @@ webhook_endpoints = sa.Table(
     sa.Column("disabled_at", UTCDateTime(), nullable=True),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.CheckConstraint(one_of("status", ENDPOINT_STATUSES), name="status"),
+    # Set by DELETE /v1/webhooks/endpoints/{id}: the row stays for the audit log and the history
+    # (migration 0225 adds it last).
+    sa.Column("deleted_at", UTCDateTime(), nullable=True),
 )
 
 webhook_secrets = sa.Table(
@@ -85,6 +90,9 @@ webhook_deliveries = sa.Table(
     sa.Column("last_error", sa.String(500), nullable=True),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("completed_at", UTCDateTime(), nullable=True),
+    # While a resend or a recovery waits for its send: the status to go back to if it fails
+    # (`warehouse/webhooks/recovery.py`); such sends do not count in the failure streak.
+    sa.Column("resend_from", sa.String(16), nullable=True),
     sa.CheckConstraint(one_of("status", DELIVERY_STATUSES), name="status"),
     sa.Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
     sa.Index("ix_webhook_deliveries_endpoint_created", "endpoint_id", "created_at"),
