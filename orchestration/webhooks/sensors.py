@@ -34,7 +34,7 @@ _WAITING_MARGIN_S = 30
 # launcher cannot tell that a run's process was killed: such a run stays STARTED for good.
 _STARTED_GRACE_S = 20
 # A long-lived drain run that started but never beat (killed while starting) is trusted this
-# long after it was created; a run waiting to start, as long as run monitoring lets it wait.
+# long after it started; a run waiting to start, as long as run monitoring lets it wait.
 _SLOT_START_GRACE_S = 60
 _SLOT_WAITING_S = 180 + _WAITING_MARGIN_S  # the instances' run_monitoring start_timeout_seconds
 # The backstop: Dagster's run monitoring ends a drain run this long past its lifetime (it exits
@@ -129,10 +129,12 @@ def _slot_starting(instance: dg.DagsterInstance, slot: str, beating_run: str | N
     )
     if instance.get_runs_count(waiting):
         return True
+    # By when it STARTED (its last update), not when it was created: under load a queued run may
+    # wait a minute to start, and it beats only a moment after starting.
     started = dg.RunsFilter(
         job_name=job,
         tags=tags,
         statuses=[dg.DagsterRunStatus.STARTED],
-        created_after=now - timedelta(seconds=_SLOT_START_GRACE_S),
+        updated_after=now - timedelta(seconds=_SLOT_START_GRACE_S),
     )
     return any(run.run_id != beating_run for run in instance.get_runs(started))
