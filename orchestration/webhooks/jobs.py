@@ -6,9 +6,10 @@ It holds one of two drain slots (tag `flokit/drain_slot`), waits for wake-ups be
 its planned end, staggered half a lifetime from the other slot's; the sensor relaunches it. So
 a delivery waits for a wake-up and a claim, not for a sensor tick and a run launch (~2.5 s).
 
-In process (lifetime 0: tests, scripts): one run sends until nothing is due or `max_run_s` has
-passed. Runs are safe to overlap either way: claims are leases taken with SKIP LOCKED
-(PostgreSQL) or under BEGIN IMMEDIATE (SQLite).
+In process (lifetime 0: tests, scripts), or launched without a slot tag (by hand, from the
+Dagster UI): one run sends until nothing is due or `max_run_s` has passed. Runs are safe to
+overlap either way: claims are leases taken with SKIP LOCKED (PostgreSQL) or under BEGIN
+IMMEDIATE (SQLite).
 """
 
 from datetime import timedelta
@@ -35,10 +36,11 @@ def deliver_webhooks(
     instance_key: InstanceKeyResource,
 ) -> dg.Output[None]:
     db = database.database()
-    if webhook_queue.lifetime_s <= 0:
+    slot = context.run.tags.get(SLOT_TAG)
+    if webhook_queue.lifetime_s <= 0 or slot not in SLOTS:
+        # In process, or launched by hand (the Dagster UI) without a slot: one short drain.
         report = drain(db, webhook_queue, webhook_http, context.log, instance_key.key())
     else:
-        slot = context.run.tags.get(SLOT_TAG, SLOTS[0])
         now = utcnow()
         with db.read() as conn:
             other = drains.slots(conn).get(other_slot(slot))

@@ -216,3 +216,17 @@ def test_a_drain_whose_listening_connection_was_killed_listens_again_and_misses_
 def slots(db: Database) -> dict[str, drains.DrainSlot]:
     with db.read() as conn:
         return drains.slots(conn)
+
+
+def test_a_drain_run_launched_by_hand_without_a_slot_drains_once_and_ends(
+    db: Database, settings: Settings, instance: dg.DagsterInstance, workspace: dict, receiver: Receiver
+) -> None:
+    """An operator's run from the Dagster UI carries no slot tag: it must not hold a worker for a
+    whole lifetime, whatever the deployment's lifetime."""
+    add(db, workspace, receiver.url + "/a")
+    emit(db, workspace)
+    run = LongRun(settings, instance, "a", lifetime_s=900)
+    started = time.monotonic()
+    result = webhook_deliveries_job.execute_in_process(instance=instance, resources=run.resources)
+    assert result.success and time.monotonic() - started < 30
+    assert len(receiver.at("/a")) == 1 and slots(db) == {}
