@@ -32,6 +32,7 @@ from cli.context import App, pass_app
 from cli.dagster_instance import CELERY_QUEUE, InstanceBusy, InstanceDamaged, holding, prepare_instance
 from cli.supervisor import Check, Child, RestartPolicy, Supervisor, speak_as, stop_requested
 from cli.up import DEFAULT_WORKERS, ROOT, STOP_GRACE_S, _tool, children
+from transforms.webhooks.drain_slots import SLOTS
 from warehouse.dagster_storage import DaemonLock, reachable
 from warehouse.settings import Settings
 
@@ -251,7 +252,14 @@ def _heartbeat(settings: Settings) -> Callable[[], bool]:
 
 @serve.command()
 @click.option("--name", default="worker", show_default=True, help="Celery node name (NAME@host); unique per host.")
-@click.option("--concurrency", "-c", type=int, default=2, show_default=True, help="Runs at once (pool processes).")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Runs at once (pool processes), besides room for the two long-lived webhook drain runs.",
+)
 @pass_app
 def worker(app: App, name: str, concurrency: int) -> None:
     """A Celery run worker: each Dagster run the daemon launches runs in one of its pool processes."""
@@ -262,7 +270,15 @@ def worker(app: App, name: str, concurrency: int) -> None:
     _prepare("worker", settings)
     app.close()
     node = f"{name}@{socket.gethostname()}"
-    click.echo(f"celery node: {node}; queue: {CELERY_QUEUE}; pool: prefork x {concurrency}")
+    # The long-lived webhook drain runs (one per slot, FLOKIT_WEBHOOK_DRAIN_LIFETIME_S) each hold
+    # a pool process for their lifetime, and both may land on this worker: room is made for
+    # them on top of `-c`, so the other runs keep `-c` processes on every worker.
+    drains = len(SLOTS) if settings.webhook_drain_lifetime_s > 0 else 0
+    pool = concurrency + drains
+    click.echo(
+        f"celery node: {node}; queue: {CELERY_QUEUE}; pool: prefork x {pool}"
+        + (f" ({concurrency} + {drains} for the webhook drains)" if drains else "")
+    )
     child = Child(
         "worker",
         [
@@ -275,7 +291,7 @@ def worker(app: App, name: str, concurrency: int) -> None:
             "-n",
             node,
             "-c",
-            str(concurrency),
+            str(pool),
             "-P",
             "prefork",
             "--loglevel",

@@ -71,7 +71,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
                 "database": DatabaseResource(url=database_url),
                 "data_dir": DataDirResource(root=str(settings.data_dir), lake_url=settings.lake_url),
                 "instance_key": InstanceKeyResource(data_dir=str(settings.data_dir)),
-                "webhook_queue": WebhookQueue(backoff_scale=settings.webhook_backoff_scale),
+                "webhook_queue": WebhookQueue(
+                    backoff_scale=settings.webhook_backoff_scale, lifetime_s=settings.webhook_drain_lifetime_s
+                ),
                 "webhook_http": WebhookHttpClient(allow_private=settings.webhooks_allow_private),
             },
         ),

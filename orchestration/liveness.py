@@ -2,7 +2,7 @@
 
 Dagster counts every in-progress run against `max_concurrent_runs` and the tag limits until the
 run itself reports its end. A process killed with SIGKILL reports nothing: its runs stay STARTED
-for ever, and two of them on the dev instance (`max_concurrent_runs: 2`) stop every other run.
+for ever, and four of them on the dev instance (`max_concurrent_runs: 4`) stop every other run.
 Dagster's run monitoring, on in every instance FloKit writes, fails a run stuck STARTING and ends
 one past `max_runtime_seconds`, but it cannot tell whether a STARTED run's process lives: the
 DefaultRunLauncher does not support `check_run_worker_health` (Dagster 1.13), and a run that

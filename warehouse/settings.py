@@ -307,6 +307,10 @@ class Settings:
     # Minimum seconds between evaluations of FloKit's queue sensors (landed events, webhook
     # deliveries); the daemon itself evaluates sensors at most about every 5 s.
     sensor_interval_s: int = 5
+    # Seconds each long-lived webhook drain run lives before it exits and the sensor relaunches
+    # its slot (docs/webhooks.md "Delivery"); 0: one short run per batch of due deliveries, as
+    # before issue 36 (seconds of latency: a sensor tick plus a run launch per batch).
+    webhook_drain_lifetime_s: float = 900.0
     # Where provider webhooks are forwarded (the path is appended); None: answered 502.
     passthrough_url: str | None = None
     # Spec limits: gateway downstream timeout 10 s, then 504.
@@ -380,6 +384,7 @@ class Settings:
             integrations_allow_private_hosts=private_hosts(env),
             webhook_backoff_scale=_positive_number(env, "FLOKIT_WEBHOOK_BACKOFF_SCALE", 1.0, allow_zero=True),
             sensor_interval_s=max(1, round(_positive_number(env, "FLOKIT_SENSOR_INTERVAL_S", 5))),
+            webhook_drain_lifetime_s=_positive_number(env, "FLOKIT_WEBHOOK_DRAIN_LIFETIME_S", 900.0, allow_zero=True),
             app_session_secret=_app_session_secret(env, data_dir),
             instance_key=instance_key_for(env, data_dir),
             passthrough_url=_http_url(env, "FLOKIT_PASSTHROUGH_URL"),
@@ -426,6 +431,7 @@ class Settings:
             "FLOKIT_WEBHOOK_BACKOFF_SCALE": repr(self.webhook_backoff_scale),
             "FLOKIT_TRUSTED_PROXIES": str(self.trusted_proxies),
             "FLOKIT_SENSOR_INTERVAL_S": str(self.sensor_interval_s),
+            "FLOKIT_WEBHOOK_DRAIN_LIFETIME_S": repr(self.webhook_drain_lifetime_s),
             "FLOKIT_PASSTHROUGH_URL": self.passthrough_url or "",
             "FLOKIT_APPLE_ROOT_CERTS": ",".join(str(p) for p in self.apple_root_certs),
             "FLOKIT_APPLE_ONLINE_CHECKS": "1" if self.apple_online_checks else "0",

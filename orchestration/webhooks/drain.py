@@ -10,6 +10,10 @@ What a crash may cost is what was in flight, nothing more:
   thread while the run is alive, so a killed run's deliveries are due again within one lease,
   and a slow receiver (10 s read timeout) never outlives its lease.
 - Claims top up the sends in flight, so one slow endpoint does not hold up a round.
+
+`drain` empties the queue once; `serve` is the long-lived run's loop around it: it waits for a
+wake-up (PostgreSQL LISTEN, or a short poll on SQLite) between drains, beats its slot's
+heartbeat, and exits at its planned end.
 """
 
 from __future__ import annotations
@@ -22,14 +26,15 @@ from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from transforms.webhooks.backoff import DISABLE_AFTER_FAILURES
 from transforms.webhooks.signing import request_headers
-from warehouse.db import Database
-from warehouse.webhooks import delivery_queue
+from warehouse.db import Database, utcnow
+from warehouse.webhooks import delivery_queue, drains
 from warehouse.webhooks.delivery_queue import Claimed, SendResult
+from warehouse.webhooks.wakeup import Wakeups
 
 # After a claim found nothing due, wait this long before looking again while sends are in flight
 # (each look is a write transaction; retries that fall due meanwhile wait at most this much).
@@ -64,6 +69,10 @@ class DrainReport:
     def sends(self) -> int:
         return sum(n for status, n in self.counts.items() if status != "held_back")
 
+    def add(self, other: DrainReport) -> None:
+        self.counts.update(other.counts)
+        self.disabled.extend(other.disabled)
+
 
 class LeaseKeeper:
     """Renews the leases of the deliveries a drain holds, from a thread, until it stops."""
@@ -72,6 +81,10 @@ class LeaseKeeper:
         self._db, self._queue, self._log = db, queue, log
         self._held: Counter[str] = Counter()  # lease token -> deliveries not yet recorded
         self._lock = threading.Lock()
+        # Held by a renewal's transaction and by the drain's recording: on PostgreSQL the two
+        # lock the same rows in different orders and deadlocked (measured in the benchmark:
+        # "deadlock detected" on a renewal); one at a time within a drain, they cannot.
+        self.writing = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="webhook-leases", daemon=True)
 
@@ -99,7 +112,7 @@ class LeaseKeeper:
             if not tokens:
                 continue
             try:
-                with self._db.write() as conn:
+                with self.writing, self._db.write() as conn:
                     delivery_queue.renew_leases(
                         conn, tokens, now=self._queue.now(), lease=timedelta(seconds=self._queue.lease_s)
                     )
@@ -113,11 +126,14 @@ def drain(
     http: WebhookHttpClient,
     log: logging.Logger,
     instance_key: str,
+    *,
+    deadline: float | None = None,
 ) -> DrainReport:
-    """Send due deliveries until nothing is due or `queue.max_run_s` has passed; the signing
-    secrets are unsealed with `instance_key`."""
+    """Send due deliveries until nothing is due or `deadline` (monotonic; by default
+    `queue.max_run_s` from now) has passed; the signing secrets are unsealed with `instance_key`."""
     report = DrainReport()
-    deadline = time.monotonic() + queue.max_run_s
+    if deadline is None:
+        deadline = time.monotonic() + queue.max_run_s
     scale = queue.scale()
     refill_at = max(1, queue.batch_size // 2)
     in_flight: dict[Future[SendResult | None], Claimed] = {}
@@ -156,13 +172,96 @@ def drain(
             finished = [(in_flight.pop(f), f.result()) for f in done]
             completed = sorted(((c, r) for c, r in finished if r is not None), key=lambda s: s[1].finished_at)
             held_back = [c for c, r in finished if r is None]
-            _record(db, completed, held_back, scale, report, log)
+            with leases.writing:
+                _record(db, completed, held_back, scale, report, log)
             leases.release([c for c, _ in finished])
             for _ in completed:
                 gate.unrecorded.release()
             if not in_flight:
                 idle = False  # what was just recorded may have made retries due: look once more
     return report
+
+
+class Heartbeat:
+    """Beats the drain slot's heartbeat from a thread every `queue.beat_every_s` while the run
+    lives, and ends the slot when the run exits (the sensor may relaunch it at its next tick)."""
+
+    def __init__(
+        self, db: Database, queue: WebhookQueue, log: logging.Logger, *, slot: str, run_id: str, ends_at: datetime
+    ) -> None:
+        self._db, self._queue, self._log = db, queue, log
+        self._slot, self._run_id, self._ends_at = slot, run_id, ends_at
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="webhook-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._beat()  # before the first claim: the sensor sees the slot taken at once
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        try:
+            with self._db.write() as conn:
+                drains.end(conn, slot=self._slot, run_id=self._run_id, now=utcnow())
+        except Exception as exc:  # the beat goes stale instead: relaunched a few seconds later
+            self._log.warning(f"webhook drain slot {self._slot} not released: {type(exc).__name__}: {exc}")
+
+    def _beat(self) -> None:
+        try:
+            with self._db.write() as conn:
+                drains.beat(conn, slot=self._slot, run_id=self._run_id, now=utcnow(), ends_at=self._ends_at)
+        except Exception as exc:  # a database hiccup: the next beat may come in time
+            self._log.warning(f"webhook drain heartbeat missed: {type(exc).__name__}: {exc}")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._queue.beat_every_s):
+            self._beat()
+
+
+def serve(
+    db: Database,
+    queue: WebhookQueue,
+    http: WebhookHttpClient,
+    log: logging.Logger,
+    instance_key: str,
+    *,
+    slot: str,
+    run_id: str,
+    ends_at: datetime,
+    wakeups: Wakeups,
+    report_every_s: float = 60.0,
+) -> DrainReport:
+    """The long-lived drain: drain, wait for a wake-up, drain again, until `ends_at`.
+
+    Woken (a notification, or the listener just (re)connected) it drains at once; after
+    `queue.wait_s` without a wake-up (PostgreSQL) or every `queue.poll_s` (SQLite) it looks with
+    one read whether something is due (a retry whose backoff ended, a lease that lapsed) and
+    drains if so. It stops claiming at `ends_at`, finishes the sends in flight and returns.
+    Logs a line of counts every `report_every_s` (never one per delivery: the Dagster event log
+    stays small)."""
+    total, since = DrainReport(), DrainReport()
+    end = time.monotonic() + (ends_at - utcnow()).total_seconds()
+    reported = time.monotonic()
+    timeout = queue.wait_s if wakeups.listening else queue.poll_s
+    woken = True  # look before the first wait: deliveries may have been due before this run
+    with Heartbeat(db, queue, log, slot=slot, run_id=run_id, ends_at=ends_at):
+        while (now := time.monotonic()) < end:
+            if woken or _due(db, queue):
+                since.add(drain(db, queue, http, log, instance_key, deadline=end))
+            if now - reported >= report_every_s and since.counts:
+                log.info(f"webhook sends in the last {now - reported:.0f} s: {dict(since.counts)}")
+                total.add(since)
+                since, reported = DrainReport(), now
+            woken = wakeups.wait(max(0.0, min(timeout, end - time.monotonic())))
+    total.add(since)
+    return total
+
+
+def _due(db: Database, queue: WebhookQueue) -> bool:
+    with db.read() as conn:
+        return delivery_queue.any_due(conn, queue.now())
 
 
 @contextmanager

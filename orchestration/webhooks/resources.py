@@ -82,8 +82,22 @@ class WebhookQueue(dg.ConfigurableResource):
     # deliveries are due again within `lease_s`, and a renewal may miss twice before it lapses.
     lease_s: float = 20.0
     renew_every_s: float = 5.0
-    # A run stops claiming after this long; the sensor requests another for what is left.
+    # A short run (lifetime_s 0) stops claiming after this long; the sensor requests another.
     max_run_s: float = 60.0
+    # A long-lived drain run (the deployment's FLOKIT_WEBHOOK_DRAIN_LIFETIME_S, bound at the
+    # composition root) waits for work and drains for this long, then exits and the sensor
+    # relaunches its slot. 0 (the default, for tests and scripts that run the job in process):
+    # drain what is due and stop, as one short run.
+    lifetime_s: float = 0.0
+    # Between drains, a long-lived run waits this long for a wake-up (PostgreSQL LISTEN) before
+    # it looks with a read whether something fell due anyway (a retry whose backoff ended) ...
+    wait_s: float = 1.0
+    # ... and on SQLite, which has no notifications, it looks this often (one indexed read).
+    poll_s: float = 0.2
+    # A long-lived run's heartbeat (`warehouse.webhooks.drains`): written this often; the sensor
+    # relaunches a slot whose beat is older than `stale_after_s` whatever Dagster's run status.
+    beat_every_s: float = 2.0
+    stale_after_s: float = 10.0
     backoff_scale: float = 1.0  # FLOKIT_WEBHOOK_BACKOFF_SCALE, bound at the composition root
     # Added to the wall clock: tests and drills move time (e.g. past a rotation overlap).
     clock_offset_s: float = 0.0

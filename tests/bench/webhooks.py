@@ -8,8 +8,9 @@ Three measurements in one run, same machine, same receiver (http.server on 127.0
    `execute_in_process` runs of the real job: the path's own throughput without launch costs;
 3. daemon: the real `dagster-daemon` with the dev instance settings (queued runs, dequeue
    interval 1 s, at most 2 concurrent runs) and FLOKIT_SENSOR_INTERVAL_S=1: a steady stream
-   (enqueue-to-receipt latency p50/p99) then a burst of N (deliveries/s from enqueue to last
-   receipt). Bounded in time; the daemon is stopped at the end.
+   (enqueue-to-receipt latency p50/p99), a burst of N (deliveries/s from enqueue to last
+   receipt), then a backlog of N released at once (an endpoint enabled: the drains' own rate).
+   Bounded in time; the daemon is stopped at the end.
 The operational database is SQLite unless FLOKIT_TEST_POSTGRES_URL is set (`make bench`).
 """
 
@@ -250,6 +251,25 @@ def with_daemon(
             "burst_rate_first_to_last_receipt": len(got) / max(last - first, 1e-9),
             "burst_p50_s": statistics.median(latencies(receiver, "/burst")),
         }
+
+        # A backlog due all at once: N deliveries queued for a disabled endpoint, then enabled
+        # in one transaction (which wakes the drains). With drains that start sending while the
+        # burst above is still being enqueued, its first-to-last rate is the enqueueing rate;
+        # this one is the drains' own.
+        held = endpoint(db, ws, receiver.url + "/backlog")
+        disable(db, held)
+        emit_many(db, ws, n)
+        released = time.time()
+        with db.write() as conn:
+            endpoints.set_enabled(conn, endpoint_id=held, enabled=True)
+        wait_until(lambda: len(receiver.at("/backlog")) >= n, 180)
+        got = receiver.at("/backlog")
+        last = max(r.received_at for r in got)
+        figures |= {
+            "backlog_received": len(got),
+            "backlog_rate_from_release": len(got) / (last - released),
+            "backlog_first_receipt_s": min(r.received_at for r in got) - released,
+        }
     finally:
         stop(daemon)
     return figures
@@ -294,6 +314,12 @@ def main() -> None:
                     f"{figures['burst_rate_from_enqueue']:.0f} deliveries/s from enqueue start to last receipt, "
                     f"{figures['burst_rate_first_to_last_receipt']:.0f}/s first to last receipt, "
                     f"p50 {figures['burst_p50_s']:.2f} s ({figures['burst_received']:.0f} received)"
+                )
+                print(
+                    f"daemon    backlog of {args.deliveries} released at once (endpoint enabled): "
+                    f"{figures['backlog_rate_from_release']:.0f} deliveries/s from release to last receipt, "
+                    f"first receipt {figures['backlog_first_receipt_s']:.2f} s after release "
+                    f"({figures['backlog_received']:.0f} received)"
                 )
         finally:
             receiver.close()

@@ -18,18 +18,25 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import ExitStack
+from datetime import timedelta
 
+import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from orchestration.webhooks.drain import DrainReport, drain
+from orchestration.resources import DatabaseResource
+from orchestration.webhooks.drain import DrainReport, drain, serve
+from orchestration.webhooks.jobs import SLOT_TAG
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
+from orchestration.webhooks.sensors import build_webhook_sensor
 from tests.support import ROOT, WEBHOOK_KEY
 from tests.support.webhook_receiver import Received, Receiver, running_receiver
-from warehouse.db import Database
+from warehouse.db import Database, utcnow
 from warehouse.webhooks import delivery_history, endpoints
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_events
+from warehouse.webhooks.wakeup import Wakeups
 
 pytestmark = [
     pytest.mark.fault,
@@ -45,9 +52,25 @@ import logging, sys
 from orchestration.webhooks.drain import DrainReport, drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from tests.support import WEBHOOK_KEY
-from warehouse.db import Database
+from warehouse.db import Database, utcnow
 queue = WebhookQueue(lease_s=float(sys.argv[2]), renew_every_s=0.5, max_workers=int(sys.argv[3]), max_run_s=120)
 drain(Database(sys.argv[1]), queue, WebhookHttpClient(allow_private=True), logging.getLogger("drain"), WEBHOOK_KEY)
+"""
+
+# The long-lived drain of one slot in its own process (a deployed drain run): killed mid-stream.
+LONG_DRAIN_PROCESS = """
+import logging, sys
+from datetime import timedelta
+from orchestration.webhooks.drain import serve
+from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
+from tests.support import WEBHOOK_KEY
+from warehouse.db import Database, utcnow
+from warehouse.webhooks.wakeup import Wakeups
+db = Database(sys.argv[1])
+queue = WebhookQueue(lease_s=2.0, renew_every_s=0.5, max_workers=8, lifetime_s=120, beat_every_s=0.5)
+with Wakeups(db) as wakeups:
+    serve(db, queue, WebhookHttpClient(allow_private=True), logging.getLogger("drain"), WEBHOOK_KEY,
+          slot="a", run_id="victim", ends_at=utcnow() + timedelta(seconds=120), wakeups=wakeups)
 """
 
 
@@ -247,3 +270,72 @@ def test_a_drain_that_cannot_record_stops_sending_and_ends(db: Database, workspa
     assert not runner.is_alive(), "the drain hung after its recording failed"
     assert isinstance(outcome[0], sa.exc.DBAPIError), outcome
     assert len(receiver.at("/a")) <= 2 * workers  # nothing sent once the drain was stopping
+
+
+@pytest.fixture
+def stack() -> Iterator[ExitStack]:
+    with ExitStack() as s:
+        yield s
+
+
+def test_a_long_lived_drain_killed_mid_stream_loses_nothing_and_its_slot_is_relaunched(
+    db: Database, workspace: dict, receiver: Receiver, stack: ExitStack
+) -> None:
+    """A deployed drain run killed with SIGKILL while events stream in: Dagster would still call
+    it STARTED, but its heartbeat stops, so the sensor requests its slot again within
+    `stale_after_s`; the relaunched drain sends what the killed one left (its leases lapse) and
+    what arrived meanwhile. Nothing is lost; duplicates stay within the sends in flight."""
+    add(db, workspace, receiver.url + "/s", ["action.created"])
+    total, kill_at, workers = 150, 50, 8
+    queue = WebhookQueue(lifetime_s=120, stale_after_s=2.0, max_workers=workers)
+    sensor = build_webhook_sensor(1)
+    resources = {"database": DatabaseResource(url=db.url), "webhook_queue": queue}
+    instance = stack.enter_context(dg.instance_for_test())
+    victim = subprocess.Popen([sys.executable, "-c", LONG_DRAIN_PROCESS, db.url], cwd=ROOT)
+    killed: list[float] = []
+
+    def kill_mid_stream(_got: Received) -> None:
+        if len(receiver.requests) == kill_at and not killed:
+            os.kill(victim.pid, signal.SIGKILL)
+            killed.append(time.monotonic())
+
+    receiver.on_receive = kill_mid_stream
+
+    def stream() -> None:  # 50 events a second, one transaction each, as an API would emit them
+        for _ in range(total):
+            emit_many(db, workspace, 1)
+            time.sleep(0.02)
+
+    producer = threading.Thread(target=stream)
+    producer.start()
+    try:
+        assert victim.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        victim.kill()
+
+    # The sensor, as the daemon evaluates it: the slot is dead once its beat is 2 s old.
+    relaunch: list[str] = []  # slot b has no drain in this test: requested at every tick
+    while "a" not in relaunch and time.monotonic() - killed[0] < 10:
+        result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        if isinstance(result, dg.SensorResult):
+            relaunch = [r.tags[SLOT_TAG] for r in result.run_requests]
+        time.sleep(0.2)
+    relaunched_s = time.monotonic() - killed[0]
+    assert "a" in relaunch
+
+    # The relaunched run of slot a drains what is left and what still streams in.
+    with Wakeups(db) as wakeups:
+        ends_at = utcnow() + timedelta(seconds=8)
+        report = serve(db, queue, WebhookHttpClient(allow_private=True), LOG, WEBHOOK_KEY,
+                       slot="a", run_id="relaunched", ends_at=ends_at, wakeups=wakeups)  # fmt: skip
+    producer.join()
+    got = sends(receiver.at("/s"))
+    duplicates = sum(n - 1 for n in got.values())
+    print(
+        f"\n[fault] long-lived drain killed at receipt {kill_at} of a {total}-event stream: slot "
+        f"relaunched {relaunched_s:.1f} s after the kill; distinct {len({d for d, _ in got})}, "
+        f"duplicates {duplicates}; relaunched drain {dict(report.counts)}"
+    )
+    assert len({d for d, _ in got}) == total  # nothing lost
+    assert duplicates <= 2 * workers
+    assert relaunched_s < 2.0 + 3  # stale after 2 s, plus a tick and this machine's load

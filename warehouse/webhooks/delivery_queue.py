@@ -30,6 +30,7 @@ from warehouse.errors import NotRedeliverable
 from warehouse.webhooks.endpoints import endpoint_for_operator, signing_secrets
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
+from warehouse.webhooks.wakeup import wake_drains
 
 _ERROR_CHARS = 500
 # How much of a receiver's answer an attempt keeps (the dashboard shows it beside the status code).
@@ -93,6 +94,12 @@ def _due_query(now: datetime) -> sa.Select:
         .select_from(webhook_deliveries.join(webhook_endpoints, e.id == d.endpoint_id))
         .where(_due(now), e.status == "enabled")
     )
+
+
+def any_due(conn: Connection, now: datetime) -> bool:
+    """Whether a delivery of an enabled endpoint is due (one indexed read): what a long-lived
+    drain polls on SQLite, and checks on PostgreSQL when a second passed without a wake-up."""
+    return conn.execute(_due_query(now).limit(1)).first() is not None
 
 
 def due_fingerprint(conn: Connection, now: datetime) -> tuple[int, str | None]:
@@ -424,6 +431,8 @@ def redeliver(
     redelivered = sorted(
         conn.execute(query.values(status="pending", next_attempt_at=now, completed_at=None).returning(d.id)).scalars()
     )
+    if redelivered:
+        wake_drains(conn)
     audit.record(
         conn,
         workspace_id=endpoint.workspace_id,

@@ -29,6 +29,7 @@ from warehouse import audit
 from warehouse.db import utcnow
 from warehouse.errors import NotFound
 from warehouse.webhooks.tables import webhook_deliveries, webhook_endpoints, webhook_secrets
+from warehouse.webhooks.wakeup import wake_drains
 from warehouse.workspaces import get_workspace
 
 # Spec: "for 24 hours both the active and retiring secrets sign".
@@ -192,6 +193,8 @@ def set_enabled(conn: Connection, *, endpoint_id: str, enabled: bool, actor: str
     ).first()
     if row is None:
         raise NotFound(f"No webhook endpoint {endpoint_id}")
+    if enabled:
+        wake_drains(conn)  # its waiting deliveries whose time has come are due now
     action = "webhook_endpoint.enabled" if enabled else "webhook_endpoint.disabled"
     audit.record(conn, workspace_id=row.workspace_id, actor=actor, action=action, subject_id=endpoint_id)
     return get_endpoint(conn, workspace_id=row.workspace_id, endpoint_id=endpoint_id)

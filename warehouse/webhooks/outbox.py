@@ -3,7 +3,7 @@
 The envelope is frozen to bytes once, here, and one delivery row is queued per endpoint of the
 workspace subscribed to the event type, all in the caller's transaction: the event exists
 exactly when the change that caused it commits (no event for a rolled-back approval, no
-approval without its event). The Dagster sensor picks the deliveries up.
+approval without its event). The commit wakes the drains (`wakeup.wake_drains`).
 
 A disabled endpoint gets its deliveries queued too: they wait, unsent, until it is enabled
 again (spec: "temporarily disabled until re-enabled"), so no event vanishes for an endpoint
@@ -24,6 +24,7 @@ from transforms.webhooks.envelope import check_event_type, envelope, freeze
 from transforms.webhooks.payloads import SAMPLE_DATA
 from warehouse.db import utcnow
 from warehouse.webhooks.tables import webhook_deliveries, webhook_endpoints, webhook_events
+from warehouse.webhooks.wakeup import wake_drains
 
 
 @dataclass(frozen=True)
@@ -139,4 +140,5 @@ def _emit(
                 for delivery_id, endpoint_id in deliveries
             ],
         )
+        wake_drains(conn)  # due now: the listening drains claim them at this commit
     return Emitted(event_id=event_id, deliveries=deliveries)

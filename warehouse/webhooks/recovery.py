@@ -1,12 +1,13 @@
 """Recovery over v1 (issue 36 part 4): an endpoint's deliveries as a client reads them, a resend
 of one delivery, and "recover everything not delivered since T" for an endpoint.
 
-Both resends and recoveries only make deliveries due now and mark them (`resend_from`, the
-status to go back to if the send fails; `transforms.webhooks.recovery`); the drain sends them as
-any other, with the same frozen body, event id and delivery id, the next attempt number and a
-fresh signature. Such sends are left out of the endpoint's failure streak
-(`delivery_queue.record_batch`): a failed resend never disables an endpoint and a successful one
-does not reset its count (enabling the endpoint does that).
+Both resends and recoveries only make deliveries due now, wake the listening drains
+(`wake_drains`) and mark the deliveries (`resend_from`, the status to go back to if the send
+fails; `transforms.webhooks.recovery`); the drain sends them as any other, with the same frozen
+body, event id and delivery id, the next attempt number and a fresh signature. Such sends are
+left out of the endpoint's failure streak (`delivery_queue.record_batch`): a failed resend never
+disables an endpoint and a successful one does not reset its count (enabling the endpoint does
+that).
 
 Every change is one conditional UPDATE, so a drain and a resend never both own a delivery: a
 delivery leased by a live run (`delivering`, lease not expired) is left alone, as its send is
@@ -36,6 +37,7 @@ from warehouse.webhooks.tables import (
     webhook_endpoints,
     webhook_events,
 )
+from warehouse.webhooks.wakeup import wake_drains
 
 
 class UnknownDeliveryCursor(LookupError):
@@ -157,6 +159,7 @@ def resend(conn: Connection, *, workspace_id: str, delivery_id: str, now: dateti
             f"Webhook delivery {delivery_id} is being sent right now; its outcome appears in the endpoint's "
             "deliveries within seconds, resend it then if needed"
         )
+    wake_drains(conn)  # sent within a second, by a listening drain, once this commits
     audit.record(
         conn,
         workspace_id=workspace_id,
@@ -195,6 +198,8 @@ def recover(
         .returning(d.id, d.created_at)
     ).all()
     ids = [r.id for r in sorted(recovered, key=lambda r: (r.created_at, r.id))]
+    if ids:
+        wake_drains(conn)
     audit.record(
         conn,
         workspace_id=workspace_id,

@@ -13,6 +13,7 @@
   v1 keep their rows (`deleted_at`).
 - `webhook_attempts`: one row per physical send: status code or error, the start of the
   receiver's answer, start and end.
+- `webhook_drains`: one row per long-lived drain slot, its run's heartbeat and planned end.
 """
 
 from __future__ import annotations
@@ -111,4 +112,16 @@ webhook_attempts = sa.Table(
     # The first characters of the receiver's answer (decoded as UTF-8, bad bytes replaced); NULL
     # when no answer came. Last, where migration 0160 adds it.
     sa.Column("response_excerpt", sa.String(500), nullable=True),
+)
+
+# The long-lived drain runs' heartbeats, one row per drain slot (`orchestration.webhooks.sensors`):
+# the run beating, when it last beat and when it means to end. Dagster's run status cannot say
+# that a drain's process died (the default launcher leaves a killed run STARTED); a beat can.
+webhook_drains = sa.Table(
+    "webhook_drains",
+    metadata,
+    sa.Column("slot", sa.String(16), primary_key=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("beat_at", UTCDateTime(), nullable=False),
+    sa.Column("ends_at", UTCDateTime(), nullable=False),
 )

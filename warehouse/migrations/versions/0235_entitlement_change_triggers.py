@@ -13,14 +13,14 @@ the host serves).
 SQLite needs nothing: its readers notice any commit by `PRAGMA data_version`.
 
 Revision ID: 0235
-Revises: 0225
+Revises: 0230
 Create Date: 2026-11-29
 """
 
 from alembic import op
 
 revision = "0235"
-down_revision = "0225"
+down_revision = "0230"
 branch_labels = None
 depends_on = None
 
