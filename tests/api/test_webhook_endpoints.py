@@ -3,56 +3,27 @@ Standard Webhooks opt-in, with real deliveries to a local receiver where sending
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from flask import Flask
 from flask.testing import FlaskClient
 from standardwebhooks.webhooks import Webhook
 
-from api.app import create_app
 from orchestration.webhooks.drain import drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
-from tests.support import WEBHOOK_KEY, bearer
-from tests.support.webhook_receiver import Receiver, running_receiver
+from tests.support import WEBHOOK_KEY
+from tests.support.webhook_api import BASE, api, local_app, receiver, ro, rw
+from tests.support.webhook_receiver import Receiver
 from transforms.webhooks.verify import verify
 from warehouse import audit
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database
-from warehouse.settings import Settings
 from warehouse.webhooks.outbox import emit_event
 from warehouse.webhooks.tables import webhook_deliveries, webhook_endpoints
 
-BASE = "/v1/webhooks/endpoints"
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as r:
-        yield r
-
-
-@pytest.fixture
-def local_app(settings: Settings) -> Flask:
-    """The API of an instance that allows private addresses (the receiver is on 127.0.0.1)."""
-    return create_app(dataclasses.replace(settings, webhooks_allow_private=True, instance_key=WEBHOOK_KEY))
-
-
-@pytest.fixture
-def api(local_app: Flask) -> FlaskClient:
-    return local_app.test_client()
-
-
-def rw(workspace: dict[str, Any]) -> dict[str, str]:
-    return bearer(workspace["api_key_read_write"])
-
-
-def ro(workspace: dict[str, Any]) -> dict[str, str]:
-    return bearer(workspace["api_key_read_only"])
+__all__ = ["api", "local_app", "receiver"]  # fixtures (tests/support/webhook_api.py)
 
 
 def deliver(db: Database) -> None:
