@@ -23,18 +23,14 @@ from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from orchestration.webhooks.sensors import build_webhook_sensor
 from tests.support import WEBHOOK_KEY
 from tests.support.databases import fresh_database_url
-from tests.support.webhook_receiver import Receiver, running_receiver
+from tests.support.webhook_receiver import Receiver, receiver
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, database_for, utcnow
 from warehouse.settings import Settings
 from warehouse.webhooks import drains, endpoints
 from warehouse.webhooks.outbox import emit_event
 
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as r:
-        yield r
+__all__ = ["receiver"]  # fixture (tests/support/webhook_receiver.py)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ into a test module (and list them in its `__all__`)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,16 +13,11 @@ from flask.testing import FlaskClient
 
 from api.app import create_app
 from tests.support import WEBHOOK_KEY, bearer
-from tests.support.webhook_receiver import Receiver, running_receiver
+from tests.support.webhook_receiver import receiver
 from warehouse.settings import Settings
 
 BASE = "/v1/webhooks/endpoints"
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as r:
-        yield r
+__all__ = ["BASE", "api", "local_app", "receiver", "ro", "rw"]
 
 
 @pytest.fixture

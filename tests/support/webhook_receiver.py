@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 
 @dataclass(frozen=True)
 class Received:
@@ -101,3 +103,10 @@ def running_receiver() -> Iterator[Receiver]:
         receiver.server.shutdown()
         receiver.server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A receiver for one test (import this fixture by name into a test module's `__all__`)."""
+    with running_receiver() as r:
+        yield r

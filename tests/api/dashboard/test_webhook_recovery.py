@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,15 @@ from orchestration.webhooks.drain import drain
 from orchestration.webhooks.resources import WebhookHttpClient, WebhookQueue
 from tests.support import WEBHOOK_KEY
 from tests.support.dashboard import OPERATOR, csrf_of, sign_in
-from tests.support.webhook_receiver import Receiver, running_receiver
+from tests.support.webhook_receiver import Receiver, receiver
 from warehouse import audit
 from warehouse.bootstrap import bootstrap
 from warehouse.db import Database, utcnow
 from warehouse.settings import Settings
 from warehouse.webhooks import delivery_history, endpoints
 from warehouse.webhooks.outbox import emit_event
+
+__all__ = ["receiver"]  # fixture (tests/support/webhook_receiver.py)
 
 
 @pytest.fixture
@@ -31,12 +32,6 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
     return Settings(
         data_dir=tmp_path / "data", database_url=database_url, instance_key=WEBHOOK_KEY, webhooks_allow_private=True
     )
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as r:
-        yield r
 
 
 def send_due(db: Database) -> None:
